@@ -1,0 +1,34 @@
+# The two commands of the README:
+#   make demo   the main job (a program on a simulated fabric, checked, reported, pictured)
+#   make test   the test suite (ruff + pytest, slow tests included)
+# Both create or reuse .venv and install what they need.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean-venv
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first, pinned: the CPU build; an unpinned torch would pull a CUDA build
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m fabric.demo --out out
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: $(STAMP) lint
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/engine_speed.py --grid 128 --cycles 2000 --json benchmarks/results/engine_speed.json
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,28 @@
+"""wafer-fabric's simulator: a vectorized JAX model of a wafer-scale dataflow fabric.
+
+Public API:
+    FabricConfig            the machine (presets wse2, wse3, small)
+    Program, Tile, Rect     programs as plain data; Port for routes
+    instructions            DSDs, operands and instructions of tasks
+    build, Tables           Program -> dense tables
+    Simulator               host session: memcpy, launch, run, stats
+    FabricState, init_state, step, run   the engine itself
+    Stats                   counters of a run
+"""
+
+from fabric import instructions
+from fabric.build import ProgramInfo, Tables, build
+from fabric.config import FabricConfig
+from fabric.engine import run, step
+from fabric.errors import BuildError, CycleLimitError, DeadlockError, FabricError, RunError
+from fabric.host import Simulator
+from fabric.isa import Port
+from fabric.program import Program, Rect, Tile
+from fabric.state import FabricState, init_state
+from fabric.stats import Stats
+
+__all__ = [
+    "BuildError", "CycleLimitError", "DeadlockError", "FabricConfig", "FabricError",
+    "FabricState", "Port", "Program", "ProgramInfo", "Rect", "RunError", "Simulator", "Stats",
+    "Tables", "Tile", "build", "init_state", "instructions", "run", "step",
+]

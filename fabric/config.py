@@ -1,0 +1,184 @@
+"""Static description of the simulated machine: `FabricConfig` and its presets.
+
+Every figure of the machine lives here as a documented field; the engine never hard-codes one.
+A config is frozen and hashable, so it can key the cache of compiled engines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+
+# SIMD width per cycle (elements) by (builtin, dtype), public figures of the Cerebras SDK appendix.
+# The fp32 fma/mul width of 1 is unverified in public documents.
+_SIMD_WSE2 = (
+    (("fma", "f16"), 4),
+    (("mul_acc32", "f16"), 2),
+    (("add", "f32"), 2),
+    (("sub", "f32"), 2),
+    (("mov", "f32"), 2),
+    (("max", "f32"), 2),
+    (("add", "f16"), 4),
+    (("sub", "f16"), 4),
+    (("mul", "f16"), 4),
+    (("mov", "f16"), 4),
+    (("max", "f16"), 4),
+    (("fma", "f32"), 1),  # unverified
+    (("mul", "f32"), 1),  # unverified
+)
+_SIMD_WSE3 = tuple(
+    (key, width if key[0:2] in (("fma", "f32"), ("mul", "f32")) else 2 * width)
+    for key, width in _SIMD_WSE2
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class FabricConfig:
+    """The machine: grid size, per-PE resources, router figures and clock.
+
+    Args:
+        name: preset name, for reports.
+        rows, cols: the simulated grid (R x C PEs).
+        usable_rows, usable_cols: the program area of the real chip (reports only;
+            the simulator runs the whole `rows x cols` grid).
+        sram_bytes: SRAM per PE (48 KiB on WSE-2/3), addressed in 16-bit half-words and
+            stored by the engine as 32-bit words.
+        num_colors: routable colors (virtual channels) per router.
+        queue_depth: wavelets each per-color router buffer and each CE input queue holds
+            (2 to 6 on WSE-2; default 4).
+        hop_latency: cycles a wavelet spends per router hop (>= 1); must be below
+            `queue_depth` so that one color can still stream one wavelet per cycle.
+        clock_hz: clock used to convert cycles to seconds (850 MHz as the SDK examples
+            convert on WSE-2; 1.1 GHz for WSE-3 is unverified).
+        simd: ((builtin, dtype), elements per cycle) pairs.
+        num_registers: 32-bit scalar registers per PE.
+        num_async_slots: microthreads that run async DSD ops beside the main thread.
+        deadlock_window: cycles without any progress while work is pending after which
+            `run` stops and reports a deadlock.
+        edge_bandwidth: wavelets per cycle per row or column channel at the fabric edge
+            (host transfers).
+        generation: "wse2" or "wse3" (selects the SIMD table of `small`).
+
+    Example:
+        >>> FabricConfig.small(8, 8).num_pes
+        64
+    """
+
+    name: str
+    rows: int
+    cols: int
+    usable_rows: int
+    usable_cols: int
+    sram_bytes: int = 48 * 1024
+    num_colors: int = 24
+    queue_depth: int = 4
+    hop_latency: int = 1
+    clock_hz: float = 850e6
+    simd: tuple = _SIMD_WSE2
+    num_registers: int = 16
+    num_async_slots: int = 3
+    deadlock_window: int = 64
+    edge_bandwidth: int = 1
+    generation: str = "wse2"
+
+    # Task ids: ids 0..num_colors-1 are data tasks bound to the color of the same id (as on
+    # WSE-2); the ids above are local tasks. All task ids fit in one uint32 bitmask.
+    num_task_ids: int = 32
+
+    def __post_init__(self):
+        problems = []
+        if self.rows < 1 or self.cols < 1:
+            problems.append(f"grid must be at least 1x1, got {self.rows}x{self.cols}")
+        if not 1 <= self.num_colors <= 31:
+            problems.append(f"num_colors must be in 1..31, got {self.num_colors}")
+        if self.num_task_ids > 32 or self.num_task_ids <= self.num_colors:
+            problems.append(
+                f"num_task_ids must be in {self.num_colors + 1}..32, got {self.num_task_ids}"
+            )
+        if self.queue_depth < 1:
+            problems.append(f"queue_depth must be >= 1, got {self.queue_depth}")
+        if self.hop_latency < 1:
+            problems.append(f"hop_latency must be >= 1, got {self.hop_latency}")
+        if self.hop_latency >= self.queue_depth:
+            problems.append(
+                f"hop_latency ({self.hop_latency}) must be below queue_depth "
+                f"({self.queue_depth}) to keep one wavelet per cycle per link"
+            )
+        if self.sram_bytes % 4:
+            problems.append(f"sram_bytes must be a multiple of 4, got {self.sram_bytes}")
+        if self.deadlock_window < 4:
+            problems.append(f"deadlock_window must be >= 4, got {self.deadlock_window}")
+        if problems:
+            raise ValueError("invalid FabricConfig: " + "; ".join(problems))
+
+    # ---- derived figures -------------------------------------------------------------
+    @property
+    def num_pes(self) -> int:
+        return self.rows * self.cols
+
+    @property
+    def sram_words(self) -> int:
+        """32-bit words of SRAM per PE."""
+        return self.sram_bytes // 4
+
+    @property
+    def num_local_tasks(self) -> int:
+        return self.num_task_ids - self.num_colors
+
+    @property
+    def simd_table(self) -> MappingProxyType:
+        return MappingProxyType(dict(self.simd))
+
+    def simd_width(self, builtin: str, dtype: str = "f32") -> int:
+        """Elements per cycle of `builtin` on `dtype` operands held in memory."""
+        try:
+            return self.simd_table[(builtin, dtype)]
+        except KeyError:
+            known = sorted(f"{b}/{d}" for b, d in self.simd_table)
+            raise KeyError(f"no SIMD width for {builtin}/{dtype}; known: {known}") from None
+
+    def cycles_to_seconds(self, cycles: int | float) -> float:
+        return float(cycles) / self.clock_hz
+
+    def replace(self, **changes) -> FabricConfig:
+        return dataclasses.replace(self, **changes)
+
+    # ---- presets ---------------------------------------------------------------------
+    @classmethod
+    def wse2(cls, **overrides) -> FabricConfig:
+        """The WSE-2 fabric: 757 x 996 PEs, 750 x 994 usable, 850 MHz."""
+        base = dict(name="wse2", rows=757, cols=996, usable_rows=750, usable_cols=994)
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def wse3(cls, **overrides) -> FabricConfig:
+        """The WSE-3 fabric: 762 x 1172 PEs, about 755 x 1170 usable (unverified),
+        1.1 GHz (unverified), doubled 16-bit and fp32 add SIMD widths."""
+        base = dict(
+            name="wse3",
+            rows=762,
+            cols=1172,
+            usable_rows=755,
+            usable_cols=1170,
+            clock_hz=1.1e9,
+            simd=_SIMD_WSE3,
+            generation="wse3",
+        )
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def small(cls, rows: int, cols: int, generation: str = "wse2", **overrides) -> FabricConfig:
+        """An r x c fabric with the PE figures of `generation`, clocked at 850 MHz."""
+        if generation not in ("wse2", "wse3"):
+            raise ValueError(f"generation must be 'wse2' or 'wse3', got {generation!r}")
+        simd = _SIMD_WSE2 if generation == "wse2" else _SIMD_WSE3
+        base = dict(
+            name=f"small({rows},{cols})",
+            rows=rows,
+            cols=cols,
+            usable_rows=rows,
+            usable_cols=cols,
+            simd=simd,
+            generation=generation,
+        )
+        return cls(**{**base, **overrides})

@@ -1,0 +1,236 @@
+"""The main thread of every compute engine for one cycle: task scheduling, scalar
+instructions, branches, task bits, and the issue of DSD ops into slots.
+
+Rules (documented in docs/engine.md):
+- An idle CE starts the ready task with the lowest id (data task ids = their color;
+  a data task is ready when a wavelet of its color waits in the CE input queue; a local
+  task when activated); starting a task takes one cycle and, for a data task, pops the
+  wavelet into the WAVELET register.
+- A running task executes one instruction per cycle. A synchronous DSD op occupies slot 0
+  and the main thread waits until it finishes; an async one takes the lowest free slot
+  among 1..S-1 (waiting while none is free) and the task goes on.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+from jax import lax
+
+from fabric import bits
+from fabric.isa import (
+    D_BASE,
+    D_BASE_REG,
+    D_COLOR,
+    D_KIND,
+    D_LENGTH,
+    D_LENGTH_REG,
+    D_ROW_LENGTH,
+    D_ROW_STRIDE,
+    D_STRIDE,
+    I_A,
+    I_A_KIND,
+    I_ASYNC,
+    I_B,
+    I_B_KIND,
+    I_DONE_KIND,
+    I_DONE_TASK,
+    I_DST,
+    I_DST_KIND,
+    I_OP,
+    I_S,
+    I_S_KIND,
+    I_SIMD,
+    I_TARGET,
+    Op,
+    Operand,
+    Port,
+)
+from fabric.state import (
+    CLS_FABIN,
+    CLS_FABOUT,
+    CLS_MEM,
+    CLS_NONE,
+    CLS_SCALAR,
+    ERR_ADDRESS,
+    ERR_FABIN_TASK,
+    ERR_NONE,
+    ERR_ROUTE_IN,
+    ERR_ROUTE_OUT,
+    ERR_TASK,
+    S_ACTIVE,
+    SLOT_FIELDS,
+)
+
+
+class ControlOut(NamedTuple):
+    regs: jnp.ndarray
+    pc: jnp.ndarray
+    task: jnp.ndarray
+    wavelet: jnp.ndarray
+    activated: jnp.ndarray
+    blocked: jnp.ndarray
+    slots: jnp.ndarray
+    error: jnp.ndarray
+    error_info: jnp.ndarray
+    iq_pop: jnp.ndarray  # uint32 [R, C]: color popped by a data task start
+    busy: jnp.ndarray  # bool [R, C]: the main thread did something
+    waiting: jnp.ndarray  # bool [R, C]: a task runs but the main thread could not proceed
+
+
+def _gather(table, index):
+    """table[..., index] with index [R, C] (clipped to the table)."""
+    index = jnp.clip(index, 0, table.shape[-1] - 1)
+    return jnp.take_along_axis(table, index[..., None], axis=-1)[..., 0]
+
+
+def _scalar(kind, value, regs, wavelet):
+    """Value (int32 bits) of a scalar operand."""
+    return jnp.where(kind == Operand.IMM, value,
+                     jnp.where(kind == Operand.REG, _gather(regs, value),
+                               jnp.where(kind == Operand.WAVELET,
+                                         lax.bitcast_convert_type(wavelet, jnp.int32), 0)))
+
+
+def _f32(x):
+    return lax.bitcast_convert_type(x, jnp.float32)
+
+
+def _i32(x):
+    return lax.bitcast_convert_type(x, jnp.int32)
+
+
+def _resolve(config, tables, kind, value, regs, wavelet):
+    """Operand record [R, C, 6] (class, base, row length, stride, row stride, color) and
+    its length [R, C] at issue time."""
+    row = tables.dsd[jnp.clip(value, 0, tables.dsd.shape[0] - 1)]
+    is_dsd = kind == Operand.DSD
+    cls = jnp.where(is_dsd, row[..., D_KIND],
+                    jnp.where(kind == Operand.NONE, CLS_NONE, CLS_SCALAR))
+    base_reg = row[..., D_BASE_REG]
+    base = row[..., D_BASE] + jnp.where(base_reg >= 0, _gather(regs, base_reg), 0)
+    base = jnp.where(is_dsd, base, _scalar(kind, value, regs, wavelet))
+    length_reg = row[..., D_LENGTH_REG]
+    length = jnp.where(length_reg >= 0, _gather(regs, length_reg), row[..., D_LENGTH])
+    row_length = jnp.where(row[..., D_ROW_LENGTH] > 0, row[..., D_ROW_LENGTH],
+                           jnp.maximum(length, 1))
+    record = jnp.stack([cls, base, row_length, row[..., D_STRIDE], row[..., D_ROW_STRIDE],
+                        row[..., D_COLOR]], axis=-1)
+    return record, length
+
+
+def _address_error(config, record, length):
+    """(bad, first bad word) for a memory operand reaching outside SRAM."""
+    base, row_length, stride, row_stride = (record[..., i] for i in (1, 2, 3, 4))
+    inner = (jnp.minimum(row_length, length) - 1) * stride
+    outer = ((length + row_length - 1) // row_length - 1) * row_stride
+    lo = base + jnp.minimum(inner, 0) + jnp.minimum(outer, 0)
+    hi = base + jnp.maximum(inner, 0) + jnp.maximum(outer, 0)
+    bad = (record[..., 0] == CLS_MEM) & (length > 0) & ((lo < 0) | (hi >= config.sram_words))
+    return bad, jnp.where(lo < 0, lo, hi)
+
+
+def step(config, tables, state) -> ControlOut:
+    K, S = config.num_colors, config.num_async_slots + 1
+    G = config.num_registers
+    regs, wavelet = state.regs, state.wavelet
+    pc = state.pc
+    running = pc >= 0
+    waiting_sync = state.slots[..., 0, S_ACTIVE] != 0
+    execute = running & ~waiting_sync
+    row = tables.instr[jnp.maximum(pc, 0)]  # [R, C, F]
+    op = row[..., I_OP]
+    a = _scalar(row[..., I_A_KIND], row[..., I_A], regs, wavelet)
+    b = _scalar(row[..., I_B_KIND], row[..., I_B], regs, wavelet)
+
+    # ---- scalar register ops --------------------------------------------------------------
+    fa, fb = _f32(a), _f32(b)
+    result = jnp.select(
+        [op == Op.SET, op == Op.IADD, op == Op.ISUB, op == Op.IMUL,
+         op == Op.FADD, op == Op.FSUB, op == Op.FMUL],
+        [a, a + b, a - b, a * b, _i32(fa + fb), _i32(fa - fb), _i32(fa * fb)], 0)
+    writes = execute & (op >= Op.SET) & (op <= Op.FMUL)
+    target_reg = jnp.arange(G)[None, None, :] == row[..., I_DST][..., None]
+    regs = jnp.where(writes[..., None] & target_reg, result[..., None], regs)
+
+    # ---- control flow and task bits -------------------------------------------------------
+    taken = ((op == Op.JUMP) | ((op == Op.BZ) & (a == 0)) | ((op == Op.BNZ) & (a != 0))
+             | ((op == Op.BLT) & (a < b)))
+    task_bit = bits.bit(a)
+    task_op = execute & ((op == Op.ACTIVATE) | (op == Op.BLOCK) | (op == Op.UNBLOCK))
+    bad_task = task_op & ((task_bit & tables.task_defined) == 0)
+    activated = state.activated | jnp.where(execute & (op == Op.ACTIVATE), task_bit, 0)
+    blocked = state.blocked | jnp.where(execute & (op == Op.BLOCK), task_bit, 0)
+    blocked = blocked & ~jnp.where(execute & (op == Op.UNBLOCK), task_bit, 0)
+
+    # ---- DSD op issue ---------------------------------------------------------------------
+    is_dsd = execute & (op >= Op.MOV) & (op <= Op.MAX)
+    dst, length = _resolve(config, tables, row[..., I_DST_KIND], row[..., I_DST], regs, wavelet)
+    src_a, _ = _resolve(config, tables, row[..., I_A_KIND], row[..., I_A], regs, wavelet)
+    src_b, _ = _resolve(config, tables, row[..., I_B_KIND], row[..., I_B], regs, wavelet)
+    error, info = jnp.full_like(pc, ERR_NONE), jnp.zeros_like(pc)
+    for record in (dst, src_a, src_b):
+        bad, where_ = _address_error(config, record, length)
+        color = record[..., 5]
+        cbit = bits.bit(color)
+        out_bad = (record[..., 0] == CLS_FABOUT) & ((tables.rx_mask[..., Port.RAMP] & cbit) == 0)
+        in_bad = (record[..., 0] == CLS_FABIN) & ((tables.tx_mask[..., Port.RAMP] & cbit) == 0)
+        task_bad = (record[..., 0] == CLS_FABIN) & ((tables.task_defined & cbit) != 0)
+        for flag, code, val in ((bad, ERR_ADDRESS, where_), (out_bad, ERR_ROUTE_OUT, color),
+                                (in_bad, ERR_ROUTE_IN, color), (task_bad, ERR_FABIN_TASK, color)):
+            new = is_dsd & flag & (error == ERR_NONE)
+            error = jnp.where(new, code, error)
+            info = jnp.where(new, val, info)
+    new = bad_task & (error == ERR_NONE)
+    error, info = jnp.where(new, ERR_TASK, error), jnp.where(new, a, info)
+    ok = error == ERR_NONE
+
+    is_async = row[..., I_ASYNC] != 0
+    active = state.slots[..., S_ACTIVE] != 0  # [R, C, S]
+    free_async = bits.pack(~active[..., 1:], S - 1)
+    first_free = bits.lowest(free_async)
+    slot = jnp.where(is_async, first_free + 1, 0)
+    no_slot = is_dsd & is_async & (first_free < 0)
+    fabric = (dst[..., 0] >= CLS_FABIN) & (dst[..., 0] <= CLS_FABOUT)
+    for record in (src_a, src_b):
+        fabric = fabric | ((record[..., 0] >= CLS_FABIN) & (record[..., 0] <= CLS_FABOUT))
+    issue = is_dsd & ok & ~no_slot & (length > 0)
+    head = jnp.stack([
+        jnp.ones_like(op), op, length, jnp.zeros_like(op),
+        jnp.where(fabric, 1, row[..., I_SIMD]),
+        jnp.where(is_async, row[..., I_DONE_KIND], 0), row[..., I_DONE_TASK],
+        _scalar(row[..., I_S_KIND], row[..., I_S], regs, wavelet)], axis=-1)
+    new_slot = jnp.concatenate([head, dst, src_a, src_b], axis=-1)  # [R, C, SLOT_FIELDS]
+    assert new_slot.shape[-1] == SLOT_FIELDS
+    put = issue[..., None] & (jnp.arange(S)[None, None, :] == slot[..., None])  # [R, C, S]
+    slots = jnp.where(put[..., None], new_slot[..., None, :], state.slots)
+
+    stalled = no_slot | ~ok
+    next_pc = jnp.where(op == Op.RET, -1,
+                        jnp.where(taken, row[..., I_TARGET], jnp.where(stalled, pc, pc + 1)))
+    pc_after = jnp.where(execute, next_pc, pc)
+    task = jnp.where(execute & (op == Op.RET), -1, state.task)
+
+    # ---- scheduler on idle CEs ------------------------------------------------------------
+    iq_ready = bits.pack(state.iq_count > 0, K)
+    ready = (iq_ready | activated) & ~blocked & tables.task_defined
+    chosen = bits.lowest(ready)
+    start = ~running & (chosen >= 0)
+    entry = _gather(tables.task_entry, chosen)
+    pc_after = jnp.where(start, entry, pc_after)
+    task = jnp.where(start, chosen, task)
+    data_start = start & (chosen < K)
+    color = jnp.clip(chosen, 0, K - 1)
+    slot_index = color * config.queue_depth + _gather(state.iq_head, color)
+    head_data = _gather(state.iq_data, slot_index)
+    wavelet = jnp.where(data_start, head_data, wavelet)
+    iq_pop = jnp.where(data_start, bits.bit(chosen), jnp.uint32(0))
+    activated = activated & ~jnp.where(start & ~data_start, bits.bit(chosen), jnp.uint32(0))
+
+    busy = (execute & ~stalled) | start
+    waiting = running & ~busy
+    return ControlOut(regs, pc_after, task, wavelet, activated, blocked, slots, error, info,
+                      iq_pop, busy, waiting)
+
+

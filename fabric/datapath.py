@@ -1,0 +1,147 @@
+"""The datapath of every compute engine for one cycle: advance one DSD op.
+
+Rules (documented in docs/engine.md):
+- One op advances per cycle per CE. The slot that advanced last keeps the datapath while it
+  can go on; otherwise the lowest-numbered slot that can go on takes it.
+- An op whose operands are all in memory (or scalars) processes up to its SIMD width of
+  elements per cycle; an op with a fabric operand processes one element per cycle.
+- An op stalls while a fabric input queue is empty or its fabric output buffer is full
+  (start-of-cycle occupancy).
+- When an async op finishes it activates or unblocks its `on_done` task.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+from jax import lax
+
+from fabric import bits
+from fabric.isa import Done, Op
+from fabric.state import (
+    CLS_FABIN,
+    CLS_FABOUT,
+    CLS_MEM,
+    O_BASE,
+    O_CLS,
+    O_COLOR,
+    O_ROWLEN,
+    O_ROWSTRIDE,
+    O_STRIDE,
+    OPERAND_FIELDS,
+    S_A,
+    S_ACTIVE,
+    S_B,
+    S_DONE_KIND,
+    S_DONE_TASK,
+    S_DST,
+    S_LEN,
+    S_OP,
+    S_PROG,
+    S_SCALAR,
+    S_SIMD,
+)
+
+
+class DatapathOut(NamedTuple):
+    sram: jnp.ndarray
+    slots: jnp.ndarray
+    owner: jnp.ndarray
+    activated: jnp.ndarray
+    blocked: jnp.ndarray
+    iq_pop: jnp.ndarray  # uint32 [R, C]: colors read from the CE input queues
+    push_color: jnp.ndarray  # int32 [R, C]: color sent into the router, -1 none
+    push_data: jnp.ndarray  # uint32 [R, C]
+    advanced: jnp.ndarray  # bool [R, C]
+    stalled: jnp.ndarray  # bool [R, C]: an op is pending but none could advance
+
+
+def max_lanes(config) -> int:
+    """Most elements any fp32 op processes per cycle under `config`."""
+    return max(w for (_, dtype), w in config.simd if dtype == "f32")
+
+
+def _operand(slots, start):
+    return slots[..., start:start + OPERAND_FIELDS]
+
+
+def _queue_ok(config, state, record):
+    """bool [R, C, S]: the fabric side of an operand can move one element this cycle."""
+    cls, color = record[..., O_CLS], jnp.clip(record[..., O_COLOR], 0, config.num_colors - 1)
+    iq = jnp.take_along_axis(state.iq_count, color, axis=-1)
+    rq = jnp.take_along_axis(state.rq_count, color, axis=-1)
+    return ~(((cls == CLS_FABIN) & (iq == 0)) | ((cls == CLS_FABOUT) & (rq >= config.queue_depth)))
+
+
+def step(config, state, sram, slots, owner, activated, blocked) -> DatapathOut:
+    K, Q, W = config.num_colors, config.queue_depth, config.sram_words
+    S = slots.shape[-2]
+    active = slots[..., S_ACTIVE] != 0
+    ready = active
+    for start in (S_DST, S_A, S_B):
+        ready = ready & _queue_ok(config, state, _operand(slots, start))
+    ready_mask = bits.pack(ready, S)
+    owner_ready = (owner >= 0) & ((ready_mask & bits.bit(owner)) != 0)
+    chosen = jnp.where(owner_ready, owner, bits.lowest(ready_mask))
+    advanced = chosen >= 0
+    sel = jnp.take_along_axis(slots, jnp.maximum(chosen, 0)[..., None, None], axis=-2)[..., 0, :]
+
+    lanes = jnp.arange(max_lanes(config), dtype=jnp.int32)[None, None, :]
+    prog, length, width = sel[..., S_PROG], sel[..., S_LEN], sel[..., S_SIMD]
+    k = prog[..., None] + lanes  # [R, C, L]
+    lane_ok = advanced[..., None] & (lanes < width[..., None]) & (k < length[..., None])
+
+    def address(record):
+        row_length = jnp.maximum(record[..., O_ROWLEN], 1)[..., None]
+        return (record[..., O_BASE][..., None] + (k % row_length) * record[..., O_STRIDE][..., None]
+                + (k // row_length) * record[..., O_ROWSTRIDE][..., None])
+
+    def iq_head(color):
+        index = color * Q + jnp.take_along_axis(state.iq_head, color[..., None], axis=-1)[..., 0]
+        return jnp.take_along_axis(state.iq_data, index[..., None], axis=-1)[..., 0]
+
+    def read(record):
+        cls = record[..., O_CLS][..., None]
+        color = jnp.clip(record[..., O_COLOR], 0, K - 1)
+        mem = jnp.take_along_axis(sram, jnp.clip(address(record), 0, W - 1), axis=-1)
+        fab = iq_head(color)[..., None]
+        scalar = lax.bitcast_convert_type(record[..., O_BASE], jnp.uint32)[..., None]
+        return jnp.where(cls == CLS_MEM, mem, jnp.where(cls == CLS_FABIN, fab, scalar))
+
+    dst, src_a, src_b = (sel[..., s:s + OPERAND_FIELDS] for s in (S_DST, S_A, S_B))
+    a_bits, b_bits = read(src_a), read(src_b)
+    fa = lax.bitcast_convert_type(a_bits, jnp.float32)
+    fb = lax.bitcast_convert_type(b_bits, jnp.float32)
+    fs = lax.bitcast_convert_type(sel[..., S_SCALAR], jnp.float32)[..., None]
+    op = sel[..., S_OP][..., None]
+    value = jnp.select(
+        [op == Op.ADD, op == Op.SUB, op == Op.MUL, op == Op.FMA, op == Op.MAX],
+        [fa + fb, fa - fb, fa * fb, fa + fb * fs, jnp.maximum(fa, fb)], fa)
+    result = jnp.where(op == Op.MOV, a_bits, lax.bitcast_convert_type(value, jnp.uint32))
+
+    # memory destination: scatter the valid lanes (others point past SRAM and are dropped)
+    to_mem = lane_ok & (dst[..., O_CLS] == CLS_MEM)[..., None]
+    rows = jnp.arange(sram.shape[0])[:, None, None]
+    cols = jnp.arange(sram.shape[1])[None, :, None]
+    sram = sram.at[rows, cols, jnp.where(to_mem, address(dst), W)].set(result, mode="drop")
+    to_fabric = advanced & (dst[..., O_CLS] == CLS_FABOUT)
+    push_color = jnp.where(to_fabric, dst[..., O_COLOR], -1)
+    push_data = result[..., 0]
+    iq_pop = jnp.uint32(0)
+    for record in (src_a, src_b):
+        popped = advanced & (record[..., O_CLS] == CLS_FABIN)
+        iq_pop = iq_pop | jnp.where(popped, bits.bit(record[..., O_COLOR]), jnp.uint32(0))
+
+    new_prog = prog + width
+    done = advanced & (new_prog >= length)
+    at = (jnp.arange(S)[None, None, :] == chosen[..., None]) & advanced[..., None]  # [R, C, S]
+    slots = slots.at[..., S_PROG].set(jnp.where(at, new_prog[..., None], slots[..., S_PROG]))
+    slots = slots.at[..., S_ACTIVE].set(jnp.where(at & done[..., None], 0, slots[..., S_ACTIVE]))
+    done_bit = jnp.where(done, bits.bit(sel[..., S_DONE_TASK]), jnp.uint32(0))
+    activated = activated | jnp.where(sel[..., S_DONE_KIND] == Done.ACTIVATE, done_bit, 0)
+    blocked = blocked & ~jnp.where(sel[..., S_DONE_KIND] == Done.UNBLOCK, done_bit, 0)
+    owner = jnp.where(advanced, jnp.where(done, -1, chosen), owner)
+    stalled = active.any(axis=-1) & ~advanced
+    return DatapathOut(sram, slots, owner, activated, blocked, iq_pop, push_color, push_data,
+                       advanced, stalled)

@@ -1,0 +1,125 @@
+"""`step`: one cycle of the whole fabric; `run`: cycles until quiet, a limit, an error or a
+deadlock.
+
+step = route (plan every router from the start-of-cycle state) -> control (scheduler,
+scalar ops, DSD issue) -> datapath (one DSD op element group per CE) -> commit (queues,
+counters). Everything is pure and vectorized over the grid; there is no Python loop over
+PEs or cycles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from fabric import bits, control, datapath, router
+from fabric.isa import OPPOSITE, Port
+from fabric.queues import push_pop
+from fabric.shifts import arriving
+from fabric.state import S_ACTIVE, FabricState
+
+TRACE_COUNT = {"run": 0}  # incremented each time `run` is traced (compile-once tests)
+
+
+def step(config, tables, state: FabricState) -> FabricState:
+    K = config.num_colors
+    plan = router.plan(config, tables, state)
+    ctl = control.step(config, tables, state)
+    dp = datapath.step(config, state, state.sram, ctl.slots, state.owner, ctl.activated,
+                       ctl.blocked)
+
+    # ---- commit: router buffers ------------------------------------------------------------
+    # What enters each PE through a link port was sent the opposite way by the neighbour.
+    in_color, in_data = [], []
+    for p in (Port.NORTH, Port.SOUTH, Port.EAST, Port.WEST):
+        sent = plan.send_color[..., OPPOSITE[p]]
+        in_color.append(arriving(sent + 1, p) - 1)
+        in_data.append(arriving(plan.send_data[..., OPPOSITE[p]], p))
+    push_colors = jnp.stack(in_color + [dp.push_color], axis=-1)
+    push_data = jnp.stack(in_data + [dp.push_data], axis=-1)
+    rq_data, rq_head, rq_count, rq_time = push_pop(
+        config, state.rq_data, state.rq_head, state.rq_count, push_colors, push_data,
+        plan.moved, times=state.rq_time if config.hop_latency > 1 else None, now=state.cycle)
+    if rq_time is None:
+        rq_time = state.rq_time
+
+    # ---- commit: CE input queues ------------------------------------------------------------
+    ramp_color = plan.send_color[..., Port.RAMP]
+    iq_data, iq_head, iq_count, _ = push_pop(
+        config, state.iq_data, state.iq_head, state.iq_count, ramp_color[..., None],
+        plan.send_data[..., Port.RAMP][..., None], ctl.iq_pop | dp.iq_pop)
+
+    # ---- counters ---------------------------------------------------------------------------
+    link_sent = (plan.send_color[..., :4] >= 0).astype(jnp.int32)
+    port_sends = (plan.send_color >= 0).sum(-1, dtype=jnp.int32)
+    moved_count = bits.popcount(plan.moved)
+    busy = ctl.busy | dp.advanced
+    stall = ~busy & (ctl.waiting | dp.stalled)
+    consumed = bits.popcount(ctl.iq_pop | dp.iq_pop)
+    progress = (moved_count.sum() > 0) | busy.any() | (dp.push_color >= 0).any()
+    return FabricState(
+        cycle=state.cycle + 1,
+        idle_cycles=jnp.where(progress, 0, state.idle_cycles + 1),
+        sram=dp.sram,
+        rq_data=rq_data,
+        rq_time=rq_time,
+        rq_head=rq_head,
+        rq_count=rq_count,
+        rr=router.next_pointers(config, state, plan.send_color),
+        iq_data=iq_data,
+        iq_head=iq_head,
+        iq_count=iq_count,
+        regs=ctl.regs,
+        pc=ctl.pc,
+        task=ctl.task,
+        wavelet=ctl.wavelet,
+        activated=dp.activated,
+        blocked=dp.blocked,
+        slots=dp.slots,
+        owner=dp.owner,
+        error=jnp.where(state.error != 0, state.error, ctl.error),
+        error_info=jnp.where(state.error != 0, state.error_info, ctl.error_info),
+        busy=state.busy + busy.astype(jnp.int32),
+        stall=state.stall + stall.astype(jnp.int32),
+        link_count=state.link_count + link_sent,
+        color_count=state.color_count + bits.unpack(plan.moved, K),
+        injected=state.injected + (dp.push_color >= 0).astype(jnp.int32),
+        delivered=state.delivered + (ramp_color >= 0).astype(jnp.int32),
+        consumed=state.consumed + consumed,
+        forked=state.forked + port_sends - moved_count,
+    )
+
+
+def pending(tables, state: FabricState):
+    """Scalar bool: some wavelet is buffered, some task runs or waits, or some op is active."""
+    return ((state.rq_count > 0).any() | (state.iq_count > 0).any() | (state.pc >= 0).any()
+            | (state.slots[..., S_ACTIVE] != 0).any()
+            | ((state.activated & tables.task_defined) != 0).any())
+
+
+def should_continue(config, tables, state, max_cycles):
+    return ((state.cycle < max_cycles) & pending(tables, state)
+            & (state.idle_cycles < config.deadlock_window) & ~(state.error != 0).any())
+
+
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=2)
+def run(config, tables, state: FabricState, max_cycles) -> FabricState:
+    """Step until nothing is pending, `max_cycles` is reached (absolute cycle number), a PE
+    reports an error, or nothing moved for `config.deadlock_window` cycles.
+
+    One executable serves every program of a table-size bucket: tables and state are
+    arguments, `max_cycles` is traced. The caller inspects the returned state to tell why it
+    stopped (see `fabric.host`).
+    """
+    TRACE_COUNT["run"] += 1
+    return jax.lax.while_loop(
+        lambda st: should_continue(config, tables, st, max_cycles),
+        lambda st: step(config, tables, st),
+        state)
+
+
+def replace(state: FabricState, **changes) -> FabricState:
+    return dataclasses.replace(state, **changes)

@@ -1,0 +1,218 @@
+"""The host side: a `Simulator` session holds a built program and its fabric state, moves
+data in and out of PE memory by symbol, launches tasks and runs the engine.
+
+Host transfers enter and leave through the west edge of the fabric, one wavelet per cycle
+per row channel (`edge_bandwidth`): copying n words to each PE of a rectangle of `cols`
+columns ending at column `col_end` costs ceil(cols * n / edge_bandwidth) + col_end cycles
+(all rows in parallel). This cost is reported as `host_cycles`, apart from kernel cycles.
+
+Example:
+    >>> sim = Simulator(config, program)          # doctest: +SKIP
+    >>> sim.memcpy_h2d("x", np.ones((4, 4, 8)))   # doctest: +SKIP
+    >>> sim.launch("main")                        # doctest: +SKIP
+    >>> stats = sim.run()                         # doctest: +SKIP
+    >>> y = sim.memcpy_d2h("y")                   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fabric import engine
+from fabric.build import build
+from fabric.config import FabricConfig
+from fabric.errors import CycleLimitError, DeadlockError, RunError
+from fabric.program import DTYPES, Program, Rect
+from fabric.report import deadlock_report, error_report
+from fabric.state import FabricState, init_state, state_bytes
+from fabric.stats import Stats
+
+_COMPILED: dict = {}
+
+
+def compiled_run(config, tables, state, max_cycles):
+    """The engine executable for this config and table bucket, compiled once; returns
+    (executable, compile seconds spent now)."""
+    key = (config, tables.instr.shape, tables.dsd.shape)
+    if key in _COMPILED:
+        return _COMPILED[key], 0.0
+    start = time.perf_counter()
+    exe = engine.run.lower(config, tables, state, max_cycles).compile()
+    _COMPILED[key] = exe
+    return exe, time.perf_counter() - start
+
+
+class Simulator:
+    """A loaded program on a simulated fabric."""
+
+    def __init__(self, config: FabricConfig, program: Program):
+        self.config = config
+        self.program = program
+        self.tables, self.info = build(config, program)
+        self.state: FabricState = init_state(config, self.tables)
+        self.host_cycles = 0
+        self.compile_s = 0.0
+        self.last_run_cycles = 0
+        self.last_wall_s = 0.0
+
+    # ---- host I/O -----------------------------------------------------------------------
+    def _symbol_grid(self, name: str, rect: Rect | None):
+        """(rect, symbol info, word address per PE [rows, cols])."""
+        if rect is None:
+            holders = [p.rect for p, syms in zip(self.info.placements, self.info.symbols)
+                       if name in syms]
+            if len(holders) != 1:
+                where = ", ".join(str(r) for r in holders) or "no tile"
+                raise ValueError(f"symbol {name!r} is held by {where}; pass rect=")
+            rect = holders[0]
+        address = np.zeros((rect.rows, rect.cols), np.int64)
+        info = None
+        for r, c in rect.pes():
+            i = self.info.placement_index(r, c)
+            syms = self.info.symbols[i] if i is not None else {}
+            if name not in syms:
+                raise ValueError(f"PE ({r}, {c}) has no symbol {name!r}")
+            s = syms[name]
+            if info is not None and (s.shape, s.dtype) != (info.shape, info.dtype):
+                raise ValueError(f"symbol {name!r} differs across {rect}: {info.shape} "
+                                 f"{info.dtype} vs {s.shape} {s.dtype} at PE ({r}, {c})")
+            info = s
+            address[r - rect.row, c - rect.col] = s.address
+        return rect, info, address
+
+    def _edge_cycles(self, rect: Rect, words_per_pe: int) -> int:
+        return math.ceil(rect.cols * words_per_pe / self.config.edge_bandwidth) + rect.col_end
+
+    def memcpy_h2d(self, name: str, data, rect: Rect | None = None) -> None:
+        """Write `data` into symbol `name` on every PE of `rect`.
+
+        data: shape (rect.rows, rect.cols, *symbol.shape), or symbol.shape (same on every PE).
+        """
+        rect, sym, address = self._symbol_grid(name, rect)
+        arr = np.asarray(data)
+        full = (rect.rows, rect.cols, *sym.shape)
+        if arr.shape == sym.shape:
+            arr = np.broadcast_to(arr, full)
+        if arr.shape != full:
+            raise ValueError(f"memcpy_h2d({name!r}): data has shape {arr.shape}; expected "
+                             f"{full} or {sym.shape}")
+        words = np.ascontiguousarray(arr.astype(DTYPES[sym.dtype])).view(np.uint32)
+        words = words.reshape(rect.rows, rect.cols, -1)
+        n = words.shape[-1]
+        cols_idx = address[..., None] + np.arange(n)
+        r_idx = np.arange(rect.row, rect.row_end)[:, None, None]
+        c_idx = np.arange(rect.col, rect.col_end)[None, :, None]
+        sram = self.state.sram.at[r_idx, c_idx, cols_idx].set(jnp.asarray(words))
+        self.state = engine.replace(self.state, sram=sram)
+        self.host_cycles += self._edge_cycles(rect, n)
+
+    def memcpy_d2h(self, name: str, rect: Rect | None = None) -> np.ndarray:
+        """Read symbol `name` from every PE of `rect`: shape (rect.rows, rect.cols, *shape)."""
+        rect, sym, address = self._symbol_grid(name, rect)
+        n = int(np.prod(sym.shape))
+        cols_idx = address[..., None] + np.arange(n)
+        r_idx = np.arange(rect.row, rect.row_end)[:, None, None]
+        c_idx = np.arange(rect.col, rect.col_end)[None, :, None]
+        words = np.asarray(self.state.sram[r_idx, c_idx, cols_idx])
+        self.host_cycles += self._edge_cycles(rect, n)
+        return words.view(DTYPES[sym.dtype]).reshape(rect.rows, rect.cols, *sym.shape).copy()
+
+    def launch(self, task: str, rect: Rect | None = None) -> None:
+        """Activate local task `task` on every PE of `rect` (default: every PE with it)."""
+        mask = np.zeros((self.config.rows, self.config.cols), np.uint32)
+        found = False
+        for placement, ids in zip(self.info.placements, self.info.task_ids):
+            if task not in ids:
+                continue
+            tile = placement.tile
+            if tile.tasks[task].kind != "local":
+                raise ValueError(f"task {task!r} of tile {tile.name!r} is a data task; only "
+                                 "local tasks can be launched")
+            region = placement.rect
+            if rect is not None:
+                r0, r1 = max(rect.row, region.row), min(rect.row_end, region.row_end)
+                c0, c1 = max(rect.col, region.col), min(rect.col_end, region.col_end)
+                if r0 >= r1 or c0 >= c1:
+                    continue
+            else:
+                r0, r1, c0, c1 = region.row, region.row_end, region.col, region.col_end
+            mask[r0:r1, c0:c1] |= np.uint32(1 << ids[task])
+            found = True
+        if rect is not None:
+            for r, c in rect.pes():
+                i = self.info.placement_index(r, c)
+                if i is None or task not in self.info.task_ids[i]:
+                    raise ValueError(f"launch({task!r}): PE ({r}, {c}) has no task {task!r}")
+        if not found:
+            raise ValueError(f"launch({task!r}): no tile has a task {task!r}")
+        self.state = engine.replace(self.state,
+                                    activated=self.state.activated | jnp.asarray(mask))
+
+    # ---- running ------------------------------------------------------------------------
+    def run(self, max_cycles: int = 1_000_000, raise_on_limit: bool = True) -> Stats:
+        """Run until the fabric is quiet (nothing buffered, running or activated).
+
+        Raises:
+            RunError: a PE did something invalid (named with its task and instruction).
+            DeadlockError: work was pending but nothing moved for `deadlock_window` cycles.
+            CycleLimitError: `max_cycles` more cycles passed first (unless raise_on_limit
+                is False, in which case the partial run's stats are returned).
+        """
+        start_cycle = int(self.state.cycle)
+        limit = jnp.int32(start_cycle + max_cycles)
+        exe, compile_s = compiled_run(self.config, self.tables, self.state, limit)
+        self.compile_s += compile_s
+        t0 = time.perf_counter()
+        self.state = exe(self.tables, self.state, limit)
+        jax.block_until_ready(self.state)
+        self.last_wall_s = time.perf_counter() - t0
+        self.last_run_cycles = int(self.state.cycle) - start_cycle
+        self._raise_if_stuck(max_cycles, raise_on_limit)
+        return self.stats()
+
+    def _raise_if_stuck(self, max_cycles, raise_on_limit):
+        st = self.state
+        if bool((st.error != 0).any()):
+            raise RunError(error_report(self.info, st))
+        if not bool(engine.pending(self.tables, st)):
+            return
+        if int(st.idle_cycles) >= self.config.deadlock_window:
+            report = deadlock_report(self.config, self.info, st)
+            raise DeadlockError(
+                f"deadlock at cycle {int(st.cycle)}: work is pending but nothing moved for "
+                f"{self.config.deadlock_window} cycles\n{report}", report)
+        if raise_on_limit:
+            raise CycleLimitError(
+                f"cycle limit reached: {max_cycles} cycles ran (now at cycle {int(st.cycle)}) "
+                "and the fabric is still busy; raise max_cycles")
+
+    def stats(self) -> Stats:
+        st = self.state
+        in_flight = int(st.rq_count.sum() + st.iq_count.sum())
+        return Stats(
+            cycles=int(st.cycle),
+            run_cycles=self.last_run_cycles,
+            busy=np.asarray(st.busy),
+            stall=np.asarray(st.stall),
+            link_count=np.asarray(st.link_count),
+            color_count_per_pe=np.asarray(st.color_count),
+            sram_bytes_used=4 * self.info.sram_used_words,
+            injected=int(st.injected.sum()),
+            delivered=int(st.delivered.sum()),
+            consumed=int(st.consumed.sum()),
+            forked=int(st.forked.sum()),
+            in_flight=in_flight,
+            host_cycles=self.host_cycles,
+            compile_s=self.compile_s,
+            wall_s=self.last_wall_s,
+            sram_bytes_per_pe=self.config.sram_bytes,
+        )
+
+    @property
+    def state_bytes_per_pe(self) -> float:
+        return state_bytes(self.state) / self.config.num_pes

@@ -1,0 +1,216 @@
+"""Instruction constructors: DSDs, scalar operands and the instructions of a task.
+
+All of them build frozen dataclasses (plain data); `build` turns them into table rows.
+
+DSD ops run element by element on the datapath at the SIMD width of the op when every
+operand is in memory, and at one element per cycle when a fabric operand is involved;
+they stall while a fabric input is empty or a fabric output is full.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from fabric.isa import Done, Op
+
+
+# ---- DSDs -----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Mem:
+    """Memory DSD over symbol `symbol`.
+
+    Element k sits at word `offset + (k % row_length) * stride + (k // row_length) * row_stride`
+    of the symbol (plus the value of `offset_reg`, when given). `length` defaults to the
+    whole symbol; `row_length` defaults to `length` (1D). `length_reg` takes the length from a
+    register at issue time.
+    """
+
+    symbol: str
+    offset: int = 0
+    length: int | None = None
+    stride: int = 1
+    row_length: int | None = None
+    row_stride: int | None = None
+    offset_reg: str | None = None
+    length_reg: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FabIn:
+    """Fabric input DSD: `length` wavelets of `color` read from the CE's input queue."""
+
+    color: int
+    length: int
+    length_reg: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FabOut:
+    """Fabric output DSD: `length` wavelets sent on `color` into the PE's router."""
+
+    color: int
+    length: int
+    length_reg: str | None = None
+
+
+# ---- scalar operands ------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Imm:
+    """An immediate: a Python float becomes fp32, an int stays int32."""
+
+    value: float | int
+
+    @property
+    def bits(self) -> int:
+        if isinstance(self.value, (float, np.floating)):
+            return int(np.array(self.value, np.float32).view(np.int32))
+        return int(np.array(self.value, np.int64).astype(np.int32))
+
+
+@dataclasses.dataclass(frozen=True)
+class Reg:
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _Wavelet:
+    def __repr__(self) -> str:
+        return "WAVELET"
+
+
+WAVELET = _Wavelet()
+"""The 32-bit payload of the wavelet that triggered the running data task."""
+
+
+# ---- instructions ---------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Activate:
+    task: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Unblock:
+    task: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Instr:
+    op: Op
+    dst: object = None
+    a: object = None
+    b: object = None
+    s: object = None
+    is_async: bool = False
+    on_done: object = None
+    target: str | None = None  # label of a branch
+
+
+@dataclasses.dataclass(frozen=True)
+class Label:
+    name: str
+
+
+def _operand(x):
+    if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool):
+        return Imm(x)
+    if isinstance(x, str):
+        return Reg(x)
+    return x
+
+
+def _dsd_op(op, dst, a, b=None, s=None, is_async=False, on_done=None):
+    if on_done is not None and not is_async:
+        raise ValueError(f"{op.name}: on_done needs is_async=True (a sync op simply returns)")
+    return Instr(op, dst, _operand(a), _operand(b), _operand(s), is_async, on_done)
+
+
+def mov(dst, src, *, is_async=False, on_done=None):
+    """dst = src (src: DSD or scalar, broadcast)."""
+    return _dsd_op(Op.MOV, dst, src, is_async=is_async, on_done=on_done)
+
+
+def add(dst, a, b, *, is_async=False, on_done=None):
+    """dst = a + b."""
+    return _dsd_op(Op.ADD, dst, a, b, is_async=is_async, on_done=on_done)
+
+
+def sub(dst, a, b, *, is_async=False, on_done=None):
+    """dst = a - b."""
+    return _dsd_op(Op.SUB, dst, a, b, is_async=is_async, on_done=on_done)
+
+
+def mul(dst, a, b, *, is_async=False, on_done=None):
+    """dst = a * b."""
+    return _dsd_op(Op.MUL, dst, a, b, is_async=is_async, on_done=on_done)
+
+
+def fma(dst, a, b, s, *, is_async=False, on_done=None):
+    """dst = a + b * s (s a scalar: immediate, register or WAVELET)."""
+    return _dsd_op(Op.FMA, dst, a, b, s, is_async=is_async, on_done=on_done)
+
+
+def max_(dst, a, b, *, is_async=False, on_done=None):
+    """dst = max(a, b)."""
+    return _dsd_op(Op.MAX, dst, a, b, is_async=is_async, on_done=on_done)
+
+
+def set_reg(reg: str, value):
+    """reg = value (immediate, register or WAVELET)."""
+    return Instr(Op.SET, Reg(reg), _operand(value))
+
+
+def _scalar(op):
+    def make(reg: str, a, b):
+        return Instr(op, Reg(reg), _operand(a), _operand(b))
+
+    make.__name__ = op.name.lower()
+    make.__doc__ = f"reg = a {op.name} b on registers or immediates."
+    return make
+
+
+iadd, isub, imul = _scalar(Op.IADD), _scalar(Op.ISUB), _scalar(Op.IMUL)
+fadd, fsub, fmul = _scalar(Op.FADD), _scalar(Op.FSUB), _scalar(Op.FMUL)
+
+
+def label(name: str) -> Label:
+    """A branch target: marks the position of the next instruction."""
+    return Label(name)
+
+
+def jump(target: str):
+    return Instr(Op.JUMP, target=target)
+
+
+def branch_if_zero(a, target: str):
+    return Instr(Op.BZ, a=_operand(a), target=target)
+
+
+def branch_if_nonzero(a, target: str):
+    return Instr(Op.BNZ, a=_operand(a), target=target)
+
+
+def branch_if_less(a, b, target: str):
+    """Branch when a < b as int32."""
+    return Instr(Op.BLT, a=_operand(a), b=_operand(b), target=target)
+
+
+def activate(task: str):
+    return Instr(Op.ACTIVATE, a=task)
+
+
+def block(task: str):
+    return Instr(Op.BLOCK, a=task)
+
+
+def unblock(task: str):
+    return Instr(Op.UNBLOCK, a=task)
+
+
+def ret():
+    """End the running task (also implied after its last instruction)."""
+    return Instr(Op.RET)
+
+
+DONE_KIND = {Activate: Done.ACTIVATE, Unblock: Done.UNBLOCK}

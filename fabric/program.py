@@ -1,0 +1,214 @@
+"""The program model: what a user writes, as plain Python data.
+
+A `Program` places `Tile`s (tile programs) on rectangles of PEs, sets routes per color, and
+carries per-PE parameters. A `Tile` declares SRAM symbols, named registers and tasks; a task is
+a list of instructions built with the constructors in `fabric.instructions`.
+
+Example:
+    >>> from fabric import FabricConfig, Program, Tile, Port, Rect
+    >>> from fabric import instructions as ins
+    >>> tile = Tile("double")
+    >>> x = tile.symbol("x", "f32", (8,))
+    >>> tile.local_task("main", [ins.add(x.dsd(), x.dsd(), x.dsd())])
+    >>> prog = Program(FabricConfig.small(2, 2))
+    >>> prog.place(tile, Rect(0, 0, 2, 2))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from fabric.isa import Port
+
+DTYPES = {"f32": np.float32, "i32": np.int32, "u32": np.uint32}
+
+
+@dataclasses.dataclass(frozen=True)
+class Rect:
+    """A rectangle of PEs: top-left corner (row, col) and its size (rows x cols)."""
+
+    row: int
+    col: int
+    rows: int
+    cols: int
+
+    def __post_init__(self):
+        if self.rows < 1 or self.cols < 1:
+            raise ValueError(f"{self} must have at least one row and one column")
+
+    @property
+    def row_end(self) -> int:
+        return self.row + self.rows
+
+    @property
+    def col_end(self) -> int:
+        return self.col + self.cols
+
+    def contains(self, row: int, col: int) -> bool:
+        return self.row <= row < self.row_end and self.col <= col < self.col_end
+
+    def pes(self) -> Iterable[tuple[int, int]]:
+        for r in range(self.row, self.row_end):
+            for c in range(self.col, self.col_end):
+                yield r, c
+
+    def __str__(self) -> str:
+        return f"Rect(row={self.row}, col={self.col}, rows={self.rows}, cols={self.cols})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Symbol:
+    """A named SRAM array of one tile, allocated on every PE that runs the tile."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * self.size
+
+    def dsd(self, offset=0, length=None, stride=1, row_length=None, row_stride=None,
+            offset_reg=None, length_reg=None):
+        """A memory DSD over this symbol (see `fabric.instructions.Mem`)."""
+        from fabric.instructions import Mem
+
+        return Mem(self.name, offset, length, stride, row_length, row_stride, offset_reg,
+                   length_reg)
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """A task of a tile: `kind` is "data" (bound to `color`, triggered by a wavelet of that
+    color reaching the CE) or "local" (activated by code or by the host)."""
+
+    name: str
+    kind: str
+    code: tuple
+    color: int | None = None
+    blocked: bool = False
+
+
+class Tile:
+    """A tile program: symbols, registers and tasks shared by every PE of a rectangle."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.symbols: dict[str, Symbol] = {}
+        self.tasks: dict[str, Task] = {}
+        self.registers: list[str] = []
+
+    def symbol(self, name: str, dtype: str, shape: int | Sequence[int]) -> Symbol:
+        if name in self.symbols:
+            raise ValueError(f"tile {self.name!r}: symbol {name!r} is declared twice")
+        if dtype not in DTYPES:
+            raise ValueError(f"tile {self.name!r}: symbol {name!r} has dtype {dtype!r}; "
+                             f"supported: {sorted(DTYPES)}")
+        shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        if any(s < 1 for s in shape):
+            raise ValueError(f"tile {self.name!r}: symbol {name!r} has shape {shape}")
+        sym = Symbol(name, dtype, shape)
+        self.symbols[name] = sym
+        return sym
+
+    def register(self, *names: str) -> None:
+        """Declare named registers (also declared implicitly by first use)."""
+        for name in names:
+            if name not in self.registers:
+                self.registers.append(name)
+
+    def data_task(self, name: str, color: int, code: Sequence, blocked: bool = False) -> None:
+        self._add(Task(name, "data", tuple(code), color=int(color), blocked=blocked))
+
+    def local_task(self, name: str, code: Sequence, blocked: bool = False) -> None:
+        self._add(Task(name, "local", tuple(code), blocked=blocked))
+
+    def _add(self, task: Task) -> None:
+        if task.name in self.tasks:
+            raise ValueError(f"tile {self.name!r}: task {task.name!r} is declared twice")
+        self.tasks[task.name] = task
+
+    def __repr__(self) -> str:
+        return f"Tile({self.name!r}, symbols={list(self.symbols)}, tasks={list(self.tasks)})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    tile: Tile
+    rect: Rect
+    params: Mapping[str, np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    rect: Rect
+    color: int
+    rx: Port
+    tx: frozenset
+
+
+class Program:
+    """A whole-fabric program: tiles placed on rectangles plus routes per color.
+
+    Later routes on an overlapping rectangle override earlier ones for the same color.
+    """
+
+    def __init__(self, config):
+        self.config = config
+        self.placements: list[Placement] = []
+        self.routes: list[Route] = []
+
+    def place(self, tile: Tile, rect: Rect, params: Mapping[str, object] | None = None) -> None:
+        """Run `tile` on every PE of `rect`. `params` maps a register name to its initial
+        value: a scalar for every PE, or an array of shape (rect.rows, rect.cols)."""
+        self._check_rect(rect, f"tile {tile.name!r}")
+        for other in self.placements:
+            if _overlap(other.rect, rect):
+                raise ValueError(f"tile {tile.name!r} at {rect} overlaps tile "
+                                 f"{other.tile.name!r} at {other.rect}")
+        arrays = {}
+        for name, value in (params or {}).items():
+            arr = np.asarray(value)
+            if arr.ndim == 0:
+                arr = np.full((rect.rows, rect.cols), arr)
+            if arr.shape != (rect.rows, rect.cols):
+                raise ValueError(f"tile {tile.name!r}: param {name!r} has shape {arr.shape}, "
+                                 f"expected a scalar or {(rect.rows, rect.cols)}")
+            tile.register(name)
+            arrays[name] = arr
+        self.placements.append(Placement(tile, rect, arrays))
+
+    def route(self, rect: Rect, color: int, rx: Port, tx: Port | Iterable[Port]) -> None:
+        """On every PE of `rect`, accept `color` from port `rx` and forward it to `tx`
+        (several ports = multicast)."""
+        self._check_rect(rect, f"route of color {color}")
+        if not 0 <= color < self.config.num_colors:
+            raise ValueError(f"route of color {color} on {rect}: colors are "
+                             f"0..{self.config.num_colors - 1} on {self.config.name}")
+        tx_set = frozenset([Port(tx)] if isinstance(tx, (int, Port)) else (Port(p) for p in tx))
+        if not tx_set:
+            raise ValueError(f"route of color {color} on {rect}: tx is empty; a color must "
+                             "leave the router somewhere")
+        self.routes.append(Route(rect, int(color), Port(rx), tx_set))
+
+    def _check_rect(self, rect: Rect, what: str) -> None:
+        cfg = self.config
+        if rect.row < 0 or rect.col < 0 or rect.row_end > cfg.rows or rect.col_end > cfg.cols:
+            raise ValueError(f"{what}: {rect} lies outside the {cfg.rows}x{cfg.cols} fabric")
+
+    def tile_at(self, row: int, col: int) -> Placement | None:
+        for p in self.placements:
+            if p.rect.contains(row, col):
+                return p
+        return None
+
+
+def _overlap(a: Rect, b: Rect) -> bool:
+    return a.row < b.row_end and b.row < a.row_end and a.col < b.col_end and b.col < a.col_end

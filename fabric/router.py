@@ -1,0 +1,65 @@
+"""One cycle of every router, decided from the start-of-cycle state (pure, vectorized).
+
+Rules (documented in docs/engine.md):
+- Each PE has one FIFO per color (depth Q). A color is accepted from exactly one rx port.
+- The head wavelet of a color moves to all of its tx ports at once (multicast) when every
+  target buffer has room at the start of the cycle and it wins every port it needs.
+- Each output port (N, S, E, W links and the RAMP up to the CE) passes at most one wavelet
+  per cycle; colors competing for a port are served round-robin, starting after the color
+  that last used it.
+- A wavelet may leave a buffer `hop_latency` cycles after it entered it.
+Colors are handled as uint32 bitmasks, so the cost per PE does not depend on how many
+colors a program uses.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from fabric import bits
+from fabric.isa import Port
+from fabric.shifts import from_neighbour
+
+
+class RouterPlan(NamedTuple):
+    send_color: jnp.ndarray  # int32 [R, C, 5]: color sent through each port, -1 none
+    send_data: jnp.ndarray  # uint32 [R, C, 5]
+    moved: jnp.ndarray  # uint32 [R, C]: colors whose head left this cycle
+
+
+def plan(config, tables, state) -> RouterPlan:
+    K, Q = config.num_colors, config.queue_depth
+    ready = bits.pack(state.rq_count > 0, K)
+    if config.hop_latency > 1:
+        head_slot = jnp.arange(K, dtype=jnp.int32) * Q + state.rq_head
+        entered = jnp.take_along_axis(state.rq_time, head_slot, axis=2)
+        ready &= bits.pack(entered + config.hop_latency <= state.cycle, K)
+    full = bits.pack(state.rq_count >= Q, K)
+    iq_full = bits.pack(state.iq_count >= Q, K)
+    # full mask of the buffer each port feeds: the neighbour's, or the CE input queue
+    target_full = [from_neighbour(full, Port(p)) for p in range(4)] + [iq_full]
+    tx = [tables.tx_mask[..., p] for p in range(5)]
+    blocked = jnp.uint32(0)
+    for p in range(5):
+        blocked = blocked | (tx[p] & target_full[p])
+    candidates = ready & ~blocked
+    grant = [bits.round_robin(candidates & tx[p], state.rr[..., p], K) for p in range(5)]
+    granted = [bits.bit(g) for g in grant]
+    missing = jnp.uint32(0)
+    any_grant = jnp.uint32(0)
+    for p in range(5):
+        missing = missing | (tx[p] & ~granted[p])
+        any_grant = any_grant | granted[p]
+    moved = any_grant & ~missing
+    send_color = jnp.stack(
+        [jnp.where((granted[p] & moved) != 0, grant[p], -1) for p in range(5)], axis=-1)
+    head = jnp.take_along_axis(state.rq_head, jnp.maximum(send_color, 0), axis=2)
+    send_data = jnp.take_along_axis(state.rq_data, jnp.maximum(send_color, 0) * Q + head, axis=2)
+    return RouterPlan(send_color, send_data, moved)
+
+
+def next_pointers(config, state, send_color):
+    """Round-robin pointers after this cycle: one past the color each port served."""
+    return jnp.where(send_color >= 0, (send_color + 1) % config.num_colors, state.rr)

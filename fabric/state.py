@@ -1,0 +1,127 @@
+"""`FabricState`: the whole simulated fabric as one immutable pytree.
+
+Every per-PE leaf has the grid (R, C) as its leading axes, so that the fabric can be split
+over devices along rows and columns. Axis letters: R, C = grid; K = colors; Q = queue depth;
+W = SRAM words; G = registers; S = DSD slots (slot 0 = main thread, 1.. = async
+microthreads); F = slot fields; P = link ports (N, S, E, W).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Int32, UInt32
+
+from fabric.config import FabricConfig
+
+# ---- DSD slot fields ------------------------------------------------------------------------
+# operand classes held in a slot
+CLS_NONE, CLS_MEM, CLS_FABIN, CLS_FABOUT, CLS_SCALAR = 0, 1, 2, 3, 4
+S_ACTIVE, S_OP, S_LEN, S_PROG, S_SIMD, S_DONE_KIND, S_DONE_TASK, S_SCALAR = range(8)
+OPERAND_FIELDS = 6  # class, base (or scalar bits), row length, stride, row stride, color
+O_CLS, O_BASE, O_ROWLEN, O_STRIDE, O_ROWSTRIDE, O_COLOR = range(OPERAND_FIELDS)
+S_DST, S_A, S_B = 8, 8 + OPERAND_FIELDS, 8 + 2 * OPERAND_FIELDS
+SLOT_FIELDS = 8 + 3 * OPERAND_FIELDS
+
+# ---- runtime error codes ---------------------------------------------------------------------
+ERR_NONE = 0
+ERR_ADDRESS = 1  # a memory DSD reaches outside SRAM (info: first bad word address)
+ERR_ROUTE_OUT = 2  # a fabric output on a color the router does not take from RAMP (info: color)
+ERR_ROUTE_IN = 3  # a fabric input on a color the router does not deliver to RAMP (info: color)
+ERR_FABIN_TASK = 4  # a fabric input on a color bound to a data task (info: color)
+ERR_TASK = 5  # activate/block/unblock of a task the PE does not have (info: task id)
+ERROR_TEXT = {
+    ERR_ADDRESS: "memory DSD reaches outside SRAM (word {info})",
+    ERR_ROUTE_OUT: "fabric output on color {info}, which this PE's router does not accept "
+    "from RAMP (undefined color)",
+    ERR_ROUTE_IN: "fabric input on color {info}, which this PE's router does not deliver to "
+    "RAMP (undefined color)",
+    ERR_FABIN_TASK: "fabric input on color {info}, which is bound to a data task",
+    ERR_TASK: "undefined task id {info}",
+}
+
+
+class FabricState(eqx.Module):
+    cycle: Int32[Array, ""]
+    idle_cycles: Int32[Array, ""]  # cycles since anything last moved
+    sram: UInt32[Array, "R C W"]
+    # router buffers, one FIFO per color: slot (color * Q + i)
+    rq_data: UInt32[Array, "R C KQ"]
+    rq_time: Int32[Array, "R C KQ"]  # cycle each wavelet entered the buffer
+    rq_head: Int32[Array, "R C K"]
+    rq_count: Int32[Array, "R C K"]
+    rr: Int32[Array, "R C 5"]  # round-robin pointer of each output port
+    # CE input queues, one FIFO per color, filled by the router through RAMP
+    iq_data: UInt32[Array, "R C KQ"]
+    iq_head: Int32[Array, "R C K"]
+    iq_count: Int32[Array, "R C K"]
+    # compute engine
+    regs: Int32[Array, "R C G"]
+    pc: Int32[Array, "R C"]  # -1 = no task running
+    task: Int32[Array, "R C"]
+    wavelet: UInt32[Array, "R C"]
+    activated: UInt32[Array, "R C"]
+    blocked: UInt32[Array, "R C"]
+    slots: Int32[Array, "R C S F"]
+    owner: Int32[Array, "R C"]  # slot holding the datapath, -1 none
+    error: Int32[Array, "R C"]
+    error_info: Int32[Array, "R C"]
+    # counters
+    busy: Int32[Array, "R C"]
+    stall: Int32[Array, "R C"]
+    link_count: Int32[Array, "R C P"]  # wavelets sent through each link port
+    color_count: Int32[Array, "R C K"]  # wavelets of each color forwarded by the router
+    injected: Int32[Array, "R C"]  # wavelets the CE sent into its router
+    delivered: Int32[Array, "R C"]  # wavelets the router sent up the RAMP to the CE
+    consumed: Int32[Array, "R C"]  # wavelets the CE took from its input queues
+    forked: Int32[Array, "R C"]  # extra copies made by multicast
+
+
+def init_state(config: FabricConfig, tables) -> FabricState:
+    """A fresh fabric: zeroed SRAM, empty buffers, registers and task bits from `tables`."""
+    R, C, K, Q = config.rows, config.cols, config.num_colors, config.queue_depth
+    i32 = lambda *shape: jnp.zeros(shape, jnp.int32)  # noqa: E731
+    u32 = lambda *shape: jnp.zeros(shape, jnp.uint32)  # noqa: E731
+    return FabricState(
+        cycle=jnp.int32(0),
+        idle_cycles=jnp.int32(0),
+        sram=u32(R, C, config.sram_words),
+        rq_data=u32(R, C, K * Q),
+        rq_time=i32(R, C, K * Q),
+        rq_head=i32(R, C, K),
+        rq_count=i32(R, C, K),
+        rr=i32(R, C, 5),
+        iq_data=u32(R, C, K * Q),
+        iq_head=i32(R, C, K),
+        iq_count=i32(R, C, K),
+        regs=jnp.asarray(tables.init_regs),
+        pc=jnp.full((R, C), -1, jnp.int32),
+        task=jnp.full((R, C), -1, jnp.int32),
+        wavelet=u32(R, C),
+        activated=u32(R, C),
+        blocked=jnp.asarray(tables.init_blocked),
+        slots=i32(R, C, config.num_async_slots + 1, SLOT_FIELDS),
+        owner=jnp.full((R, C), -1, jnp.int32),
+        error=i32(R, C),
+        error_info=i32(R, C),
+        busy=i32(R, C),
+        stall=i32(R, C),
+        link_count=i32(R, C, 4),
+        color_count=i32(R, C, K),
+        injected=i32(R, C),
+        delivered=i32(R, C),
+        consumed=i32(R, C),
+        forked=i32(R, C),
+    )
+
+
+def state_bytes(state: FabricState) -> int:
+    """Device bytes of every leaf of the state."""
+    return int(sum(np.prod(x.shape) * x.dtype.itemsize for x in _leaves(state)))
+
+
+def _leaves(state):
+    import jax
+
+    return jax.tree_util.tree_leaves(state)
