@@ -47,6 +47,7 @@ from fabric.isa import (
     Operand,
     Port,
 )
+from fabric.scatter import scatter_rows
 from fabric.state import (
     CLS_FABIN,
     CLS_FABOUT,
@@ -132,6 +133,27 @@ def _address_error(config, record, length):
 
 
 def step(config, tables, state) -> ControlOut:
+    """One cycle of every main thread. When no CE can execute an instruction or start a task
+    (all are idle or waiting on a synchronous DSD op, as in long streaming phases), the
+    whole phase is skipped: the result is the same, computed for free."""
+    running = state.pc >= 0
+    execute = running & (state.slots[..., 0, S_ACTIVE] == 0)
+    ready = ((bits.pack(state.iq_count > 0, config.num_colors) | state.activated)
+             & ~state.blocked & tables.task_defined)
+    work = (execute | (~running & (ready != 0))).any()
+    return lax.cond(work, lambda t, s: _step(config, t, s), _unchanged, tables, state)
+
+
+def _unchanged(tables, state) -> ControlOut:
+    del tables
+    no = jnp.zeros_like(state.pc, dtype=bool)
+    return ControlOut(state.regs, state.pc, state.task, state.wavelet, state.activated,
+                      state.blocked, state.slots, jnp.zeros_like(state.error),
+                      jnp.zeros_like(state.error_info), jnp.zeros_like(state.activated), no,
+                      state.pc >= 0)
+
+
+def _step(config, tables, state) -> ControlOut:
     K, S = config.num_colors, config.num_async_slots + 1
     G = config.num_registers
     regs, wavelet = state.regs, state.wavelet
@@ -151,8 +173,9 @@ def step(config, tables, state) -> ControlOut:
          op == Op.FADD, op == Op.FSUB, op == Op.FMUL],
         [a, a + b, a - b, a * b, _i32(fa + fb), _i32(fa - fb), _i32(fa * fb)], 0)
     writes = execute & (op >= Op.SET) & (op <= Op.FMUL)
-    target_reg = jnp.arange(G)[None, None, :] == row[..., I_DST][..., None]
-    regs = jnp.where(writes[..., None] & target_reg, result[..., None], regs)
+    # Per-PE writes go through scatters (index past the end = no write): written as a
+    # broadcast select, XLA fuses and recomputes the whole instruction once per element.
+    regs = scatter_rows(regs, jnp.where(writes, row[..., I_DST], G), result)
 
     # ---- control flow and task bits -------------------------------------------------------
     taken = ((op == Op.JUMP) | ((op == Op.BZ) & (a == 0)) | ((op == Op.BNZ) & (a != 0))
@@ -203,8 +226,7 @@ def step(config, tables, state) -> ControlOut:
         _scalar(row[..., I_S_KIND], row[..., I_S], regs, wavelet)], axis=-1)
     new_slot = jnp.concatenate([head, dst, src_a, src_b], axis=-1)  # [R, C, SLOT_FIELDS]
     assert new_slot.shape[-1] == SLOT_FIELDS
-    put = issue[..., None] & (jnp.arange(S)[None, None, :] == slot[..., None])  # [R, C, S]
-    slots = jnp.where(put[..., None], new_slot[..., None, :], state.slots)
+    slots = scatter_rows(state.slots, jnp.where(issue, slot, S), new_slot)
 
     stalled = no_slot | ~ok
     next_pc = jnp.where(op == Op.RET, -1,

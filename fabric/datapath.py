@@ -19,6 +19,7 @@ from jax import lax
 
 from fabric import bits
 from fabric.isa import Done, Op
+from fabric.scatter import scatter_rows
 from fabric.state import (
     CLS_FABIN,
     CLS_FABOUT,
@@ -135,9 +136,8 @@ def step(config, state, sram, slots, owner, activated, blocked) -> DatapathOut:
 
     new_prog = prog + width
     done = advanced & (new_prog >= length)
-    at = (jnp.arange(S)[None, None, :] == chosen[..., None]) & advanced[..., None]  # [R, C, S]
-    slots = slots.at[..., S_PROG].set(jnp.where(at, new_prog[..., None], slots[..., S_PROG]))
-    slots = slots.at[..., S_ACTIVE].set(jnp.where(at & done[..., None], 0, slots[..., S_ACTIVE]))
+    updated = sel.at[..., S_PROG].set(new_prog).at[..., S_ACTIVE].set(jnp.where(done, 0, 1))
+    slots = scatter_rows(slots, jnp.where(advanced, chosen, S), updated)
     done_bit = jnp.where(done, bits.bit(sel[..., S_DONE_TASK]), jnp.uint32(0))
     activated = activated | jnp.where(sel[..., S_DONE_KIND] == Done.ACTIVATE, done_bit, 0)
     blocked = blocked & ~jnp.where(sel[..., S_DONE_KIND] == Done.UNBLOCK, done_bit, 0)

@@ -31,6 +31,7 @@ def step(config, tables, state: FabricState) -> FabricState:
     dp = datapath.step(config, state, state.sram, ctl.slots, state.owner, ctl.activated,
                        ctl.blocked)
 
+
     # ---- commit: router buffers ------------------------------------------------------------
     # What enters each PE through a link port was sent the opposite way by the neighbour.
     in_color, in_data = [], []
