@@ -388,7 +388,7 @@ def _encode_task(config, tile, task, ids, regs, syms, instr_rows, dsd_rows):
         if item.op in DSD_OPS:
             _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows)
         else:
-            _encode_scalar_op(item, row, at, ids, regs)
+            _encode_scalar_op(config, item, row, at, ids, regs)
         if item.target is not None:
             if item.target not in labels:
                 raise BuildError(f"{at}: undefined label {item.target!r}; "
@@ -399,10 +399,13 @@ def _encode_task(config, tile, task, ids, regs, syms, instr_rows, dsd_rows):
     return origins
 
 
-def _encode_scalar_op(item, row, at, ids, regs):
+def _encode_scalar_op(config, item, row, at, ids, regs):
     if item.op in (Op.ACTIVATE, Op.BLOCK, Op.UNBLOCK):
         if item.a not in ids:
             raise BuildError(f"{at}: undefined task {item.a!r}; tasks: {sorted(ids)}")
+        if item.op == Op.ACTIVATE and ids[item.a] < config.num_colors:
+            raise BuildError(f"{at}: task {item.a!r} is a data task (it runs when a wavelet "
+                             "of its color arrives); only local tasks can be activated")
         row[I_A_KIND], row[I_A] = Operand.IMM, ids[item.a]
         return
     if item.op in (Op.SET, Op.IADD, Op.ISUB, Op.IMUL, Op.FADD, Op.FSUB, Op.FMUL):
@@ -471,6 +474,9 @@ def _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows):
         name = item.on_done.task
         if name not in ids:
             raise BuildError(f"{at}: on_done names undefined task {name!r}; tasks: {sorted(ids)}")
+        if isinstance(item.on_done, ins.Activate) and ids[name] < config.num_colors:
+            raise BuildError(f"{at}: on_done activates data task {name!r}; only local tasks "
+                             "can be activated")
         row[I_DONE_KIND] = int(ins.DONE_KIND[type(item.on_done)])
         row[I_DONE_TASK] = ids[name]
     row[I_SIMD] = config.simd_width(SIMD_NAME[item.op], "f32")

@@ -88,7 +88,8 @@ class FabricConfig:
     def __post_init__(self):
         problems = []
         if self.rows < 1 or self.cols < 1:
-            problems.append(f"grid must be at least 1x1, got {self.rows}x{self.cols}")
+            problems.append(f"rows and cols must be >= 1, got rows={self.rows}, "
+                            f"cols={self.cols}")
         if not 1 <= self.num_colors <= 31:
             problems.append(f"num_colors must be in 1..31, got {self.num_colors}")
         if self.num_task_ids > 32 or self.num_task_ids <= self.num_colors:

@@ -236,7 +236,8 @@ def _step(config, tables, state) -> ControlOut:
 
     # ---- scheduler on idle CEs ------------------------------------------------------------
     iq_ready = bits.pack(state.iq_count > 0, K)
-    ready = (iq_ready | activated) & ~blocked & tables.task_defined
+    local = jnp.uint32(((1 << config.num_task_ids) - 1) & ~((1 << K) - 1))
+    ready = (iq_ready | (activated & local)) & ~blocked & tables.task_defined
     chosen = bits.lowest(ready)
     start = ~running & (chosen >= 0)
     entry = _gather(tables.task_entry, chosen)

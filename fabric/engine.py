@@ -69,7 +69,7 @@ def step(config, tables, state: FabricState) -> FabricState:
         rq_time=rq_time,
         rq_head=rq_head,
         rq_count=rq_count,
-        rr=router.next_pointers(config, state, plan.send_color),
+        rr=plan.pointers,
         iq_data=iq_data,
         iq_head=iq_head,
         iq_count=iq_count,

@@ -24,6 +24,8 @@ MAX_LINES = 12
 
 def _where(info, st, r, c) -> str:
     pc = int(st.pc[r, c])
+    if pc >= 0 and int(st.slots[r, c, 0, S_ACTIVE]):
+        pc -= 1  # a synchronous DSD op in progress: the pc is already past its instruction
     task = int(st.task[r, c])
     i = info.placement_index(r, c)
     tile = info.placements[i].tile.name if i is not None else "no tile"

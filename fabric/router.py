@@ -7,6 +7,11 @@ Rules (documented in docs/engine.md):
 - Each output port (N, S, E, W links and the RAMP up to the CE) passes at most one wavelet
   per cycle; colors competing for a port are served round-robin, starting after the color
   that last used it.
+- A port granted to a multicast color that lost another of its ports is offered again, in
+  the same cycle, to the single-port colors that want it. The ports of the multicast colors
+  that failed then restart their round-robin at the lowest such color, so that next cycle
+  every one of its ports puts it first: two multicast colors can never hold each other's
+  ports forever.
 - A wavelet may leave a buffer `hop_latency` cycles after it entered it.
 Colors are handled as uint32 bitmasks, so the cost per PE does not depend on how many
 colors a program uses.
@@ -27,13 +32,14 @@ class RouterPlan(NamedTuple):
     send_color: jnp.ndarray  # int32 [R, C, 5]: color sent through each port, -1 none
     send_data: jnp.ndarray  # uint32 [R, C, 5]
     moved: jnp.ndarray  # uint32 [R, C]: colors whose head left this cycle
+    pointers: jnp.ndarray  # int32 [R, C, 5]: round-robin pointers for the next cycle
 
 
 def plan(config, tables, state) -> RouterPlan:
     K, Q = config.num_colors, config.queue_depth
     ready = bits.pack(state.rq_count > 0, K)
     if config.hop_latency > 1:
-        head_slot = jnp.arange(K, dtype=jnp.int32) * Q + state.rq_head
+        head_slot = jnp.arange(K, dtype=jnp.int32)[None, None, :] * Q + state.rq_head
         entered = jnp.take_along_axis(state.rq_time, head_slot, axis=2)
         ready &= bits.pack(entered + config.hop_latency <= state.cycle, K)
     full = bits.pack(state.rq_count >= Q, K)
@@ -49,17 +55,27 @@ def plan(config, tables, state) -> RouterPlan:
     granted = [bits.bit(g) for g in grant]
     missing = jnp.uint32(0)
     any_grant = jnp.uint32(0)
+    seen_once, multicast = jnp.uint32(0), jnp.uint32(0)
     for p in range(5):
         missing = missing | (tx[p] & ~granted[p])
         any_grant = any_grant | granted[p]
+        multicast = multicast | (seen_once & tx[p])
+        seen_once = seen_once | tx[p]
     moved = any_grant & ~missing
-    send_color = jnp.stack(
-        [jnp.where((granted[p] & moved) != 0, grant[p], -1) for p in range(5)], axis=-1)
+    failed = any_grant & ~moved  # multicast colors that won some ports but not all
+    send = []
+    for p in range(5):
+        sent = jnp.where((granted[p] & moved) != 0, grant[p], -1)
+        # a port wasted on a failed multicast serves a single-port color instead
+        unicast = bits.round_robin(candidates & tx[p] & ~multicast & ~moved, state.rr[..., p], K)
+        sent = jnp.where((sent < 0) & ((granted[p] & failed) != 0), unicast, sent)
+        send.append(sent)
+    send_color = jnp.stack(send, axis=-1)
+    for p in range(5):
+        moved = moved | bits.bit(send[p])
     head = jnp.take_along_axis(state.rq_head, jnp.maximum(send_color, 0), axis=2)
     send_data = jnp.take_along_axis(state.rq_data, jnp.maximum(send_color, 0) * Q + head, axis=2)
-    return RouterPlan(send_color, send_data, moved)
-
-
-def next_pointers(config, state, send_color):
-    """Round-robin pointers after this cycle: one past the color each port served."""
-    return jnp.where(send_color >= 0, (send_color + 1) % config.num_colors, state.rr)
+    restart = jnp.stack([(tables.tx_mask[..., p] & failed) != 0 for p in range(5)], axis=-1)
+    pointers = jnp.where(send_color >= 0, (send_color + 1) % K,
+                         jnp.where(restart, bits.lowest(failed)[..., None], state.rr))
+    return RouterPlan(send_color, send_data, moved, pointers)

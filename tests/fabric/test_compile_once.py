@@ -1,0 +1,59 @@
+"""The engine compiles once per (config, table bucket): other programs, data and runs of
+the same size reuse the executable without tracing again."""
+
+import numpy as np
+from programs import ROW, Flow, flows_program, pe, row_path
+
+from fabric import Program, Simulator, Tile, engine, host
+from fabric import instructions as ins
+
+# A config used by no other test (it differs only by name), so that its first run must
+# trace whatever ran before in this process; jax's own jit cache would otherwise hide a
+# trace even after `host._COMPILED` is cleared.
+FRESH = ROW.replace(name="compile-once")
+
+
+def program_a():
+    return flows_program(FRESH, [Flow(2, (0, 1), row_path(0, 1, 6), [(0, 3), (0, 6)], 10)])
+
+
+def program_b():
+    t = Tile("other")
+    x = t.symbol("x", "f32", 12)
+    y = t.symbol("y", "f32", 12)
+    t.local_task("main", [ins.fma(y.dsd(), y.dsd(), x.dsd(), 2.0), ins.max_(y.dsd(), y.dsd(), 0.0)])
+    prog = Program(FRESH)
+    prog.place(t, pe(0, 4))
+    return prog
+
+
+def test_two_programs_of_one_bucket_trace_once(monkeypatch):
+    monkeypatch.setattr(host, "_COMPILED", {})
+    before = engine.TRACE_COUNT["run"]
+
+    sim_a = Simulator(FRESH, program_a())
+    sim_a.memcpy_h2d("x", np.arange(10, dtype=np.float32), pe(0, 1))
+    sim_a.launch("main")
+    sim_a.run()
+    assert engine.TRACE_COUNT["run"] == before + 1
+    assert sim_a.compile_s > 0
+
+    sim_b = Simulator(FRESH, program_b())
+    assert sim_b.tables.instr.shape == sim_a.tables.instr.shape
+    assert sim_b.tables.dsd.shape == sim_a.tables.dsd.shape
+    sim_b.memcpy_h2d("x", np.full(12, -1.0, np.float32))
+    sim_b.launch("main")
+    sim_b.run()
+    np.testing.assert_array_equal(sim_b.memcpy_d2h("y")[0, 0], 0.0)  # max(0 + -2, 0)
+
+    # program A again, with other data, run in pieces: still no new trace
+    sim_a2 = Simulator(FRESH, program_a())
+    sim_a2.memcpy_h2d("x", np.ones(10, np.float32), pe(0, 1))
+    sim_a2.launch("main")
+    sim_a2.run(max_cycles=5, raise_on_limit=False)
+    sim_a2.run()
+    np.testing.assert_array_equal(sim_a2.memcpy_d2h("y", pe(0, 6))[0, 0], 1.0)
+
+    assert engine.TRACE_COUNT["run"] == before + 1
+    assert len(host._COMPILED) == 1
+    assert sim_b.compile_s == 0.0 and sim_a2.compile_s == 0.0
