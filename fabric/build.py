@@ -387,6 +387,8 @@ def _encode_task(config, tile, task, ids, regs, syms, instr_rows, dsd_rows):
         row[I_OP] = int(item.op)
         if item.op in DSD_OPS:
             _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows)
+        elif item.op in (Op.LOAD, Op.STORE):
+            _encode_memory_op(config, item, row, at, regs, syms, dsd_rows)
         else:
             _encode_scalar_op(config, item, row, at, ids, regs)
         if item.target is not None:
@@ -418,6 +420,24 @@ def _encode_scalar_op(config, item, row, at, ids, regs):
         row[kcol], row[vcol] = _scalar_operand(opnd, at, regs)
 
 
+def _encode_memory_op(config, item, row, at, regs, syms, dsd_rows):
+    """LOAD r <- mem / STORE mem <- scalar: one word at the DSD's first element."""
+    mem = item.a if item.op == Op.LOAD else item.dst
+    if not isinstance(mem, ins.Mem):
+        raise BuildError(f"{at}: needs a memory DSD, got {mem!r}")
+    mem = dataclasses.replace(mem, length=1, row_length=None, row_stride=None,
+                              length_reg=None)
+    dsd_row, _ = _encode_dsd(config, mem, at, regs, syms)
+    index = len(dsd_rows)
+    dsd_rows.append(dsd_row)
+    if item.op == Op.LOAD:
+        row[I_DST_KIND], row[I_DST] = Operand.REG, regs[item.dst.name]
+        row[I_A_KIND], row[I_A] = Operand.DSD, index
+    else:
+        row[I_DST_KIND], row[I_DST] = Operand.DSD, index
+        row[I_A_KIND], row[I_A] = _scalar_operand(item.a, at, regs)
+
+
 def _scalar_operand(opnd, at, regs):
     if isinstance(opnd, ins.Imm):
         return Operand.IMM, opnd.bits
@@ -432,7 +452,7 @@ def _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows):
     if not isinstance(item.dst, (ins.Mem, ins.FabOut)):
         raise BuildError(f"{at}: destination must be a memory or fabric-output DSD, "
                          f"got {item.dst!r}")
-    needs_b = item.op not in (Op.MOV,)
+    needs_b = item.op not in (Op.MOV, Op.FTOI, Op.ITOF)
     if needs_b and item.b is None:
         raise BuildError(f"{at}: needs a second source operand")
     if item.op == Op.FMA and item.s is None:
@@ -479,7 +499,7 @@ def _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows):
                              "can be activated")
         row[I_DONE_KIND] = int(ins.DONE_KIND[type(item.on_done)])
         row[I_DONE_TASK] = ids[name]
-    row[I_SIMD] = config.simd_width(SIMD_NAME[item.op], "f32")
+    row[I_SIMD] = config.simd_width(*SIMD_NAME[item.op])
 
 
 

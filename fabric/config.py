@@ -25,9 +25,12 @@ _SIMD_WSE2 = (
     (("max", "f16"), 4),
     (("fma", "f32"), 1),  # unverified
     (("mul", "f32"), 1),  # unverified
+    (("cvt", "f32"), 1),  # f32 <-> i32 conversion, unverified
+    (("add", "i32"), 2),  # 32-bit integer add/sub, unverified
+    (("shift", "i32"), 2),  # 32-bit shifts, unverified
 )
 _SIMD_WSE3 = tuple(
-    (key, width if key[0:2] in (("fma", "f32"), ("mul", "f32")) else 2 * width)
+    (key, width if key in (("fma", "f32"), ("mul", "f32"), ("cvt", "f32")) else 2 * width)
     for key, width in _SIMD_WSE2
 )
 

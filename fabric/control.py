@@ -78,6 +78,7 @@ class ControlOut(NamedTuple):
     iq_pop: jnp.ndarray  # uint32 [R, C]: color popped by a data task start
     busy: jnp.ndarray  # bool [R, C]: the main thread did something
     waiting: jnp.ndarray  # bool [R, C]: a task runs but the main thread could not proceed
+    sram: jnp.ndarray  # after STORE instructions
 
 
 def _gather(table, index):
@@ -150,7 +151,7 @@ def _unchanged(tables, state) -> ControlOut:
     return ControlOut(state.regs, state.pc, state.task, state.wavelet, state.activated,
                       state.blocked, state.slots, jnp.zeros_like(state.error),
                       jnp.zeros_like(state.error_info), jnp.zeros_like(state.activated), no,
-                      state.pc >= 0)
+                      state.pc >= 0, state.sram)
 
 
 def _step(config, tables, state) -> ControlOut:
@@ -172,10 +173,6 @@ def _step(config, tables, state) -> ControlOut:
         [op == Op.SET, op == Op.IADD, op == Op.ISUB, op == Op.IMUL,
          op == Op.FADD, op == Op.FSUB, op == Op.FMUL],
         [a, a + b, a - b, a * b, _i32(fa + fb), _i32(fa - fb), _i32(fa * fb)], 0)
-    writes = execute & (op >= Op.SET) & (op <= Op.FMUL)
-    # Per-PE writes go through scatters (index past the end = no write): written as a
-    # broadcast select, XLA fuses and recomputes the whole instruction once per element.
-    regs = scatter_rows(regs, jnp.where(writes, row[..., I_DST], G), result)
 
     # ---- control flow and task bits -------------------------------------------------------
     taken = ((op == Op.JUMP) | ((op == Op.BZ) & (a == 0)) | ((op == Op.BNZ) & (a != 0))
@@ -188,13 +185,26 @@ def _step(config, tables, state) -> ControlOut:
     blocked = blocked & ~jnp.where(execute & (op == Op.UNBLOCK), task_bit, 0)
 
     # ---- DSD op issue ---------------------------------------------------------------------
-    is_dsd = execute & (op >= Op.MOV) & (op <= Op.MAX)
+    is_dsd = execute & (op >= Op.MOV) & (op <= Op.LAST_DSD)
+    is_mem = execute & ((op == Op.LOAD) | (op == Op.STORE))
     dst, length = _resolve(config, tables, row[..., I_DST_KIND], row[..., I_DST], regs, wavelet)
     src_a, _ = _resolve(config, tables, row[..., I_A_KIND], row[..., I_A], regs, wavelet)
     src_b, _ = _resolve(config, tables, row[..., I_B_KIND], row[..., I_B], regs, wavelet)
+
+    # ---- scalar memory access and register writes -----------------------------------------
+    W = config.sram_words
+    loaded = _gather(state.sram, jnp.clip(src_a[..., 1], 0, W - 1))
+    result = jnp.where(op == Op.LOAD, _i32(loaded), result)
+    writes = execute & (((op >= Op.SET) & (op <= Op.FMUL)) | (op == Op.LOAD))
+    # Per-PE writes go through scatters (index past the end = no write): written as a
+    # broadcast select, XLA fuses and recomputes the whole instruction once per element.
+    regs = scatter_rows(regs, jnp.where(writes, row[..., I_DST], G), result)
+    store_at = jnp.where(execute & (op == Op.STORE) & (dst[..., 1] >= 0) & (dst[..., 1] < W),
+                         dst[..., 1], W)
+    sram = scatter_rows(state.sram, store_at, lax.bitcast_convert_type(a, jnp.uint32))
     error, info = jnp.full_like(pc, ERR_NONE), jnp.zeros_like(pc)
     for record in (dst, src_a, src_b):
-        bad, where_ = _address_error(config, record, length)
+        bad, where_ = _address_error(config, record, jnp.where(is_mem, 1, length))
         color = record[..., 5]
         cbit = bits.bit(color)
         out_bad = (record[..., 0] == CLS_FABOUT) & ((tables.rx_mask[..., Port.RAMP] & cbit) == 0)
@@ -202,7 +212,7 @@ def _step(config, tables, state) -> ControlOut:
         task_bad = (record[..., 0] == CLS_FABIN) & ((tables.task_defined & cbit) != 0)
         for flag, code, val in ((bad, ERR_ADDRESS, where_), (out_bad, ERR_ROUTE_OUT, color),
                                 (in_bad, ERR_ROUTE_IN, color), (task_bad, ERR_FABIN_TASK, color)):
-            new = is_dsd & flag & (error == ERR_NONE)
+            new = (is_dsd | is_mem) & flag & (error == ERR_NONE)
             error = jnp.where(new, code, error)
             info = jnp.where(new, val, info)
     new = bad_task & (error == ERR_NONE)
@@ -215,7 +225,9 @@ def _step(config, tables, state) -> ControlOut:
     first_free = bits.lowest(free_async)
     slot = jnp.where(is_async, first_free + 1, 0)
     no_slot = is_dsd & is_async & (first_free < 0)
-    fabric = (dst[..., 0] >= CLS_FABIN) & (dst[..., 0] <= CLS_FABOUT)
+    # a memory destination of stride 0 accumulates into one word: one element per cycle
+    fabric = ((dst[..., 0] >= CLS_FABIN) & (dst[..., 0] <= CLS_FABOUT)
+              | ((dst[..., 0] == CLS_MEM) & (dst[..., 3] == 0)))
     for record in (src_a, src_b):
         fabric = fabric | ((record[..., 0] >= CLS_FABIN) & (record[..., 0] <= CLS_FABOUT))
     issue = is_dsd & ok & ~no_slot & (length > 0)
@@ -254,6 +266,6 @@ def _step(config, tables, state) -> ControlOut:
     busy = (execute & ~stalled) | start
     waiting = running & ~busy
     return ControlOut(regs, pc_after, task, wavelet, activated, blocked, slots, error, info,
-                      iq_pop, busy, waiting)
+                      iq_pop, busy, waiting, sram)
 
 

@@ -117,9 +117,20 @@ def step(config, state, sram, slots, owner, activated, blocked) -> DatapathOut:
     fs = lax.bitcast_convert_type(sel[..., S_SCALAR], jnp.float32)[..., None]
     op = sel[..., S_OP][..., None]
     value = jnp.select(
-        [op == Op.ADD, op == Op.SUB, op == Op.MUL, op == Op.FMA, op == Op.MAX],
-        [fa + fb, fa - fb, fa * fb, fa + fb * fs, jnp.maximum(fa, fb)], fa)
-    result = jnp.where(op == Op.MOV, a_bits, lax.bitcast_convert_type(value, jnp.uint32))
+        [op == Op.ADD, op == Op.SUB, op == Op.MUL, op == Op.FMA, op == Op.MAX, op == Op.MIN,
+         op == Op.ITOF],
+        [fa + fb, fa - fb, fa * fb, fa + fb * fs, jnp.maximum(fa, fb), jnp.minimum(fa, fb),
+         lax.bitcast_convert_type(a_bits, jnp.int32).astype(jnp.float32)], fa)
+    shift = jnp.minimum(b_bits, jnp.uint32(31))
+    # round half to even, saturating at the int32 range (NaN gives 0)
+    rounded = jnp.clip(jnp.round(fa), -2.0**31, 2.0**31 - 128)
+    rounded = jnp.where(jnp.isnan(fa), 0.0, rounded).astype(jnp.int32)
+    result = jnp.select(
+        [op == Op.MOV, op == Op.IADDV, op == Op.ISUBV, op == Op.SHL, op == Op.SHR,
+         op == Op.FTOI],
+        [a_bits, a_bits + b_bits, a_bits - b_bits, jnp.left_shift(a_bits, shift),
+         jnp.right_shift(a_bits, shift), lax.bitcast_convert_type(rounded, jnp.uint32)],
+        lax.bitcast_convert_type(value, jnp.uint32))
 
     # memory destination: scatter the valid lanes (others point past SRAM and are dropped)
     to_mem = lane_ok & (dst[..., O_CLS] == CLS_MEM)[..., None]

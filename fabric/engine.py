@@ -28,7 +28,7 @@ def step(config, tables, state: FabricState) -> FabricState:
     K = config.num_colors
     plan = router.plan(config, tables, state)
     ctl = control.step(config, tables, state)
-    dp = datapath.step(config, state, state.sram, ctl.slots, state.owner, ctl.activated,
+    dp = datapath.step(config, state, ctl.sram, ctl.slots, state.owner, ctl.activated,
                        ctl.blocked)
 
 

@@ -156,6 +156,51 @@ def max_(dst, a, b, *, is_async=False, on_done=None):
     return _dsd_op(Op.MAX, dst, a, b, is_async=is_async, on_done=on_done)
 
 
+def min_(dst, a, b, *, is_async=False, on_done=None):
+    """dst = min(a, b)."""
+    return _dsd_op(Op.MIN, dst, a, b, is_async=is_async, on_done=on_done)
+
+
+def ftoi(dst, a, *, is_async=False, on_done=None):
+    """dst = a rounded to the nearest int32 (ties to even); fp32 in, int32 bits out."""
+    return _dsd_op(Op.FTOI, dst, a, is_async=is_async, on_done=on_done)
+
+
+def itof(dst, a, *, is_async=False, on_done=None):
+    """dst = float32(a) for int32 a."""
+    return _dsd_op(Op.ITOF, dst, a, is_async=is_async, on_done=on_done)
+
+
+def iaddv(dst, a, b, *, is_async=False, on_done=None):
+    """dst = a + b on int32 elements (wrapping)."""
+    return _dsd_op(Op.IADDV, dst, a, b, is_async=is_async, on_done=on_done)
+
+
+def isubv(dst, a, b, *, is_async=False, on_done=None):
+    """dst = a - b on int32 elements (wrapping)."""
+    return _dsd_op(Op.ISUBV, dst, a, b, is_async=is_async, on_done=on_done)
+
+
+def shl(dst, a, b, *, is_async=False, on_done=None):
+    """dst = a << b on 32-bit elements (b in 0..31)."""
+    return _dsd_op(Op.SHL, dst, a, b, is_async=is_async, on_done=on_done)
+
+
+def shr(dst, a, b, *, is_async=False, on_done=None):
+    """dst = a >> b, logical, on 32-bit elements (b in 0..31)."""
+    return _dsd_op(Op.SHR, dst, a, b, is_async=is_async, on_done=on_done)
+
+
+def load(reg: str, mem: Mem):
+    """reg = the word at `mem`'s first element (its offset plus offset_reg). One cycle."""
+    return Instr(Op.LOAD, Reg(reg), mem)
+
+
+def store(mem: Mem, value):
+    """The word at `mem`'s first element = value (immediate or register). One cycle."""
+    return Instr(Op.STORE, mem, _operand(value))
+
+
 def set_reg(reg: str, value):
     """reg = value (immediate, register or WAVELET)."""
     return Instr(Op.SET, Reg(reg), _operand(value))

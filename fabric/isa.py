@@ -56,6 +56,14 @@ class Op(enum.IntEnum):
     MUL = 4  # dst = a * b
     FMA = 5  # dst = a + b * s
     MAX = 6  # dst = max(a, b)
+    MIN = 7  # dst = min(a, b)
+    FTOI = 8  # dst = int32(round-to-nearest-even(a))
+    ITOF = 9  # dst = float32(a as int32)
+    IADDV = 10  # dst = a + b     (int32, wrapping)
+    ISUBV = 11  # dst = a - b     (int32, wrapping)
+    SHL = 12  # dst = a << b    (int32 bits, b in 0..31)
+    SHR = 13  # dst = a >> b    (logical, int32 bits, b in 0..31)
+    LAST_DSD = 13
     # scalar register ops
     SET = 16  # r = a
     IADD = 17  # r = a + b      (int32)
@@ -73,12 +81,19 @@ class Op(enum.IntEnum):
     BLOCK = 41  # block task a
     UNBLOCK = 42  # unblock task a
     RET = 43  # end the task
+    LOAD = 48  # r = word at a memory DSD's first element (one cycle)
+    STORE = 49  # word at a memory DSD's first element = a (one cycle)
 
 
-DSD_OPS = (Op.MOV, Op.ADD, Op.SUB, Op.MUL, Op.FMA, Op.MAX)
+DSD_OPS = (Op.MOV, Op.ADD, Op.SUB, Op.MUL, Op.FMA, Op.MAX, Op.MIN, Op.FTOI, Op.ITOF,
+           Op.IADDV, Op.ISUBV, Op.SHL, Op.SHR)
 # builtin name of each DSD op in the SIMD table of FabricConfig
 SIMD_NAME = {
-    Op.MOV: "mov", Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul", Op.FMA: "fma", Op.MAX: "max",
+    Op.MOV: ("mov", "f32"), Op.ADD: ("add", "f32"), Op.SUB: ("sub", "f32"),
+    Op.MUL: ("mul", "f32"), Op.FMA: ("fma", "f32"), Op.MAX: ("max", "f32"),
+    Op.MIN: ("max", "f32"), Op.FTOI: ("cvt", "f32"), Op.ITOF: ("cvt", "f32"),
+    Op.IADDV: ("add", "i32"), Op.ISUBV: ("add", "i32"), Op.SHL: ("shift", "i32"),
+    Op.SHR: ("shift", "i32"),
 }
 
 

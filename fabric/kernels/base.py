@@ -1,0 +1,102 @@
+"""What every kernel of the library is: a `Kernel` (a fabric Program plus how to load its
+inputs, launch it and read its outputs, with an analytic cycle model) and `run_kernel`.
+
+A kernel builder has the form `build_x(config, rect, sizes..., dtype="f32", colors=None)`
+and returns a `Kernel` placed on `rect` of a fabric of `config` (other PEs stay free, so
+several kernels can share a fabric). `colors` lets a caller choose the colors the kernel
+routes on (default: the lowest ones it needs).
+
+Example:
+    >>> k = build_gemv(config, Rect(0, 0, 4, 4), m=64, n=64)          # doctest: +SKIP
+    >>> result = run_kernel(k, {"A": A, "x": x, "b": b})               # doctest: +SKIP
+    >>> result.output, result.cycles, k.model_cycles                   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from fabric.config import FabricConfig
+from fabric.host import Simulator
+from fabric.program import Program, Rect
+from fabric.stats import Stats
+
+
+@dataclasses.dataclass
+class Kernel:
+    """A kernel ready to run.
+
+    name: e.g. "gemv".
+    program: the fabric Program (tiles placed inside `rect` only).
+    load: load(sim, inputs) writes the named numpy inputs into PE memory (host I/O).
+    read: read(sim) -> numpy output(s) assembled from PE memory.
+    launch: launch(sim) activates the entry tasks.
+    model_cycles: the analytic cycle model's prediction (formula in the builder docstring).
+    fmas: useful multiply-adds (for efficiency against the fabric's fma peak); 0 if none.
+    info: sizes and layout facts for reports.
+    """
+
+    name: str
+    config: FabricConfig
+    rect: Rect
+    program: Program
+    load: Callable[[Simulator, Mapping[str, np.ndarray]], None]
+    read: Callable[[Simulator], object]
+    launch: Callable[[Simulator], None]
+    model_cycles: int
+    fmas: int = 0
+    info: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class KernelResult:
+    output: object
+    stats: Stats
+    cycles: int  # kernel cycles of this run (host I/O apart)
+
+    def efficiency(self, kernel: Kernel) -> float:
+        """Useful fmas over the rectangle's peak fp32 fma capacity for the same cycles."""
+        peak = kernel.config.simd_width("fma", "f32") * kernel.rect.rows * kernel.rect.cols
+        return kernel.fmas / (peak * self.cycles) if self.cycles else 0.0
+
+
+def run_kernel(kernel: Kernel, inputs: Mapping[str, np.ndarray],
+               max_cycles: int = 2_000_000) -> KernelResult:
+    """Load `inputs`, launch, run to quiet, read the output."""
+    sim = Simulator(kernel.config, kernel.program)
+    kernel.load(sim, inputs)
+    kernel.launch(sim)
+    start = int(sim.state.cycle)
+    stats = sim.run(max_cycles=max_cycles)
+    return KernelResult(kernel.read(sim), stats, stats.cycles - start)
+
+
+def pick_colors(config: FabricConfig, needed: int, colors: Sequence[int] | None) -> list[int]:
+    """`needed` distinct colors: the caller's, checked, or the lowest ones."""
+    if colors is None:
+        colors = list(range(needed))
+    colors = [int(c) for c in colors]
+    if len(colors) < needed or len(set(colors)) != len(colors):
+        raise ValueError(f"kernel needs {needed} distinct colors, got {colors}")
+    bad = [c for c in colors if not 0 <= c < config.num_colors]
+    if bad:
+        raise ValueError(f"colors {bad} are not colors of {config.name} "
+                         f"(0..{config.num_colors - 1})")
+    return colors[:needed]
+
+
+def split(n: int, parts: int) -> list[tuple[int, int]]:
+    """Split n items into `parts` contiguous (start, size) blocks, sizes differing by at most
+    one (the first n % parts blocks are one larger)."""
+    if parts < 1:
+        raise ValueError(f"cannot split into {parts} parts")
+    base, extra = divmod(n, parts)
+    out, start = [], 0
+    for i in range(parts):
+        size = base + (1 if i < extra else 0)
+        out.append((start, size))
+        start += size
+    return out
