@@ -60,7 +60,6 @@ from fabric.state import (
     ERR_ROUTE_IN,
     ERR_ROUTE_OUT,
     ERR_TASK,
-    S_ACTIVE,
     SLOT_FIELDS,
 )
 
@@ -73,12 +72,15 @@ class ControlOut(NamedTuple):
     activated: jnp.ndarray
     blocked: jnp.ndarray
     slots: jnp.ndarray
+    slot_active: jnp.ndarray
+    slot_prog: jnp.ndarray
     error: jnp.ndarray
     error_info: jnp.ndarray
     iq_pop: jnp.ndarray  # uint32 [R, C]: color popped by a data task start
     busy: jnp.ndarray  # bool [R, C]: the main thread did something
     waiting: jnp.ndarray  # bool [R, C]: a task runs but the main thread could not proceed
-    sram: jnp.ndarray  # after STORE instructions
+    store_at: jnp.ndarray  # int32 [R, C]: SRAM word a STORE writes (sram_words: none);
+    store_value: jnp.ndarray  # uint32 [R, C]   SRAM itself stays out of the lax.cond
 
 
 def _gather(table, index):
@@ -138,20 +140,22 @@ def step(config, tables, state) -> ControlOut:
     (all are idle or waiting on a synchronous DSD op, as in long streaming phases), the
     whole phase is skipped: the result is the same, computed for free."""
     running = state.pc >= 0
-    execute = running & (state.slots[..., 0, S_ACTIVE] == 0)
+    execute = running & (state.slot_active[..., 0] == 0)
     ready = ((bits.pack(state.iq_count > 0, config.num_colors) | state.activated)
              & ~state.blocked & tables.task_defined)
     work = (execute | (~running & (ready != 0))).any()
-    return lax.cond(work, lambda t, s: _step(config, t, s), _unchanged, tables, state)
+    return lax.cond(work, lambda t, s: _step(config, t, s),
+                    lambda t, s: _unchanged(config, s), tables, state)
 
 
-def _unchanged(tables, state) -> ControlOut:
-    del tables
+def _unchanged(config, state) -> ControlOut:
     no = jnp.zeros_like(state.pc, dtype=bool)
     return ControlOut(state.regs, state.pc, state.task, state.wavelet, state.activated,
-                      state.blocked, state.slots, jnp.zeros_like(state.error),
+                      state.blocked, state.slots, state.slot_active, state.slot_prog,
+                      jnp.zeros_like(state.error),
                       jnp.zeros_like(state.error_info), jnp.zeros_like(state.activated), no,
-                      state.pc >= 0, state.sram)
+                      state.pc >= 0, jnp.full_like(state.pc, config.sram_words),
+                      jnp.zeros_like(state.wavelet))
 
 
 def _step(config, tables, state) -> ControlOut:
@@ -160,7 +164,7 @@ def _step(config, tables, state) -> ControlOut:
     regs, wavelet = state.regs, state.wavelet
     pc = state.pc
     running = pc >= 0
-    waiting_sync = state.slots[..., 0, S_ACTIVE] != 0
+    waiting_sync = state.slot_active[..., 0] != 0
     execute = running & ~waiting_sync
     row = tables.instr[jnp.maximum(pc, 0)]  # [R, C, F]
     op = row[..., I_OP]
@@ -201,7 +205,7 @@ def _step(config, tables, state) -> ControlOut:
     regs = scatter_rows(regs, jnp.where(writes, row[..., I_DST], G), result)
     store_at = jnp.where(execute & (op == Op.STORE) & (dst[..., 1] >= 0) & (dst[..., 1] < W),
                          dst[..., 1], W)
-    sram = scatter_rows(state.sram, store_at, lax.bitcast_convert_type(a, jnp.uint32))
+    store_value = lax.bitcast_convert_type(a, jnp.uint32)
     error, info = jnp.full_like(pc, ERR_NONE), jnp.zeros_like(pc)
     for record in (dst, src_a, src_b):
         bad, where_ = _address_error(config, record, jnp.where(is_mem, 1, length))
@@ -220,7 +224,7 @@ def _step(config, tables, state) -> ControlOut:
     ok = error == ERR_NONE
 
     is_async = row[..., I_ASYNC] != 0
-    active = state.slots[..., S_ACTIVE] != 0  # [R, C, S]
+    active = state.slot_active != 0  # [R, C, S]
     free_async = bits.pack(~active[..., 1:], S - 1)
     first_free = bits.lowest(free_async)
     slot = jnp.where(is_async, first_free + 1, 0)
@@ -232,13 +236,15 @@ def _step(config, tables, state) -> ControlOut:
         fabric = fabric | ((record[..., 0] >= CLS_FABIN) & (record[..., 0] <= CLS_FABOUT))
     issue = is_dsd & ok & ~no_slot & (length > 0)
     head = jnp.stack([
-        jnp.ones_like(op), op, length, jnp.zeros_like(op),
-        jnp.where(fabric, 1, row[..., I_SIMD]),
+        op, length, jnp.where(fabric, 1, row[..., I_SIMD]),
         jnp.where(is_async, row[..., I_DONE_KIND], 0), row[..., I_DONE_TASK],
         _scalar(row[..., I_S_KIND], row[..., I_S], regs, wavelet)], axis=-1)
     new_slot = jnp.concatenate([head, dst, src_a, src_b], axis=-1)  # [R, C, SLOT_FIELDS]
     assert new_slot.shape[-1] == SLOT_FIELDS
     slots = scatter_rows(state.slots, jnp.where(issue, slot, S), new_slot)
+    issued = issue[..., None] & (jnp.arange(S)[None, None, :] == slot[..., None])  # [R, C, S]
+    slot_active = jnp.where(issued, 1, state.slot_active)
+    slot_prog = jnp.where(issued, 0, state.slot_prog)
 
     stalled = no_slot | ~ok
     next_pc = jnp.where(op == Op.RET, -1,
@@ -265,7 +271,8 @@ def _step(config, tables, state) -> ControlOut:
 
     busy = (execute & ~stalled) | start
     waiting = running & ~busy
-    return ControlOut(regs, pc_after, task, wavelet, activated, blocked, slots, error, info,
-                      iq_pop, busy, waiting, sram)
+    return ControlOut(regs, pc_after, task, wavelet, activated, blocked, slots, slot_active,
+                      slot_prog, error, info,
+                      iq_pop, busy, waiting, store_at, store_value)
 
 

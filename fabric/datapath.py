@@ -19,7 +19,6 @@ from jax import lax
 
 from fabric import bits
 from fabric.isa import Done, Op
-from fabric.scatter import scatter_rows
 from fabric.state import (
     CLS_FABIN,
     CLS_FABOUT,
@@ -32,14 +31,12 @@ from fabric.state import (
     O_STRIDE,
     OPERAND_FIELDS,
     S_A,
-    S_ACTIVE,
     S_B,
     S_DONE_KIND,
     S_DONE_TASK,
     S_DST,
     S_LEN,
     S_OP,
-    S_PROG,
     S_SCALAR,
     S_SIMD,
 )
@@ -47,7 +44,8 @@ from fabric.state import (
 
 class DatapathOut(NamedTuple):
     sram: jnp.ndarray
-    slots: jnp.ndarray
+    slot_active: jnp.ndarray
+    slot_prog: jnp.ndarray
     owner: jnp.ndarray
     activated: jnp.ndarray
     blocked: jnp.ndarray
@@ -67,29 +65,39 @@ def _operand(slots, start):
     return slots[..., start:start + OPERAND_FIELDS]
 
 
-def _queue_ok(config, state, record):
-    """bool [R, C, S]: the fabric side of an operand can move one element this cycle."""
-    cls, color = record[..., O_CLS], jnp.clip(record[..., O_COLOR], 0, config.num_colors - 1)
-    iq = jnp.take_along_axis(state.iq_count, color, axis=-1)
-    rq = jnp.take_along_axis(state.rq_count, color, axis=-1)
-    return ~(((cls == CLS_FABIN) & (iq == 0)) | ((cls == CLS_FABOUT) & (rq >= config.queue_depth)))
+def _queue_ok(record, iq_empty, rq_full):
+    """bool [R, C, S]: the fabric side of an operand can move one element this cycle.
+
+    iq_empty, rq_full: uint32 [R, C] color bitmasks of the start-of-cycle queues.
+    """
+    cls, color = record[..., O_CLS], record[..., O_COLOR]
+    shift = jnp.clip(color, 0, 31).astype(jnp.uint32)
+    empty = (jnp.right_shift(iq_empty[..., None], shift) & 1) != 0
+    full = (jnp.right_shift(rq_full[..., None], shift) & 1) != 0
+    return ~(((cls == CLS_FABIN) & empty) | ((cls == CLS_FABOUT) & full))
 
 
-def step(config, state, sram, slots, owner, activated, blocked) -> DatapathOut:
+def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
+         blocked) -> DatapathOut:
     K, Q, W = config.num_colors, config.queue_depth, config.sram_words
     S = slots.shape[-2]
-    active = slots[..., S_ACTIVE] != 0
+    active = slot_active != 0
     ready = active
+    iq_empty = ~bits.pack(state.iq_count > 0, K)
+    rq_full = bits.pack(state.rq_count >= Q, K)
     for start in (S_DST, S_A, S_B):
-        ready = ready & _queue_ok(config, state, _operand(slots, start))
+        ready = ready & _queue_ok(_operand(slots, start), iq_empty, rq_full)
     ready_mask = bits.pack(ready, S)
     owner_ready = (owner >= 0) & ((ready_mask & bits.bit(owner)) != 0)
     chosen = jnp.where(owner_ready, owner, bits.lowest(ready_mask))
     advanced = chosen >= 0
-    sel = jnp.take_along_axis(slots, jnp.maximum(chosen, 0)[..., None, None], axis=-2)[..., 0, :]
+    # the chosen slot's fields, by a one-hot sum over the few slots (cheaper than a gather)
+    pick = jnp.arange(S)[None, None, :] == chosen[..., None]  # [R, C, S]
+    sel = jnp.sum(jnp.where(pick[..., None], slots, 0), axis=-2)
+    prog_sel = jnp.sum(jnp.where(pick, slot_prog, 0), axis=-1)
 
     lanes = jnp.arange(max_lanes(config), dtype=jnp.int32)[None, None, :]
-    prog, length, width = sel[..., S_PROG], sel[..., S_LEN], sel[..., S_SIMD]
+    prog, length, width = prog_sel, sel[..., S_LEN], sel[..., S_SIMD]
     k = prog[..., None] + lanes  # [R, C, L]
     lane_ok = advanced[..., None] & (lanes < width[..., None]) & (k < length[..., None])
 
@@ -147,12 +155,12 @@ def step(config, state, sram, slots, owner, activated, blocked) -> DatapathOut:
 
     new_prog = prog + width
     done = advanced & (new_prog >= length)
-    updated = sel.at[..., S_PROG].set(new_prog).at[..., S_ACTIVE].set(jnp.where(done, 0, 1))
-    slots = scatter_rows(slots, jnp.where(advanced, chosen, S), updated)
+    slot_prog = jnp.where(pick, new_prog[..., None], slot_prog)
+    slot_active = jnp.where(pick & done[..., None], 0, slot_active)
     done_bit = jnp.where(done, bits.bit(sel[..., S_DONE_TASK]), jnp.uint32(0))
     activated = activated | jnp.where(sel[..., S_DONE_KIND] == Done.ACTIVATE, done_bit, 0)
     blocked = blocked & ~jnp.where(sel[..., S_DONE_KIND] == Done.UNBLOCK, done_bit, 0)
     owner = jnp.where(advanced, jnp.where(done, -1, chosen), owner)
     stalled = active.any(axis=-1) & ~advanced
-    return DatapathOut(sram, slots, owner, activated, blocked, iq_pop, push_color, push_data,
-                       advanced, stalled)
+    return DatapathOut(sram, slot_active, slot_prog, owner, activated, blocked, iq_pop,
+                       push_color, push_data, advanced, stalled)

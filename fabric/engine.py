@@ -18,8 +18,9 @@ import jax.numpy as jnp
 from fabric import bits, control, datapath, router
 from fabric.isa import OPPOSITE, Port
 from fabric.queues import push_pop
+from fabric.scatter import scatter_rows
 from fabric.shifts import arriving
-from fabric.state import S_ACTIVE, FabricState
+from fabric.state import FabricState
 
 TRACE_COUNT = {"run": 0}  # incremented each time `run` is traced (compile-once tests)
 
@@ -28,8 +29,9 @@ def step(config, tables, state: FabricState) -> FabricState:
     K = config.num_colors
     plan = router.plan(config, tables, state)
     ctl = control.step(config, tables, state)
-    dp = datapath.step(config, state, ctl.sram, ctl.slots, state.owner, ctl.activated,
-                       ctl.blocked)
+    sram = scatter_rows(state.sram, ctl.store_at, ctl.store_value)
+    dp = datapath.step(config, state, sram, ctl.slots, ctl.slot_active, ctl.slot_prog,
+                       state.owner, ctl.activated, ctl.blocked)
 
 
     # ---- commit: router buffers ------------------------------------------------------------
@@ -79,7 +81,9 @@ def step(config, tables, state: FabricState) -> FabricState:
         wavelet=ctl.wavelet,
         activated=dp.activated,
         blocked=dp.blocked,
-        slots=dp.slots,
+        slots=ctl.slots,
+        slot_active=dp.slot_active,
+        slot_prog=dp.slot_prog,
         owner=dp.owner,
         error=jnp.where(state.error != 0, state.error, ctl.error),
         error_info=jnp.where(state.error != 0, state.error_info, ctl.error_info),
@@ -97,7 +101,7 @@ def step(config, tables, state: FabricState) -> FabricState:
 def pending(tables, state: FabricState):
     """Scalar bool: some wavelet is buffered, some task runs or waits, or some op is active."""
     return ((state.rq_count > 0).any() | (state.iq_count > 0).any() | (state.pc >= 0).any()
-            | (state.slots[..., S_ACTIVE] != 0).any()
+            | (state.slot_active != 0).any()
             | ((state.activated & tables.task_defined) != 0).any())
 
 

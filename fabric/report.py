@@ -13,7 +13,6 @@ from fabric.state import (
     O_CLS,
     O_COLOR,
     S_A,
-    S_ACTIVE,
     S_B,
     S_DST,
     S_OP,
@@ -24,7 +23,7 @@ MAX_LINES = 12
 
 def _where(info, st, r, c) -> str:
     pc = int(st.pc[r, c])
-    if pc >= 0 and int(st.slots[r, c, 0, S_ACTIVE]):
+    if pc >= 0 and int(st.slot_active[r, c, 0]):
         pc -= 1  # a synchronous DSD op in progress: the pc is already past its instruction
     task = int(st.task[r, c])
     i = info.placement_index(r, c)
@@ -51,15 +50,16 @@ def error_report(info, st) -> str:
 def deadlock_report(config, info, st) -> str:
     """Stuck PEs (what each waits on), colors holding wavelets, and blocked activated tasks."""
     slots = np.asarray(st.slots)
+    active = np.asarray(st.slot_active)
     pc = np.asarray(st.pc)
     rq = np.asarray(st.rq_count)
     iq = np.asarray(st.iq_count)
     lines = []
-    stuck = np.argwhere((pc >= 0) | (slots[..., S_ACTIVE] != 0).any(-1))
+    stuck = np.argwhere((pc >= 0) | (active != 0).any(-1))
     lines.append(f"stuck PEs ({len(stuck)}):")
     for r, c in stuck[:MAX_LINES]:
         waits = []
-        for s in np.nonzero(slots[r, c, :, S_ACTIVE])[0]:
+        for s in np.nonzero(active[r, c])[0]:
             op = Op(int(slots[r, c, s, S_OP])).name
             for start in (S_DST, S_A, S_B):
                 cls, color = slots[r, c, s, start + O_CLS], slots[r, c, s, start + O_COLOR]

@@ -18,11 +18,13 @@ from fabric.config import FabricConfig
 # ---- DSD slot fields ------------------------------------------------------------------------
 # operand classes held in a slot
 CLS_NONE, CLS_MEM, CLS_FABIN, CLS_FABOUT, CLS_SCALAR = 0, 1, 2, 3, 4
-S_ACTIVE, S_OP, S_LEN, S_PROG, S_SIMD, S_DONE_KIND, S_DONE_TASK, S_SCALAR = range(8)
+# Fields written once at issue; whether a slot is active and how far its op has got live
+# in `slot_active` / `slot_prog`, which change every cycle.
+S_OP, S_LEN, S_SIMD, S_DONE_KIND, S_DONE_TASK, S_SCALAR = range(6)
 OPERAND_FIELDS = 6  # class, base (or scalar bits), row length, stride, row stride, color
 O_CLS, O_BASE, O_ROWLEN, O_STRIDE, O_ROWSTRIDE, O_COLOR = range(OPERAND_FIELDS)
-S_DST, S_A, S_B = 8, 8 + OPERAND_FIELDS, 8 + 2 * OPERAND_FIELDS
-SLOT_FIELDS = 8 + 3 * OPERAND_FIELDS
+S_DST, S_A, S_B = 6, 6 + OPERAND_FIELDS, 6 + 2 * OPERAND_FIELDS
+SLOT_FIELDS = 6 + 3 * OPERAND_FIELDS
 
 # ---- runtime error codes ---------------------------------------------------------------------
 ERR_NONE = 0
@@ -64,6 +66,8 @@ class FabricState(eqx.Module):
     activated: UInt32[Array, "R C"]
     blocked: UInt32[Array, "R C"]
     slots: Int32[Array, "R C S F"]
+    slot_active: Int32[Array, "R C S"]  # 1 while the slot holds an unfinished op
+    slot_prog: Int32[Array, "R C S"]  # elements of the op done so far
     owner: Int32[Array, "R C"]  # slot holding the datapath, -1 none
     error: Int32[Array, "R C"]
     error_info: Int32[Array, "R C"]
@@ -102,6 +106,8 @@ def init_state(config: FabricConfig, tables) -> FabricState:
         activated=u32(R, C),
         blocked=jnp.array(tables.init_blocked, copy=True),
         slots=i32(R, C, config.num_async_slots + 1, SLOT_FIELDS),
+        slot_active=i32(R, C, config.num_async_slots + 1),
+        slot_prog=i32(R, C, config.num_async_slots + 1),
         owner=jnp.full((R, C), -1, jnp.int32),
         error=i32(R, C),
         error_info=i32(R, C),
