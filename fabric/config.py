@@ -99,8 +99,8 @@ class FabricConfig:
             problems.append(
                 f"num_task_ids must be in {self.num_colors + 1}..32, got {self.num_task_ids}"
             )
-        if self.queue_depth < 1:
-            problems.append(f"queue_depth must be >= 1, got {self.queue_depth}")
+        if not 1 <= self.queue_depth <= 8:
+            problems.append(f"queue_depth must be in 1..8, got {self.queue_depth}")
         if self.hop_latency < 1:
             problems.append(f"hop_latency must be >= 1, got {self.hop_latency}")
         if self.hop_latency >= self.queue_depth:

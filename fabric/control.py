@@ -60,7 +60,9 @@ from fabric.state import (
     ERR_ROUTE_IN,
     ERR_ROUTE_OUT,
     ERR_TASK,
+    RING,
     SLOT_FIELDS,
+    fifo_head,
 )
 
 
@@ -235,8 +237,13 @@ def _step(config, tables, state) -> ControlOut:
     for record in (src_a, src_b):
         fabric = fabric | ((record[..., 0] >= CLS_FABIN) & (record[..., 0] <= CLS_FABOUT))
     issue = is_dsd & ok & ~no_slot & (length > 0)
+    # an element group never spans more than one row end of a 2D operand
+    width = jnp.where(fabric, 1, row[..., I_SIMD])
+    for record in (dst, src_a, src_b):
+        width = jnp.where(record[..., 0] == CLS_MEM, jnp.minimum(width, record[..., 2]), width)
+    width = jnp.maximum(width, 1)
     head = jnp.stack([
-        op, length, jnp.where(fabric, 1, row[..., I_SIMD]),
+        op, length, width,
         jnp.where(is_async, row[..., I_DONE_KIND], 0), row[..., I_DONE_TASK],
         _scalar(row[..., I_S_KIND], row[..., I_S], regs, wavelet)], axis=-1)
     new_slot = jnp.concatenate([head, dst, src_a, src_b], axis=-1)  # [R, C, SLOT_FIELDS]
@@ -263,7 +270,7 @@ def _step(config, tables, state) -> ControlOut:
     task = jnp.where(start, chosen, task)
     data_start = start & (chosen < K)
     color = jnp.clip(chosen, 0, K - 1)
-    slot_index = color * config.queue_depth + _gather(state.iq_head, color)
+    slot_index = color * RING + fifo_head(_gather(state.iq_ctl, color))
     head_data = _gather(state.iq_data, slot_index)
     wavelet = jnp.where(data_start, head_data, wavelet)
     iq_pop = jnp.where(data_start, bits.bit(chosen), jnp.uint32(0))

@@ -19,6 +19,7 @@ from jax import lax
 
 from fabric import bits
 from fabric.isa import Done, Op
+from fabric.materialize import materialize
 from fabric.state import (
     CLS_FABIN,
     CLS_FABOUT,
@@ -30,6 +31,7 @@ from fabric.state import (
     O_ROWSTRIDE,
     O_STRIDE,
     OPERAND_FIELDS,
+    RING,
     S_A,
     S_B,
     S_DONE_KIND,
@@ -39,6 +41,7 @@ from fabric.state import (
     S_OP,
     S_SCALAR,
     S_SIMD,
+    fifo_head,
 )
 
 
@@ -97,17 +100,27 @@ def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
     prog_sel = jnp.sum(jnp.where(pick, slot_prog, 0), axis=-1)
 
     lanes = jnp.arange(max_lanes(config), dtype=jnp.int32)[None, None, :]
+    # computed once for every lane and operand below (fabric.materialize)
+    sel, prog_sel, chosen, advanced, pick = materialize(
+        (sel, prog_sel, chosen, advanced, pick), state.cycle)
     prog, length, width = prog_sel, sel[..., S_LEN], sel[..., S_SIMD]
     k = prog[..., None] + lanes  # [R, C, L]
     lane_ok = advanced[..., None] & (lanes < width[..., None]) & (k < length[..., None])
 
     def address(record):
-        row_length = jnp.maximum(record[..., O_ROWLEN], 1)[..., None]
-        return (record[..., O_BASE][..., None] + (k % row_length) * record[..., O_STRIDE][..., None]
-                + (k // row_length) * record[..., O_ROWSTRIDE][..., None])
+        # one division per operand; a group never spans more than one row end because
+        # issue caps the width at the shortest row (see control)
+        row_length = jnp.maximum(record[..., O_ROWLEN], 1)
+        row0 = prog // row_length
+        col = (prog - row0 * row_length)[..., None] + lanes
+        wrap = (col >= row_length[..., None]).astype(jnp.int32)
+        col = col - wrap * row_length[..., None]
+        return (record[..., O_BASE][..., None] + col * record[..., O_STRIDE][..., None]
+                + (row0[..., None] + wrap) * record[..., O_ROWSTRIDE][..., None])
 
     def iq_head(color):
-        index = color * Q + jnp.take_along_axis(state.iq_head, color[..., None], axis=-1)[..., 0]
+        word = jnp.take_along_axis(state.iq_ctl, color[..., None], axis=-1)[..., 0]
+        index = color * RING + fifo_head(word)
         return jnp.take_along_axis(state.iq_data, index[..., None], axis=-1)[..., 0]
 
     def read(record):

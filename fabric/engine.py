@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from fabric import bits, control, datapath, router
 from fabric.isa import OPPOSITE, Port
+from fabric.materialize import materialize
 from fabric.queues import push_pop
 from fabric.scatter import scatter_rows
 from fabric.shifts import arriving
@@ -27,11 +28,16 @@ TRACE_COUNT = {"run": 0}  # incremented each time `run` is traced (compile-once 
 
 def step(config, tables, state: FabricState) -> FabricState:
     K = config.num_colors
-    plan = router.plan(config, tables, state)
+    # Each phase's per-PE results feed several wider consumers; materialized once, they are
+    # not recomputed inside every consumer's fused loop (see fabric.materialize).
+    plan = materialize(router.plan(config, tables, state), state.cycle)
     ctl = control.step(config, tables, state)
     sram = scatter_rows(state.sram, ctl.store_at, ctl.store_value)
     dp = datapath.step(config, state, sram, ctl.slots, ctl.slot_active, ctl.slot_prog,
                        state.owner, ctl.activated, ctl.blocked)
+    dp = dp._replace(**materialize(
+        {k: getattr(dp, k) for k in ("iq_pop", "push_color", "push_data", "advanced",
+                                     "stalled", "owner", "activated", "blocked")}, state.cycle))
 
 
     # ---- commit: router buffers ------------------------------------------------------------
@@ -43,17 +49,17 @@ def step(config, tables, state: FabricState) -> FabricState:
         in_data.append(arriving(plan.send_data[..., OPPOSITE[p]], p))
     push_colors = jnp.stack(in_color + [dp.push_color], axis=-1)
     push_data = jnp.stack(in_data + [dp.push_data], axis=-1)
-    rq_data, rq_head, rq_count, rq_time = push_pop(
-        config, state.rq_data, state.rq_head, state.rq_count, push_colors, push_data,
-        plan.moved, times=state.rq_time if config.hop_latency > 1 else None, now=state.cycle)
+    rq_data, rq_ctl, rq_time = push_pop(
+        config, state.rq_data, state.rq_ctl, push_colors, push_data, plan.moved, state.cycle,
+        times=state.rq_time if config.hop_latency > 1 else None)
     if rq_time is None:
         rq_time = state.rq_time
 
     # ---- commit: CE input queues ------------------------------------------------------------
     ramp_color = plan.send_color[..., Port.RAMP]
-    iq_data, iq_head, iq_count, _ = push_pop(
-        config, state.iq_data, state.iq_head, state.iq_count, ramp_color[..., None],
-        plan.send_data[..., Port.RAMP][..., None], ctl.iq_pop | dp.iq_pop)
+    iq_data, iq_ctl, _ = push_pop(
+        config, state.iq_data, state.iq_ctl, ramp_color[..., None],
+        plan.send_data[..., Port.RAMP][..., None], ctl.iq_pop | dp.iq_pop, state.cycle)
 
     # ---- counters ---------------------------------------------------------------------------
     link_sent = (plan.send_color[..., :4] >= 0).astype(jnp.int32)
@@ -69,12 +75,10 @@ def step(config, tables, state: FabricState) -> FabricState:
         sram=dp.sram,
         rq_data=rq_data,
         rq_time=rq_time,
-        rq_head=rq_head,
-        rq_count=rq_count,
+        rq_ctl=rq_ctl,
         rr=plan.pointers,
         iq_data=iq_data,
-        iq_head=iq_head,
-        iq_count=iq_count,
+        iq_ctl=iq_ctl,
         regs=ctl.regs,
         pc=ctl.pc,
         task=ctl.task,

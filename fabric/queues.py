@@ -1,8 +1,9 @@
 """FIFO updates for the per-color buffers (router buffers and CE input queues).
 
-A FIFO set is (data [R, C, K*Q], head [R, C, K], count [R, C, K]); slot `color * Q + i`.
-Pushes in one cycle go to distinct colors (a color has one source per buffer), so they are
-written with one scatter; counts and heads change by bitmask.
+A FIFO set is (data [R, C, K*RING], ctl [R, C, K]); color k's slots are k*RING .. k*RING+7,
+and its control word holds count | head << 4 (see fabric.state). Pushes in one cycle go to
+distinct colors (a color has one source per buffer), so they are written with one scatter;
+control words change by one masked add per color.
 """
 
 from __future__ import annotations
@@ -10,19 +11,21 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from fabric import bits
+from fabric.materialize import materialize
+from fabric.state import CTL_MASK, HEAD_SHIFT, RING, fifo_count, fifo_head
 
 
-def push_pop(config, data, head, count, push_colors, push_data, pop_mask, times=None, now=None):
+def push_pop(config, data, ctl, push_colors, push_data, pop_mask, now, times=None):
     """Apply one cycle of pushes and pops.
 
     push_colors: int32 [R, C, N] (-1 = no push), push_data: uint32 [R, C, N],
-    pop_mask: uint32 [R, C] colors whose head leaves. Returns (data, head, count, times).
+    pop_mask: uint32 [R, C] colors whose head leaves. Returns (data, ctl, times).
     """
-    K, Q = config.num_colors, config.queue_depth
+    K = config.num_colors
     color = jnp.maximum(push_colors, 0)
-    tail = (jnp.take_along_axis(head, color, axis=-1)
-            + jnp.take_along_axis(count, color, axis=-1)) % Q
-    index = jnp.where(push_colors >= 0, color * Q + tail, K * Q)  # K*Q lies past the end
+    word = jnp.take_along_axis(ctl, color, axis=-1)
+    tail = (fifo_head(word) + fifo_count(word)) & (RING - 1)
+    index = jnp.where(push_colors >= 0, color * RING + tail, K * RING)  # past the end: none
     rows = jnp.arange(data.shape[0])[:, None, None]
     cols = jnp.arange(data.shape[1])[None, :, None]
     data = data.at[rows, cols, index].set(push_data, mode="drop", unique_indices=True)
@@ -32,7 +35,8 @@ def push_pop(config, data, head, count, push_colors, push_data, pop_mask, times=
     push_mask = jnp.uint32(0)
     for n in range(push_colors.shape[-1]):
         push_mask = push_mask | bits.bit(push_colors[..., n])
+    push_mask, pop_mask = materialize((push_mask, pop_mask), now)
     popped = bits.unpack(pop_mask, K)
-    count = count + bits.unpack(push_mask, K) - popped
-    head = (head + popped) % Q
-    return data, head, count, times
+    # count += push - pop; head += pop, wrapping by the mask
+    ctl = (ctl + bits.unpack(push_mask, K) - popped + (popped << HEAD_SHIFT)) & CTL_MASK
+    return data, ctl, times

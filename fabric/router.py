@@ -25,7 +25,9 @@ import jax.numpy as jnp
 
 from fabric import bits
 from fabric.isa import Port
+from fabric.materialize import materialize
 from fabric.shifts import from_neighbour
+from fabric.state import RING, fifo_head
 
 
 class RouterPlan(NamedTuple):
@@ -39,7 +41,7 @@ def plan(config, tables, state) -> RouterPlan:
     K, Q = config.num_colors, config.queue_depth
     ready = bits.pack(state.rq_count > 0, K)
     if config.hop_latency > 1:
-        head_slot = jnp.arange(K, dtype=jnp.int32)[None, None, :] * Q + state.rq_head
+        head_slot = jnp.arange(K, dtype=jnp.int32)[None, None, :] * RING + state.rq_head
         entered = jnp.take_along_axis(state.rq_time, head_slot, axis=2)
         ready &= bits.pack(entered + config.hop_latency <= state.cycle, K)
     full = bits.pack(state.rq_count >= Q, K)
@@ -63,6 +65,9 @@ def plan(config, tables, state) -> RouterPlan:
         seen_once = seen_once | tx[p]
     moved = any_grant & ~missing
     failed = any_grant & ~moved  # multicast colors that won some ports but not all
+    # computed once for the five ports below (fabric.materialize)
+    grant, granted, moved, failed, multicast, candidates = materialize(
+        (grant, granted, moved, failed, multicast, candidates), state.cycle)
     send = []
     for p in range(5):
         sent = jnp.where((granted[p] & moved) != 0, grant[p], -1)
@@ -73,8 +78,9 @@ def plan(config, tables, state) -> RouterPlan:
     send_color = jnp.stack(send, axis=-1)
     for p in range(5):
         moved = moved | bits.bit(send[p])
-    head = jnp.take_along_axis(state.rq_head, jnp.maximum(send_color, 0), axis=2)
-    send_data = jnp.take_along_axis(state.rq_data, jnp.maximum(send_color, 0) * Q + head, axis=2)
+    head = fifo_head(jnp.take_along_axis(state.rq_ctl, jnp.maximum(send_color, 0), axis=2))
+    send_data = jnp.take_along_axis(state.rq_data, jnp.maximum(send_color, 0) * RING + head,
+                                    axis=2)
     restart = jnp.stack([(tables.tx_mask[..., p] & failed) != 0 for p in range(5)], axis=-1)
     pointers = jnp.where(send_color >= 0, (send_color + 1) % K,
                          jnp.where(restart, bits.lowest(failed)[..., None], state.rr))

@@ -26,6 +26,24 @@ O_CLS, O_BASE, O_ROWLEN, O_STRIDE, O_ROWSTRIDE, O_COLOR = range(OPERAND_FIELDS)
 S_DST, S_A, S_B = 6, 6 + OPERAND_FIELDS, 6 + 2 * OPERAND_FIELDS
 SLOT_FIELDS = 6 + 3 * OPERAND_FIELDS
 
+# ---- FIFO control words -------------------------------------------------------------------
+# Each per-color FIFO keeps its count (bits 0-3) and head slot (bits 4-6) in one int32, so a
+# cycle's pushes and pops update both with one add; the data ring has RING slots per color
+# (a power of two, so the head wraps by masking), of which `queue_depth` are usable.
+RING = 8
+COUNT_MASK = 0xF
+HEAD_SHIFT = 4
+CTL_MASK = 0x7F
+
+
+def fifo_count(ctl):
+    return ctl & COUNT_MASK
+
+
+def fifo_head(ctl):
+    return (ctl >> HEAD_SHIFT) & (RING - 1)
+
+
 # ---- runtime error codes ---------------------------------------------------------------------
 ERR_NONE = 0
 ERR_ADDRESS = 1  # a memory DSD reaches outside SRAM (info: first bad word address)
@@ -48,16 +66,14 @@ class FabricState(eqx.Module):
     cycle: Int32[Array, ""]
     idle_cycles: Int32[Array, ""]  # cycles since anything last moved
     sram: UInt32[Array, "R C W"]
-    # router buffers, one FIFO per color: slot (color * Q + i)
-    rq_data: UInt32[Array, "R C KQ"]
-    rq_time: Int32[Array, "R C KQ"]  # cycle each wavelet entered the buffer
-    rq_head: Int32[Array, "R C K"]
-    rq_count: Int32[Array, "R C K"]
+    # router buffers, one FIFO per color: slot (color * RING + i)
+    rq_data: UInt32[Array, "R C KRING"]
+    rq_time: Int32[Array, "R C KRING"]  # cycle each wavelet entered the buffer
+    rq_ctl: Int32[Array, "R C K"]  # count | head << 4
     rr: Int32[Array, "R C 5"]  # round-robin pointer of each output port
     # CE input queues, one FIFO per color, filled by the router through RAMP
-    iq_data: UInt32[Array, "R C KQ"]
-    iq_head: Int32[Array, "R C K"]
-    iq_count: Int32[Array, "R C K"]
+    iq_data: UInt32[Array, "R C KRING"]
+    iq_ctl: Int32[Array, "R C K"]
     # compute engine
     regs: Int32[Array, "R C G"]
     pc: Int32[Array, "R C"]  # -1 = no task running
@@ -81,24 +97,38 @@ class FabricState(eqx.Module):
     consumed: Int32[Array, "R C"]  # wavelets the CE took from its input queues
     forked: Int32[Array, "R C"]  # extra copies made by multicast
 
+    @property
+    def rq_count(self):
+        return fifo_count(self.rq_ctl)
+
+    @property
+    def rq_head(self):
+        return fifo_head(self.rq_ctl)
+
+    @property
+    def iq_count(self):
+        return fifo_count(self.iq_ctl)
+
+    @property
+    def iq_head(self):
+        return fifo_head(self.iq_ctl)
+
 
 def init_state(config: FabricConfig, tables) -> FabricState:
     """A fresh fabric: zeroed SRAM, empty buffers, registers and task bits from `tables`."""
-    R, C, K, Q = config.rows, config.cols, config.num_colors, config.queue_depth
+    R, C, K = config.rows, config.cols, config.num_colors
     i32 = lambda *shape: jnp.zeros(shape, jnp.int32)  # noqa: E731
     u32 = lambda *shape: jnp.zeros(shape, jnp.uint32)  # noqa: E731
     return FabricState(
         cycle=jnp.int32(0),
         idle_cycles=jnp.int32(0),
         sram=u32(R, C, config.sram_words),
-        rq_data=u32(R, C, K * Q),
-        rq_time=i32(R, C, K * Q),
-        rq_head=i32(R, C, K),
-        rq_count=i32(R, C, K),
+        rq_data=u32(R, C, K * RING),
+        rq_time=i32(R, C, K * RING),
+        rq_ctl=i32(R, C, K),
         rr=i32(R, C, 5),
-        iq_data=u32(R, C, K * Q),
-        iq_head=i32(R, C, K),
-        iq_count=i32(R, C, K),
+        iq_data=u32(R, C, K * RING),
+        iq_ctl=i32(R, C, K),
         regs=jnp.array(tables.init_regs, copy=True),  # state buffers are donated to run
         pc=jnp.full((R, C), -1, jnp.int32),
         task=jnp.full((R, C), -1, jnp.int32),
