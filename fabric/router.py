@@ -22,10 +22,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax.numpy as jnp
+from jax import lax
 
 from fabric import bits
 from fabric.isa import Port
-from fabric.materialize import materialize
 from fabric.shifts import from_neighbour
 from fabric.state import RING, fifo_head
 
@@ -65,19 +65,23 @@ def plan(config, tables, state) -> RouterPlan:
         seen_once = seen_once | tx[p]
     moved = any_grant & ~missing
     failed = any_grant & ~moved  # multicast colors that won some ports but not all
-    # computed once for the five ports below (fabric.materialize)
-    grant, granted, moved, failed, multicast, candidates = materialize(
-        (grant, granted, moved, failed, multicast, candidates), state.cycle)
-    send = []
-    for p in range(5):
-        sent = jnp.where((granted[p] & moved) != 0, grant[p], -1)
+    send_color = jnp.stack(
+        [jnp.where((granted[p] & moved) != 0, grant[p], -1) for p in range(5)], axis=-1)
+
+    def reoffer(send_color):
         # a port wasted on a failed multicast serves a single-port color instead
-        unicast = bits.round_robin(candidates & tx[p] & ~multicast & ~moved, state.rr[..., p], K)
-        sent = jnp.where((sent < 0) & ((granted[p] & failed) != 0), unicast, sent)
-        send.append(sent)
-    send_color = jnp.stack(send, axis=-1)
+        send = []
+        for p in range(5):
+            unicast = bits.round_robin(candidates & tx[p] & ~multicast & ~moved,
+                                       state.rr[..., p], K)
+            wasted = (send_color[..., p] < 0) & ((granted[p] & failed) != 0)
+            send.append(jnp.where(wasted, unicast, send_color[..., p]))
+        return jnp.stack(send, axis=-1)
+
+    # rare (two multicast colors contending), so only computed in cycles where it happens
+    send_color = lax.cond((failed != 0).any(), reoffer, lambda s: s, send_color)
     for p in range(5):
-        moved = moved | bits.bit(send[p])
+        moved = moved | bits.bit(send_color[..., p])
     head = fifo_head(jnp.take_along_axis(state.rq_ctl, jnp.maximum(send_color, 0), axis=2))
     send_data = jnp.take_along_axis(state.rq_data, jnp.maximum(send_color, 0) * RING + head,
                                     axis=2)
