@@ -107,8 +107,10 @@ class Simulator:
         cols_idx = address[..., None] + np.arange(n)
         r_idx = np.arange(rect.row, rect.row_end)[:, None, None]
         c_idx = np.arange(rect.col, rect.col_end)[None, :, None]
-        sram = self.state.sram.at[r_idx, c_idx, cols_idx].set(jnp.asarray(words))
-        self.state = engine.replace(self.state, sram=sram)
+        # on the host, with numpy: an eager device scatter would compile once per shape
+        sram = np.array(self.state.sram)
+        sram[r_idx, c_idx, cols_idx] = words
+        self.state = engine.replace(self.state, sram=jnp.asarray(sram))
         self.host_cycles += self._edge_cycles(rect, n)
 
     def memcpy_d2h(self, name: str, rect: Rect | None = None) -> np.ndarray:
@@ -118,7 +120,7 @@ class Simulator:
         cols_idx = address[..., None] + np.arange(n)
         r_idx = np.arange(rect.row, rect.row_end)[:, None, None]
         c_idx = np.arange(rect.col, rect.col_end)[None, :, None]
-        words = np.asarray(self.state.sram[r_idx, c_idx, cols_idx])
+        words = np.asarray(self.state.sram)[r_idx, c_idx, cols_idx]
         self.host_cycles += self._edge_cycles(rect, n)
         return words.view(DTYPES[sym.dtype]).reshape(rect.rows, rect.cols, *sym.shape).copy()
 

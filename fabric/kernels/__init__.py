@@ -1,6 +1,29 @@
 """The kernel library: reusable fabric programs, each with a numpy reference and an analytic
 cycle model. See `fabric.kernels.base` for the common shape of a kernel."""
 
+from fabric.kernels import mathlib
+from fabric.kernels.activations import build_gelu, gelu_reference
 from fabric.kernels.base import Kernel, KernelResult, pick_colors, run_kernel, split
+from fabric.kernels.collectives import (
+    Fragment,
+    build_allreduce,
+    build_broadcast,
+    build_gather,
+    build_reduce,
+    build_scatter,
+)
+from fabric.kernels.elementwise import build_broadcast_op, build_elementwise, build_map
+from fabric.kernels.gemv import build_gemv, gemv_reference
+from fabric.kernels.rownorm import (
+    build_layernorm,
+    build_softmax,
+    layernorm_reference,
+    softmax_reference,
+)
 
 __all__ = ["Kernel", "KernelResult", "pick_colors", "run_kernel", "split"]
+__all__ += ["mathlib", "build_gelu", "gelu_reference", "build_softmax", "softmax_reference",
+            "build_layernorm", "layernorm_reference"]
+__all__ += ["Fragment", "build_allreduce", "build_broadcast", "build_gather", "build_reduce",
+            "build_scatter", "build_broadcast_op", "build_elementwise", "build_map",
+            "build_gemv", "gemv_reference"]

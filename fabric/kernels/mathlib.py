@@ -1,0 +1,313 @@
+"""Elementwise math from the PE's builtins: exp, tanh, rsqrt and reciprocal.
+
+The PE has no transcendental instructions; each function here is a generator that returns
+the list of DSD instructions computing `dst = f(src)` element by element, built only from
+mov/add/sub/mul/fma/max/min and the 32-bit integer ops (iaddv, isubv, shl, shr) applied to
+fp32 bit patterns. The caller puts the list into a task and declares the scratch vectors.
+
+Every operand is a memory DSD (`fabric.instructions.Mem`) of the same n elements: `dst`,
+`src` and the scratch vectors, which must not overlap each other (except where a function
+allows dst == src). Lengths may come from a register (`Mem(..., length_reg=...)`), so one
+tile can serve PEs holding different numbers of elements.
+
+| function | scratch | dst may be src | max error | domain of that bound | WSE-2 cycles |
+|---|---|---|---|---|---|
+| exp | 2 | yes | 1 ulp | [EXP_LO, EXP_HI] = [-87.33, 88.72] | 14 n |
+| tanh | 4 | yes | 3 ulps | all finite x | 27.5 n |
+| rsqrt | 1 | no | 2 ulps | positive normal x | 13 n |
+| reciprocal | 1 | no | 2 ulps | 2^-126 <= abs(x) <= 2^125 | 8 n |
+| reciprocal, refined | 1 | no | 1 ulp | 2^-126 <= abs(x) <= 2^100 | 8.5 n |
+
+(WSE-2 cycles for even n; `exp_cycles(config, n)` etc. give the exact formulas from the SIMD
+widths.) The bounds (EXP_ULPS, TANH_ULPS, ...) are measured against numpy's float64 result
+rounded to fp32, over dense sweeps of each domain plus edge values
+(tests/kernels/test_mathlib.py), and hold whether the engine rounds fma once or twice.
+Cycle counts are those of the synchronous ops, ceil(n / w) each at the op's SIMD width w
+(`config.simd_width`), with nothing else in between. Intermediate values stay normal inside
+each domain: the engine (XLA) flushes subnormal results to zero.
+
+Methods:
+- exp: clamp x to [EXP_LO, EXP_HI]; n = round(x log2 e) through the 1.5 * 2^23 shifter
+  (whose low bits then hold n); r = x - n ln2 in two parts (Cody-Waite), |r| <= ln2 / 2;
+  exp(r) by a degree-6 polynomial (Horner); 2^n applied by adding n << 23 to the bits.
+- tanh: tanh|x| = (1 - e) / (1 + e) with e = exp(-2|x|); 1 - e = -expm1(-2|x|) is
+  computed as 2^n (-expm1(r)) + (1 - 2^n) from a polynomial for -expm1 on the reduced
+  argument, so that small |x| loses no bits; the quotient uses `reciprocal`; the sign bit of
+  x is added back.
+- rsqrt: the 0x5F3759DF bit-trick estimate, then three Newton steps y (1.5 - 0.5 x y^2).
+- reciprocal: the 0x7EF311C3 bit-trick estimate (magic - bits), then three Newton steps
+  y (2 - d y); refined, the third as y + y (1 - d y).
+
+Example:
+    >>> from fabric import Tile
+    >>> t = Tile("t")
+    >>> x, y, s0, s1 = (t.symbol(name, "f32", 64) for name in ("x", "y", "s0", "s1"))
+    >>> t.local_task("main", exp(y.dsd(), x.dsd(), (s0.dsd(), s1.dsd())))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from fabric import instructions as ins
+from fabric.instructions import Mem
+from fabric.isa import SIMD_NAME, Op
+
+
+def _f32(value: float) -> float:
+    """`value` rounded to fp32, as a Python float (the immediates of the instructions)."""
+    return float(np.float32(value))
+
+
+LOG2E = _f32(1.4426950408889634)
+# ln 2 split so that n * LN2_HI is exact for |n| < 2^9 (LN2_HI has 15 significant bits)
+LN2_HI = 0.693145751953125
+LN2_LO = _f32(math.log(2) - LN2_HI)
+# adding 1.5 * 2^23 rounds a float below 2^22 in magnitude to an integer n and leaves
+# n in the low mantissa bits (two's complement): (bits << 23) == n << 23
+SHIFTER = 12582912.0
+
+EXP_HI = _f32(88.72283)  # exp(EXP_HI) is just below FLT_MAX; n = 128 with r < 0
+EXP_LO = _f32(-87.33)  # exp(EXP_LO) is just above FLT_MIN (2^-126): no subnormal bits
+# exp(r) = 1 + r + r^2 q(r) on |r| <= ln2/2, near-minimax in relative error (3e-9);
+# Horner coefficients from the highest power down
+EXP_COEFFS = tuple(_f32(c) for c in (
+    0.0013814320469247333, 0.008368851204637678, 0.04166840109511134,
+    0.16666519522901546, 0.4999999337300977, 1.0, 1.0))
+
+TANH_CLAMP = 9.5  # tanh(9.5) rounds to 1.0 in fp32
+# -expm1(-2 z) = z (2 + z Q(z)) on |z| <= ln2/4, near-minimax in relative error (1.4e-8)
+TANH_COEFFS = tuple(_f32(c) for c in (
+    -0.08884782141138865, 0.2677369615122719, -0.6666753315535603, 1.3333233353509268,
+    -1.9999999244184408, 2.0, 0.0))
+
+RSQRT_MAGIC = 0x5F3759DF
+RECIPROCAL_MAGIC = 0x7EF311C3
+NEWTON_STEPS = 3
+
+# Measured bounds (fp32 ulps of the correctly rounded result; see module docstring)
+EXP_ULPS = 1
+TANH_ULPS = 3
+RSQRT_ULPS = 2
+RECIPROCAL_ULPS = 2
+RECIPROCAL_REFINED_ULPS = 1
+
+
+def _span(m: Mem) -> tuple[int, int] | None:
+    """First and last word a DSD touches in its symbol, or None when registers or a
+    whole-symbol length leave it unknown here."""
+    if m.offset_reg is not None or m.length_reg is not None or m.length is None:
+        return None
+    row_length = m.length if m.row_length is None else m.row_length
+    rows = -(-m.length // row_length)
+    row_stride = row_length * m.stride if m.row_stride is None else m.row_stride
+    ends = [m.offset + i * m.stride + j * row_stride
+            for i in (0, min(row_length, m.length) - 1) for j in (0, rows - 1)]
+    return min(ends), max(ends)
+
+
+def _overlap(a: Mem, b: Mem) -> bool:
+    if a.symbol != b.symbol:
+        return False
+    sa, sb = _span(a), _span(b)
+    return sa is None or sb is None or (sa[0] <= sb[1] and sb[0] <= sa[1])
+
+
+def _check(name: str, dst: Mem, src: Mem, scratch: Sequence[Mem], needed: int,
+           dst_may_be_src: bool) -> None:
+    if len(scratch) < needed:
+        raise ValueError(f"{name}: needs {needed} scratch vectors, got {len(scratch)}")
+    scratch = list(scratch[:needed])
+    if not all(isinstance(m, Mem) for m in [dst, src, *scratch]):
+        raise ValueError(f"{name}: dst, src and scratch must be memory DSDs (Mem)")
+    pairs = [(dst, src)] if not dst_may_be_src else []
+    pairs += [(s, o) for i, s in enumerate(scratch) for o in [dst, src, *scratch[:i]]]
+    for a, b in pairs:
+        if _overlap(a, b):
+            raise ValueError(f"{name}: operands may overlap: {a} and {b} (scratch must be "
+                             "apart from dst, src and each other"
+                             + ("" if dst_may_be_src else "; dst must be apart from src")
+                             + ")")
+
+
+def _horner(dst: Mem, r: Mem, coeffs: Sequence[float]) -> list:
+    """dst = sum_k coeffs[k] r^(K-k) by Horner; a zero constant term costs no add.
+    dst must differ from r."""
+    code = [ins.fma(dst, coeffs[1], r, coeffs[0])]
+    for c in coeffs[2:]:
+        code.append(ins.mul(dst, dst, r))
+        if c != 0.0:
+            code.append(ins.add(dst, dst, c))
+    return code
+
+
+def exp(dst: Mem, src: Mem, scratch: Sequence[Mem], lo: float = EXP_LO,
+        hi: float | None = EXP_HI) -> list:
+    """dst = exp(src), within EXP_ULPS ulps for src in [EXP_LO, EXP_HI].
+
+    Args:
+        dst, src: memory DSDs of n elements (dst may be src).
+        scratch: two memory DSDs of n elements.
+        lo, hi: src is first clamped to [lo, hi] (EXP_LO <= lo <= hi <= EXP_HI); hi=None
+            leaves out the upper clamp (one op) when src is known to be <= EXP_HI, e.g.
+            x - max(x) in a softmax.
+
+    Returns:
+        the instructions (19, or 18 with hi=None).
+
+    Edge values: above EXP_HI (and +inf) the result saturates at exp(EXP_HI) = 3.4028e38
+    instead of inf; below EXP_LO (and -inf) it stays at exp(EXP_LO) = 1.18e-38 instead of a
+    subnormal or 0; NaN gives NaN.
+    """
+    _check("exp", dst, src, scratch, 2, True)
+    if not EXP_LO <= lo <= (EXP_HI if hi is None else hi) <= EXP_HI:
+        raise ValueError(f"exp: need {EXP_LO} <= lo <= hi <= {EXP_HI}, got lo={lo}, hi={hi}")
+    t, k = scratch[:2]
+    clamp = [ins.max_(t, src, _f32(lo))]
+    if hi is not None:
+        clamp.append(ins.min_(t, t, _f32(hi)))
+    return [
+        *clamp,
+        ins.fma(k, SHIFTER, t, LOG2E),  # k = 1.5 * 2^23 + n, n = round(x log2 e)
+        ins.sub(dst, k, SHIFTER),  # n (exact)
+        ins.fma(t, t, dst, -LN2_HI),
+        ins.fma(t, t, dst, -LN2_LO),  # r = x - n ln2
+        *_horner(dst, t, EXP_COEFFS),  # exp(r), in [0.7, 1.42]
+        ins.shl(k, k, 23),  # n << 23
+        ins.iaddv(dst, dst, k),  # exp(r) * 2^n
+    ]
+
+
+def reciprocal(dst: Mem, src: Mem, scratch: Sequence[Mem], refined: bool = False) -> list:
+    """dst = 1 / src, within RECIPROCAL_ULPS ulps for |src| in [2^-126, 2^125].
+
+    Args:
+        dst, src: memory DSDs of n elements (distinct).
+        scratch: one memory DSD of n elements.
+        refined: take the last Newton step as y + y (1 - src y) (one more add): within
+            RECIPROCAL_REFINED_ULPS ulps, for |src| in [2^-126, 2^100] only (beyond, the
+            correction y (1 - src y) is subnormal and the fabric flushes it to zero).
+
+    Returns:
+        the instructions (10, or 11 refined).
+
+    Edge values: the sign is kept; +-0 gives NaN; |src| > 2^125 (and +-inf) gives garbage
+    (the estimate is subnormal, which the fabric flushes to zero); NaN gives NaN.
+    """
+    _check("reciprocal", dst, src, scratch, 1, False)
+    (e,) = scratch[:1]
+    code = [ins.isubv(dst, RECIPROCAL_MAGIC, src)]  # within 5.1 % of 1/src
+    for _ in range(NEWTON_STEPS - int(refined)):
+        code += [ins.mul(e, src, dst), ins.sub(e, 2.0, e), ins.mul(dst, dst, e)]
+    if refined:
+        code += [ins.mul(e, src, dst), ins.sub(e, 1.0, e), ins.mul(e, e, dst),
+                 ins.add(dst, dst, e)]
+    return code
+
+
+def rsqrt(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
+    """dst = 1 / sqrt(src), within RSQRT_ULPS ulps for positive normal src.
+
+    Args:
+        dst, src: memory DSDs of n elements (distinct).
+        scratch: one memory DSD of n elements.
+
+    Returns:
+        the instructions (14).
+
+    Edge values: +0 gives 1.5^3 * 0x5F3759DF as a float, 4.459e19, instead of inf; negative
+    src, -0 and +inf give garbage; NaN gives NaN; subnormal src is not supported.
+    """
+    _check("rsqrt", dst, src, scratch, 1, False)
+    (e,) = scratch[:1]
+    code = [ins.shr(dst, src, 1), ins.isubv(dst, RSQRT_MAGIC, dst)]  # within 3.5 %
+    for _ in range(NEWTON_STEPS):
+        # x y first: y^2 would be subnormal (flushed) for x near FLT_MAX
+        code += [ins.mul(e, src, dst), ins.mul(e, e, dst), ins.fma(e, 1.5, e, -0.5),
+                 ins.mul(dst, dst, e)]
+    return code
+
+
+def tanh(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
+    """dst = tanh(src), within TANH_ULPS ulps for every finite src.
+
+    Args:
+        dst, src: memory DSDs of n elements (dst may be src).
+        scratch: four memory DSDs of n elements.
+
+    Returns:
+        the instructions (38).
+
+    Edge values: |src| >= TANH_CLAMP (and +-inf) gives exactly +-1; +-0 gives +-0; NaN
+    gives NaN.
+    """
+    _check("tanh", dst, src, scratch, 4, True)
+    a, k, m, q = scratch[:4]
+    return [
+        ins.shl(a, src, 1),
+        ins.shr(a, a, 1),  # |x|
+        ins.min_(a, a, TANH_CLAMP),
+        ins.fma(k, SHIFTER, a, _f32(-2 * 1.4426950408889634)),  # n = round(-2|x| log2 e)
+        ins.sub(m, k, SHIFTER),
+        # z = |x| + n ln2 / 2 = -r / 2 for r = -2|x| - n ln2 (halving keeps both exact)
+        ins.fma(a, a, m, LN2_HI / 2),
+        ins.fma(a, a, m, LN2_LO / 2),
+        *_horner(m, a, TANH_COEFFS),  # -expm1(r)
+        ins.shl(k, k, 23),
+        ins.iaddv(k, k, 127 << 23),  # 2^n
+        ins.mul(m, m, k),
+        ins.sub(k, 1.0, k),
+        ins.add(m, m, k),  # 1 - e = 2^n (-expm1(r)) + (1 - 2^n), e = exp(-2|x|)
+        ins.sub(k, 2.0, m),  # 1 + e
+        *reciprocal(a, k, (q,), refined=True),  # 1 + e in [1, 2]
+        ins.mul(m, m, a),  # |tanh x|
+        ins.shr(a, src, 31),
+        ins.shl(a, a, 31),  # sign bit of x
+        ins.iaddv(dst, m, a),
+    ]
+
+
+# ---- cycle formulas ---------------------------------------------------------------------------
+def _width(config, op: Op) -> int:
+    return config.simd_width(*SIMD_NAME[op])
+
+
+def sequence_cycles(config, code: Sequence, n: int) -> int:
+    """Cycles of a straight list of synchronous DSD ops over n elements with memory operands:
+    sum of ceil(n / w) at each op's SIMD width."""
+    return sum(math.ceil(n / _width(config, item.op)) for item in code)
+
+
+def _cost(config, n: int, counts: dict) -> int:
+    return sum(k * math.ceil(n / _width(config, op)) for op, k in counts.items())
+
+
+def exp_cycles(config, n: int, upper_clamp: bool = True) -> int:
+    """c(max) + c(min) + c(sub) + 4 c(fma) + 5 c(mul) + 5 c(add) + c(shl) + c(iaddv), with
+    c(op) = ceil(n / w_op), less c(min) without the upper clamp (hi=None); 14 n on WSE-2
+    for even n (13.5 n without)."""
+    return _cost(config, n, {Op.MAX: 1, Op.MIN: int(upper_clamp), Op.SUB: 1, Op.FMA: 4,
+                             Op.MUL: 5, Op.ADD: 5, Op.SHL: 1, Op.IADDV: 1})
+
+
+def reciprocal_cycles(config, n: int, refined: bool = False) -> int:
+    """c(isubv) + 6 c(mul) + 3 c(sub) (+ c(add) refined), c(op) = ceil(n / w_op); 8 n on
+    WSE-2 for even n (8.5 n refined)."""
+    return _cost(config, n, {Op.ISUBV: 1, Op.MUL: 6, Op.SUB: 3, Op.ADD: int(refined)})
+
+
+def rsqrt_cycles(config, n: int) -> int:
+    """c(shr) + c(isubv) + 9 c(mul) + 3 c(fma), c(op) = ceil(n / w_op); 13 n on WSE-2 for
+    even n."""
+    return _cost(config, n, {Op.SHR: 1, Op.ISUBV: 1, Op.MUL: 9, Op.FMA: 3})
+
+
+def tanh_cycles(config, n: int) -> int:
+    """3 c(shl) + 2 c(shr) + c(min) + 4 c(fma) + 13 c(mul) + 6 c(sub) + 6 c(add)
+    + 2 c(iaddv) + c(isubv) (reciprocal included), c(op) = ceil(n / w_op); 27.5 n on WSE-2
+    for even n."""
+    return _cost(config, n, {Op.SHL: 3, Op.SHR: 2, Op.MIN: 1, Op.FMA: 4, Op.MUL: 13,
+                             Op.SUB: 6, Op.ADD: 6, Op.IADDV: 2, Op.ISUBV: 1})

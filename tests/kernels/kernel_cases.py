@@ -1,0 +1,46 @@
+"""Shared config and checks of the collective, GEMV and elementwise kernel tests.
+
+One config for the three modules (each distinct FabricConfig costs an XLA compile of the
+engine), plus the fabric tests' hop-latency-2 row; every program they build stays in the
+smallest table bucket.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabric import FabricConfig, Rect
+from fabric.kernels.base import Kernel, KernelResult, run_kernel
+
+CONFIG = FabricConfig.small(8, 8)
+ROW_L2 = FabricConfig.small(1, 8, hop_latency=2)  # as the fabric tests' hop-latency config
+FULL = Rect(0, 0, 8, 8)
+ODD = Rect(1, 2, 3, 5)  # non-square, off the corner, lines of 5 and 3 PEs
+
+
+def rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def normal(gen: np.random.Generator, *shape: int) -> np.ndarray:
+    return gen.standard_normal(shape).astype(np.float32)
+
+
+def check_cycles(result: KernelResult, kernel: Kernel, exact: bool = True) -> None:
+    """Measured kernel cycles against the model: equal, or within 10 %."""
+    got, model = result.cycles, kernel.model_cycles
+    if exact:
+        assert got == model, f"{kernel.name} {kernel.info}: {got} cycles, model {model}"
+    else:
+        assert abs(got - model) <= 0.10 * model, (
+            f"{kernel.name} {kernel.info}: {got} cycles, model {model}")
+
+
+def run_exact(kernel: Kernel, inputs: dict, expected: np.ndarray,
+              exact_cycles: bool = True) -> KernelResult:
+    """Run, then check the output bit for bit (fp32, same operation order as the numpy
+    reference) and the cycles against the model."""
+    result = run_kernel(kernel, inputs)
+    np.testing.assert_array_equal(result.output, expected)
+    check_cycles(result, kernel, exact_cycles)
+    return result

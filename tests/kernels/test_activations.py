@@ -1,0 +1,93 @@
+"""gelu on a rectangle against numpy's tanh-form gelu, with exact cycle counts.
+
+The tolerance per element is `gelu_tolerance`: the rounding of t = x (A + B x^2) amplified
+by exp, the mathlib ulp bounds of exp and the refined reciprocal, three more roundings, and
+the float64 reference's own cancellation in 1 + tanh(u). Shapes cover even and uneven splits,
+non-square rectangles and a rectangle inside a larger fabric (one 4x4 config, one table
+bucket: the engine compiles once for the module).
+"""
+
+import numpy as np
+import pytest
+
+from fabric import FabricConfig, Rect
+from fabric.kernels import activations as act
+from fabric.kernels import mathlib as ml
+from fabric.kernels.base import run_kernel
+
+CONFIG = FabricConfig.small(4, 4)
+rng = np.random.default_rng(7)
+EDGES = [0.0, -0.0, 1e-30, -1e-30, 1e-7, -1e-7, 3.0, -3.0, 8.9, -8.9, 9.5, -9.5, 100.0,
+         -100.0, 1e20, -1e20, float(np.finfo(np.float32).max), -float(np.finfo(np.float32).max)]
+
+CASES = [  # (rect, m, n)
+    (Rect(0, 0, 4, 4), 32, 48),  # even split
+    (Rect(0, 0, 3, 4), 50, 37),  # non-square, uneven both ways
+    (Rect(1, 1, 2, 3), 7, 11),  # inside the fabric, uneven
+    (Rect(0, 2, 4, 1), 9, 5),  # one column of PEs
+]
+
+
+def _inputs(m, n):
+    x = (3 * rng.standard_normal((m, n))).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[:len(EDGES)] = EDGES
+    flat[len(EDGES):len(EDGES) + 64] = np.linspace(-12, 12, 64)[:flat.size - len(EDGES)]
+    return x
+
+
+@pytest.mark.parametrize("rect,m,n", CASES)
+def test_gelu_matches_numpy_and_model(rect, m, n):
+    x = _inputs(m, n)
+    k = act.build_gelu(CONFIG, rect, m, n)
+    res = run_kernel(k, {"x": x})
+    y, ref = res.output, act.gelu_reference(x)
+    err = np.abs(y.astype(np.float64) - ref)
+    tol = act.gelu_tolerance(x)
+    bad = np.argwhere(~(err <= tol))
+    if bad.size:
+        i = tuple(bad[0])
+        raise AssertionError(f"x={x[i]!r}: got {y[i]!r}, reference {ref[i]!r}, tol {tol[i]:.3g}")
+    assert res.cycles == k.model_cycles
+    # the largest block sets the time; every PE was busy exactly for its own block
+    counts = act.Blocks.of(rect, m, n).counts()
+    assert k.model_cycles == 2 + act.gelu_cycles(CONFIG, int(counts.max()))
+    busy = res.stats.busy[rect.row:rect.row_end, rect.col:rect.col_end]
+    expect = [[2 + act.gelu_cycles(CONFIG, int(e)) for e in row] for row in counts]
+    np.testing.assert_array_equal(busy, expect)
+
+
+def test_gelu_tolerance_is_tight_in_the_bulk():
+    """On ordinary inputs the bound is a few ulps, not a loose rtol."""
+    x = np.linspace(-4, 4, 1001).astype(np.float32)
+    rel = act.gelu_tolerance(x) / np.maximum(np.abs(act.gelu_reference(x)), 1e-30)
+    assert np.median(rel) < 40 * 2.0**-24
+
+
+def test_gelu_nan_propagates():
+    x = np.full((4, 4), np.nan, np.float32)
+    x[0, 0] = 1.0
+    res = run_kernel(act.build_gelu(CONFIG, Rect(0, 0, 4, 4), 4, 4), {"x": x})
+    assert np.isnan(res.output[1:]).all() and abs(res.output[0, 0] - 0.8411920) < 1e-6
+
+
+def test_gelu_cycles_per_element():
+    assert act.gelu_cycles(CONFIG, 1000) == 27_000
+    assert act.gelu_cycles(CONFIG, 7) == (3 * 7 + 7 + ml.exp_cycles(CONFIG, 7) + 4
+                                          + ml.reciprocal_cycles(CONFIG, 7, refined=True))
+
+
+def test_bad_sizes_are_named():
+    with pytest.raises(ValueError, match="48 KiB"):
+        act.build_gelu(CONFIG, Rect(0, 0, 1, 1), 100, 100)
+    with pytest.raises(ValueError, match="need m >= 3"):
+        act.build_gelu(CONFIG, Rect(0, 0, 3, 3), 2, 9)
+    with pytest.raises(ValueError, match="f32 only"):
+        act.build_gelu(CONFIG, Rect(0, 0, 2, 2), 4, 4, dtype="f16")
+
+
+def test_blocks_round_trip():
+    b = act.Blocks.of(Rect(0, 0, 2, 3), 5, 7)
+    x = np.arange(35, dtype=np.float32).reshape(5, 7)
+    for packed in (True, False):
+        np.testing.assert_array_equal(b.gather(b.scatter(x, packed=packed), packed), x)
