@@ -14,8 +14,12 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from fabric import bits, control, datapath, router
+from fabric.grid_axes import ROW_AXIS, global_any, split_rows
 from fabric.isa import OPPOSITE, Port
 from fabric.materialize import materialize
 from fabric.queues import push_pop
@@ -68,7 +72,7 @@ def step(config, tables, state: FabricState) -> FabricState:
     busy = ctl.busy | dp.advanced
     stall = ~busy & (ctl.waiting | dp.stalled)
     consumed = bits.popcount(ctl.iq_pop | dp.iq_pop)
-    progress = (moved_count.sum() > 0) | busy.any() | (dp.push_color >= 0).any()
+    progress = global_any((moved_count > 0) | busy | (dp.push_color >= 0))
     return FabricState(
         cycle=state.cycle + 1,
         idle_cycles=jnp.where(progress, 0, state.idle_cycles + 1),
@@ -104,14 +108,14 @@ def step(config, tables, state: FabricState) -> FabricState:
 
 def pending(tables, state: FabricState):
     """Scalar bool: some wavelet is buffered, some task runs or waits, or some op is active."""
-    return ((state.rq_count > 0).any() | (state.iq_count > 0).any() | (state.pc >= 0).any()
-            | (state.slot_active != 0).any()
-            | ((state.activated & tables.task_defined) != 0).any())
+    return (global_any(state.rq_count > 0) | global_any(state.iq_count > 0)
+            | global_any(state.pc >= 0) | global_any(state.slot_active != 0)
+            | global_any((state.activated & tables.task_defined) != 0))
 
 
 def should_continue(config, tables, state, max_cycles):
     return ((state.cycle < max_cycles) & pending(tables, state)
-            & (state.idle_cycles < config.deadlock_window) & ~(state.error != 0).any())
+            & (state.idle_cycles < config.deadlock_window) & ~global_any(state.error != 0))
 
 
 @functools.partial(jax.jit, static_argnums=0, donate_argnums=2)
@@ -128,6 +132,42 @@ def run(config, tables, state: FabricState, max_cycles) -> FabricState:
         lambda st: should_continue(config, tables, st, max_cycles),
         lambda st: step(config, tables, st),
         state)
+
+
+def _row_specs(tree, replicated=()):
+    """PartitionSpecs: per-PE leaves (grid leading, ndim >= 2) split by rows; scalars and
+    the leaves named in `replicated` (global tables) on every device."""
+    specs = {}
+    for field in dataclasses.fields(tree):
+        leaf = getattr(tree, field.name)
+        split = leaf.ndim >= 2 and field.name not in replicated
+        specs[field.name] = P(ROW_AXIS) if split else P()
+    return type(tree)(**specs)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4), donate_argnums=2)
+def run_split(config, tables, state: FabricState, max_cycles, devices: int) -> FabricState:
+    """`run` with the grid's rows split in equal blocks over the first `devices` devices.
+
+    Each device steps its block; rows at a split are exchanged with `ppermute` every
+    cycle and the stop conditions are reduced over all devices, so the result is the same
+    as `run` on one device, bit for bit.
+    """
+    TRACE_COUNT["run"] += 1
+    mesh = Mesh(np.array(jax.devices()[:devices]), (ROW_AXIS,))
+
+    def body(tables, state, max_cycles):
+        with split_rows(devices):
+            return jax.lax.while_loop(
+                lambda st: should_continue(config, tables, st, max_cycles),
+                lambda st: step(config, tables, st),
+                state)
+
+    state_specs = _row_specs(state)
+    return jax.shard_map(
+        body, mesh=mesh,
+        in_specs=(_row_specs(tables, replicated=("instr", "dsd")), state_specs, P()),
+        out_specs=state_specs, check_vma=False)(tables, state, max_cycles)
 
 
 def replace(state: FabricState, **changes) -> FabricState:

@@ -35,14 +35,17 @@ from fabric.stats import Stats
 _COMPILED: dict = {}
 
 
-def compiled_run(config, tables, state, max_cycles):
-    """The engine executable for this config and table bucket, compiled once; returns
-    (executable, compile seconds spent now)."""
-    key = (config, tables.instr.shape, tables.dsd.shape)
+def compiled_run(config, tables, state, max_cycles, devices: int = 1):
+    """The engine executable for this config, table bucket and device count, compiled
+    once; returns (executable, compile seconds spent now)."""
+    key = (config, tables.instr.shape, tables.dsd.shape, devices)
     if key in _COMPILED:
         return _COMPILED[key], 0.0
     start = time.perf_counter()
-    exe = engine.run.lower(config, tables, state, max_cycles).compile()
+    if devices == 1:
+        exe = engine.run.lower(config, tables, state, max_cycles).compile()
+    else:
+        exe = engine.run_split.lower(config, tables, state, max_cycles, devices).compile()
     _COMPILED[key] = exe
     return exe, time.perf_counter() - start
 
@@ -50,7 +53,16 @@ def compiled_run(config, tables, state, max_cycles):
 class Simulator:
     """A loaded program on a simulated fabric."""
 
-    def __init__(self, config: FabricConfig, program: Program):
+    def __init__(self, config: FabricConfig, program: Program, devices: int = 1):
+        """devices: split the grid's rows over this many devices (1: one device). The
+        rows must divide evenly; results are identical whatever the count."""
+        available = len(jax.devices())
+        if devices < 1 or devices > available:
+            raise ValueError(f"devices={devices}: this machine has {available} JAX device(s)")
+        if config.rows % devices:
+            raise ValueError(f"devices={devices} does not divide the {config.rows} rows of "
+                             f"{config.name}")
+        self.devices = devices
         self.config = config
         self.program = program
         self.tables, self.info = build(config, program)
@@ -167,7 +179,7 @@ class Simulator:
         """
         start_cycle = int(self.state.cycle)
         limit = jnp.int32(start_cycle + max_cycles)
-        exe, compile_s = compiled_run(self.config, self.tables, self.state, limit)
+        exe, compile_s = compiled_run(self.config, self.tables, self.state, limit, self.devices)
         self.compile_s += compile_s
         t0 = time.perf_counter()
         self.state = exe(self.tables, self.state, limit)

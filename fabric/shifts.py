@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import jax.numpy as jnp
+from jax import lax
 
+from fabric import grid_axes
 from fabric.isa import Port
 
 
 def _shift(x, axis: int, amount: int):
-    """y[i] = x[i - amount] along `axis` (amount = +1 or -1), zero-filled."""
-    pad = jnp.zeros_like(jnp.take(x, jnp.arange(1), axis=axis))
+    """y[i] = x[i - amount] along `axis` (amount = +1 or -1), zero-filled at the fabric
+    edge; along split rows the boundary row comes from the neighbouring device."""
+    n = x.shape[axis]
+    pad = jnp.zeros_like(lax.slice_in_dim(x, 0, 1, axis=axis))
     if amount > 0:
-        body = jnp.take(x, jnp.arange(x.shape[axis] - 1), axis=axis)
-        return jnp.concatenate([pad, body], axis=axis)
-    body = jnp.take(x, jnp.arange(1, x.shape[axis]), axis=axis)
-    return jnp.concatenate([body, pad], axis=axis)
+        if axis == 0 and grid_axes.sharded():
+            pad = grid_axes.boundary_from_previous(lax.slice_in_dim(x, n - 1, n, axis=0))
+        return jnp.concatenate([pad, lax.slice_in_dim(x, 0, n - 1, axis=axis)], axis=axis)
+    if axis == 0 and grid_axes.sharded():
+        pad = grid_axes.boundary_from_next(lax.slice_in_dim(x, 0, 1, axis=0))
+    return jnp.concatenate([lax.slice_in_dim(x, 1, n, axis=axis), pad], axis=axis)
 
 
 def from_neighbour(x, port: Port):
