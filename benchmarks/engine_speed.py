@@ -15,12 +15,28 @@ The last line printed is `pe_cycles_per_s=<value>`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-import jax
-import numpy as np
+
+def _host_devices_from_argv(argv) -> int:
+    """--devices N needs N host devices, which JAX fixes when it starts: read it first."""
+    for i, arg in enumerate(argv):
+        if arg == "--devices" and i + 1 < len(argv):
+            return int(argv[i + 1])
+        if arg.startswith("--devices="):
+            return int(arg.split("=", 1)[1])
+    return 1
+
+
+if _host_devices_from_argv(sys.argv) > 1 and "XLA_FLAGS" not in os.environ:
+    os.environ["XLA_FLAGS"] = (
+        f"--xla_force_host_platform_device_count={_host_devices_from_argv(sys.argv)}")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -63,19 +79,19 @@ def stream_program(config: FabricConfig, repeats: int) -> Program:
     return prog
 
 
-def loaded_simulator(config, repeats):
-    sim = Simulator(config, stream_program(config, repeats))
+def loaded_simulator(config, repeats, devices=1):
+    sim = Simulator(config, stream_program(config, repeats), devices=devices)
     sim.memcpy_h2d("x", np.linspace(-1, 1, BLOCK, dtype=np.float32))
     sim.launch("main")
     return sim
 
 
-def measure(grid: int, cycles: int, repeats: int = 3) -> dict:
+def measure(grid: int, cycles: int, repeats: int = 3, devices: int = 1) -> dict:
     config = FabricConfig.small(grid, grid)
     blocks = max(1, -(-cycles // BLOCK)) + 1  # enough work to stay busy for `cycles`
     # warm-up: compiles the engine for this config and bucket (timed apart)
     start = time.perf_counter()
-    warm = loaded_simulator(config, blocks)
+    warm = loaded_simulator(config, blocks, devices)
     warm.run(max_cycles=4, raise_on_limit=False)
     compile_s = time.perf_counter() - start
     state_bytes_per_pe = warm.state_bytes_per_pe
@@ -84,7 +100,7 @@ def measure(grid: int, cycles: int, repeats: int = 3) -> dict:
     sims = []
 
     def one_run():
-        sim = loaded_simulator(config, blocks)
+        sim = loaded_simulator(config, blocks, devices)
         jax.block_until_ready(sim.state)
         t0 = time.perf_counter()
         sim.run(max_cycles=cycles, raise_on_limit=False)
@@ -96,6 +112,7 @@ def measure(grid: int, cycles: int, repeats: int = 3) -> dict:
     ran, _, stats = sims[-1]
     return {
         "grid": [grid, grid],
+        "devices": devices,
         "cycles": ran,
         "wall_s": wall,
         "wall_s_all": [w for _, w, _ in sims],
@@ -136,6 +153,8 @@ def main(argv=None):
     parser.add_argument("--cycles", type=int, default=2000, help="cycles per timed run")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs (median reported)")
     parser.add_argument("--sweep", action="store_true", help="8x8 .. 256x256 and a PNG")
+    parser.add_argument("--devices", type=int, default=1,
+                        help="split the rows over this many (host) devices")
     parser.add_argument("--json", default="benchmarks/results/engine_speed.json")
     args = parser.parse_args(argv)
     if args.grid < 2:
@@ -143,7 +162,7 @@ def main(argv=None):
     if args.sweep:
         rows = []
         for grid in (8, 16, 32, 64, 128, 256):
-            row = measure(grid, args.cycles, args.repeats)
+            row = measure(grid, args.cycles, args.repeats, args.devices)
             print(f"grid {grid:4d}: {row['pe_cycles_per_s']:.3e} PE-cycles/s, "
                   f"compile {row['compile_s']:.1f} s", flush=True)
             rows.append(row)
@@ -152,7 +171,7 @@ def main(argv=None):
         write_json(args.json, {"benchmark": "engine_speed", "sweep": rows, "png": png})
         best = rows[-1]
     else:
-        best = measure(args.grid, args.cycles, args.repeats)
+        best = measure(args.grid, args.cycles, args.repeats, args.devices)
         write_json(args.json, {"benchmark": "engine_speed", **best})
         print(f"grid {args.grid}x{args.grid}, {best['cycles']} cycles in {best['wall_s']:.3f} s "
               f"(compile {best['compile_s']:.1f} s), utilization {best['utilization']:.3f}, "
