@@ -20,6 +20,19 @@ from fabric.kernels.rownorm import (
     layernorm_reference,
     softmax_reference,
 )
+from fabric.kernels.stencil import build_stencil, stencil_reference
+from fabric.kernels.traffic import (
+    Flow,
+    build_multicast,
+    build_neighbour_exchange,
+    build_shared_link,
+    build_shift,
+    build_streams,
+    build_traffic,
+    build_transpose,
+    traffic_inputs,
+    traffic_reference,
+)
 
 __all__ = ["Kernel", "KernelResult", "pick_colors", "run_kernel", "split"]
 __all__ += ["mathlib", "build_gelu", "gelu_reference", "build_softmax", "softmax_reference",
@@ -27,3 +40,6 @@ __all__ += ["mathlib", "build_gelu", "gelu_reference", "build_softmax", "softmax
 __all__ += ["Fragment", "build_allreduce", "build_broadcast", "build_gather", "build_reduce",
             "build_scatter", "build_broadcast_op", "build_elementwise", "build_map",
             "build_gemv", "gemv_reference"]
+__all__ += ["build_stencil", "stencil_reference", "Flow", "build_multicast",
+            "build_neighbour_exchange", "build_shared_link", "build_shift", "build_streams",
+            "build_traffic", "build_transpose", "traffic_inputs", "traffic_reference"]
