@@ -245,7 +245,8 @@ def _step(config, tables, state) -> ControlOut:
     head = jnp.stack([
         op, length, width,
         jnp.where(is_async, row[..., I_DONE_KIND], 0), row[..., I_DONE_TASK],
-        _scalar(row[..., I_S_KIND], row[..., I_S], regs, wavelet)], axis=-1)
+        _scalar(row[..., I_S_KIND], row[..., I_S], regs, wavelet),
+        jnp.broadcast_to(state.cycle, op.shape)], axis=-1)
     new_slot = jnp.concatenate([head, dst, src_a, src_b], axis=-1)  # [R, C, SLOT_FIELDS]
     assert new_slot.shape[-1] == SLOT_FIELDS
     slots = scatter_rows(state.slots, jnp.where(issue, slot, S), new_slot)

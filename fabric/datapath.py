@@ -37,6 +37,7 @@ from fabric.state import (
     S_DONE_KIND,
     S_DONE_TASK,
     S_DST,
+    S_ISSUED,
     S_LEN,
     S_OP,
     S_SCALAR,
@@ -92,7 +93,11 @@ def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
         ready = ready & _queue_ok(_operand(slots, start), iq_empty, rq_full)
     ready_mask = bits.pack(ready, S)
     owner_ready = (owner >= 0) & ((ready_mask & bits.bit(owner)) != 0)
-    chosen = jnp.where(owner_ready, owner, bits.lowest(ready_mask))
+    # otherwise the op issued first (one issue per cycle, so issue cycles are distinct):
+    # ops that share a fabric queue keep their order
+    issued = jnp.where(ready, slots[..., S_ISSUED], jnp.iinfo(jnp.int32).max)
+    oldest = jnp.argmin(issued, axis=-1).astype(jnp.int32)
+    chosen = jnp.where(owner_ready, owner, jnp.where(ready_mask != 0, oldest, -1))
     advanced = chosen >= 0
     # the chosen slot's fields, by a one-hot sum over the few slots (cheaper than a gather)
     pick = jnp.arange(S)[None, None, :] == chosen[..., None]  # [R, C, S]
