@@ -13,6 +13,8 @@ from fabric.kernels.collectives import (
     build_scatter,
 )
 from fabric.kernels.elementwise import build_broadcast_op, build_elementwise, build_map
+from fabric.kernels.gemm_cannon import build_gemm_cannon, cannon_reference
+from fabric.kernels.gemm_summa import build_gemm_summa, summa_reference
 from fabric.kernels.gemv import build_gemv, gemv_reference
 from fabric.kernels.rownorm import (
     build_layernorm,
@@ -40,6 +42,7 @@ __all__ += ["mathlib", "build_gelu", "gelu_reference", "build_softmax", "softmax
 __all__ += ["Fragment", "build_allreduce", "build_broadcast", "build_gather", "build_reduce",
             "build_scatter", "build_broadcast_op", "build_elementwise", "build_map",
             "build_gemv", "gemv_reference"]
+__all__ += ["build_gemm_summa", "summa_reference", "build_gemm_cannon", "cannon_reference"]
 __all__ += ["build_stencil", "stencil_reference", "Flow", "build_multicast",
             "build_neighbour_exchange", "build_shared_link", "build_shift", "build_streams",
             "build_traffic", "build_transpose", "traffic_inputs", "traffic_reference"]

@@ -1,0 +1,293 @@
+"""The tile program shared by the GEMM kernels (`gemm_summa`, `gemm_cannon`), its per-PE
+schedule table, the SRAM check, the fp32 references and the cycle-model pieces.
+
+Every PE of a GEMM rectangle runs the same tile. It owns one block C_blk (Mb x Nb, column
+major: column j at word j*Mb of symbol `c`) and computes, step after step,
+
+    C_blk += A_pan (Mb x kb, column major, in symbol `abuf`) @ B_pan (kb x Nb, row major, in
+    symbol `bbuf`)
+
+as kb * Nb async fmas `C[:, j] += A[:, k] * B[k, j]` (k outer, j inner), the scalar B[k, j]
+taken into a register with `load`. While step t computes, the panels of step t + 1 travel
+(received into the other half of a double buffer) by async fabric movs. What moves where
+is data: a small int32 table `sched` per PE, written by the host with the operands.
+
+`sched` layout (words):
+    [3 t .. 3 t + 2]      compute record of step t: A panel address, B panel address,
+                          number of fmas (kb_t * Nb); after the last step a record with -1 fmas
+    [comm_base ..]        comm records (mode, length, address), grouped by step: group 0
+                          runs before step 0, group t + 1 while step t computes, each group
+                          closed by a record of mode 0; mode i + 1 runs `ops[i]` (a send or
+                          receive of `length` words at `address` of its buffer).
+
+Tasks (local; lower ids win an idle CE):
+    chain_x, chain_y  two fma issuers taking turns (block/unblock pass the turn): each
+                      issues one fma whose completion activates the same chain again, so
+                      F_n+2 is issued only once F_n is complete and F_n+1 is issued. The
+                      datapath always has the next fma queued while the main thread (about
+                      CHAIN_CYCLES per fma) prepares the one after, and only F_n+1 and F_n+2
+                      may run out of order (when an op ends, the datapath goes to the
+                      lowest-numbered ready slot, not the oldest op), and they touch
+                      different C columns when Nb >= 2; so every C element sums its k terms
+                      in order. A PE with Nb = 1 runs chain_x alone (ny = 0).
+    comm              runs the comm records of one group one op at a time (async, one slot),
+                      then marks the group done.
+    advance           starts step t + 1 once both chains found step t finished (all its
+                      fmas complete) and the comm group of step t + 1 is done: loads the
+                      compute record, restarts the chains and the next comm group.
+    main              zeroes C, starts comm group 0.
+
+Registers: mb, cend (= Nb * Mb), ny (1 when Nb >= 2) per PE; tp, cp (table pointers),
+cdone (chains finished), mdone (comm group done), rem (fmas left), ak, bo, cj (A column,
+B element, C column addresses), s (the B scalar; the comm address), x, y (comm mode,
+length).
+
+Example (the builders do this):
+    >>> ops = [CommOp(0, "abuf", send=True), CommOp(0, "abuf", send=False)]
+    >>> tile = gemm_tile("gemm", TileWords(a=96, b=96, c=32, sched=40), ops, comm_base=12)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from fabric import instructions as ins
+from fabric.config import FabricConfig
+from fabric.instructions import FabIn, FabOut, Mem
+from fabric.program import Tile
+
+COMPUTE_FIELDS = 3  # (A panel address, B panel address, fmas) per step
+COMM_FIELDS = 3  # (mode, length, address) per comm op
+CHAIN_CYCLES = 12  # main-thread cycles per fma: task start + 10 instructions + ret
+# Main-thread cycles between a step's last fma and the next step's first: the chain's exit
+# (start + 7), `advance` (start + 15 + ret), the chain's way to its first fma (start + 4).
+STEP_CYCLES = 30
+
+
+@dataclasses.dataclass(frozen=True)
+class CommOp:
+    """One fabric transfer the tile can run: send (`FabOut`) or receive (`FabIn`) `length`
+    words of `symbol` ("abuf" or "bbuf") from a runtime address, on `color`."""
+
+    color: int
+    symbol: str
+    send: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class TileWords:
+    """32-bit words per PE of the tile's symbols."""
+
+    a: int
+    b: int
+    c: int
+    sched: int
+
+    @property
+    def total(self) -> int:
+        return self.a + self.b + self.c + self.sched
+
+
+def check_fits(config: FabricConfig, words: TileWords, what: str) -> None:
+    """ValueError naming the sizes when the symbols of one PE exceed its SRAM."""
+    if words.total > config.sram_words:
+        raise ValueError(
+            f"{what}: the blocks do not fit the PE SRAM: abuf {4 * words.a} B + bbuf "
+            f"{4 * words.b} B + c {4 * words.c} B + sched {4 * words.sched} B = "
+            f"{4 * words.total} B per PE, more than the {config.sram_bytes // 1024} KiB "
+            f"({config.sram_bytes} B) of a PE; use a larger rectangle or smaller matrices")
+
+
+# ---- the tile program ------------------------------------------------------------------------
+def _chain(name: str, other: str, c: Mem, a: Mem, b_scalar: Mem, first: bool) -> list:
+    """One of the two fma issuers (see the module docstring). They take turns through
+    block/unblock: a chain issues F_n+2 only after its own F_n completed and the other chain
+    issued F_n+1. With ny = 0 chain_y only hands over and chain_x issues alone."""
+    turn = [ins.block(name), ins.unblock(other)]
+    if first:
+        head = []
+        turn = [ins.branch_if_zero("ny", "solo"), *turn, ins.label("solo")]
+    else:
+        head = [ins.branch_if_zero("ny", "fin")]
+    return head + [
+        ins.branch_if_zero("rem", "fin"),
+        ins.iadd("rem", "rem", -1),
+        ins.load("s", b_scalar),
+        ins.fma(c, c, a, "s", is_async=True, on_done=ins.Activate(name)),
+        *turn,
+        ins.iadd("bo", "bo", 1),
+        ins.iadd("cj", "cj", "mb"),
+        ins.branch_if_less("cj", "cend", "out"),
+        ins.set_reg("cj", 0),  # next k: back to column 0 of C, next column of A
+        ins.iadd("ak", "ak", "mb"),
+        ins.label("out"),
+        ins.ret(),
+        ins.label("fin"),  # this chain's fmas of the step are complete
+        ins.unblock(other),
+        ins.iadd("cdone", "cdone", 1),
+        ins.branch_if_less("cdone", 2, "end"),
+        ins.activate("advance"),
+        ins.label("end"),
+    ]
+
+
+def _comm_op(op: CommOp):
+    mem = Mem(op.symbol, offset_reg="s", length_reg="y")
+    done = ins.Activate("comm")
+    if op.send:
+        return ins.mov(FabOut(op.color, 1, length_reg="y"), mem, is_async=True, on_done=done)
+    return ins.mov(mem, FabIn(op.color, 1, length_reg="y"), is_async=True, on_done=done)
+
+
+def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int) -> Tile:
+    """The GEMM tile: symbols abuf, bbuf, c (f32) and sched (i32) of `words` words, the
+    comm ops `ops` (mode i + 1 of a comm record runs ops[i]), comm records from word
+    `comm_base` of sched. Registers mb, cend, ny are per-PE params of the placement."""
+    tile = Tile(name)
+    tile.symbol("abuf", "f32", words.a)
+    tile.symbol("bbuf", "f32", words.b)
+    c = tile.symbol("c", "f32", words.c)
+    sched = tile.symbol("sched", "i32", words.sched)
+    tile.register("mb", "cend", "ny", "tp", "cp", "cdone", "mdone", "rem", "ak", "bo", "cj",
+                  "s", "x", "y")
+
+    c_col = Mem("c", offset_reg="cj", length_reg="mb")  # C[:, j]: Mb words
+    a_col = Mem("abuf", offset_reg="ak", length_reg="mb")  # A[:, k]: Mb words
+    b_elem = Mem("bbuf", offset_reg="bo")  # B[k, j]
+    tile.local_task("chain_x", _chain("chain_x", "chain_y", c_col, a_col, b_elem, first=True))
+    tile.local_task("chain_y", _chain("chain_y", "chain_x", c_col, a_col, b_elem, first=False))
+
+    comm = [
+        ins.load("x", sched.dsd(0, offset_reg="cp")),
+        ins.load("y", sched.dsd(1, offset_reg="cp")),
+        ins.load("s", sched.dsd(2, offset_reg="cp")),
+        ins.iadd("cp", "cp", COMM_FIELDS),
+        ins.branch_if_less("x", 1, "group_done"),
+    ]
+    # mode x selects ops[x - 1]: the first i with x < i + 2
+    comm += [ins.branch_if_less("x", i + 2, f"op{i}") for i in range(len(ops))]
+    comm += [ins.label("group_done"), ins.set_reg("mdone", 1), ins.activate("advance"),
+             ins.ret()]
+    for i, op in enumerate(ops):
+        comm += [ins.label(f"op{i}"), _comm_op(op), ins.ret()]
+    tile.local_task("comm", comm)
+
+    tile.local_task("advance", [
+        ins.branch_if_less("cdone", 2, "wait"),
+        ins.branch_if_zero("mdone", "wait"),
+        ins.load("rem", sched.dsd(2, offset_reg="tp")),
+        ins.branch_if_less("rem", 0, "wait"),  # past the last step: finished
+        ins.load("ak", sched.dsd(0, offset_reg="tp")),
+        ins.load("bo", sched.dsd(1, offset_reg="tp")),
+        ins.iadd("tp", "tp", COMPUTE_FIELDS),
+        ins.set_reg("cj", 0),
+        ins.set_reg("cdone", 0),
+        ins.set_reg("mdone", 0),
+        ins.unblock("chain_x"),  # chain_x issues first
+        ins.block("chain_y"),
+        ins.activate("chain_x"),
+        ins.activate("chain_y"),
+        ins.activate("comm"),  # the transfers of the next step (an empty group after the last)
+        ins.label("wait"),
+    ])
+
+    tile.local_task("main", [
+        ins.mov(c.dsd(), 0.0),
+        ins.set_reg("tp", 0),
+        ins.set_reg("cp", comm_base),
+        ins.set_reg("cdone", 2),
+        ins.set_reg("mdone", 0),
+        ins.activate("comm"),
+    ])
+    return tile
+
+
+# ---- the schedule table ----------------------------------------------------------------------
+@dataclasses.dataclass
+class PeSchedule:
+    """What one PE does: compute records (A address, B address, fmas) per step and comm
+    groups (lists of (op index, length, address)); groups[0] runs before step 0,
+    groups[t + 1] while step t computes."""
+
+    compute: list = dataclasses.field(default_factory=list)
+    groups: list = dataclasses.field(default_factory=list)
+
+    def words(self) -> list[int]:
+        comm = []
+        for group in self.groups:
+            for op, length, address in group:
+                comm += [op + 1, length, address]
+            comm += [0, 0, 0]
+        return comm
+
+
+def pack_schedule(pes: Sequence[Sequence[PeSchedule]]) -> tuple[np.ndarray, int]:
+    """The `sched` table of every PE, shape (rows, cols, words), and comm_base."""
+    steps = {len(p.compute) for row in pes for p in row}
+    if len(steps) != 1:
+        raise ValueError(f"every PE must run the same number of steps, got {sorted(steps)}")
+    comm_base = COMPUTE_FIELDS * (steps.pop() + 1)
+    comm = [[p.words() for p in row] for row in pes]
+    width = comm_base + max(len(w) for row in comm for w in row)
+    table = np.zeros((len(pes), len(pes[0]), width), np.int32)
+    for r, row in enumerate(pes):
+        for c, p in enumerate(row):
+            compute = [v for rec in p.compute for v in rec] + [0, 0, -1]
+            table[r, c, :comm_base] = compute
+            table[r, c, comm_base:comm_base + len(comm[r][c])] = comm[r][c]
+    return table, comm_base
+
+
+def chain_params(mb: np.ndarray, nb: np.ndarray) -> dict:
+    """Per-PE registers of the tile from the block sizes (arrays of shape (rows, cols))."""
+    mb, nb = np.asarray(mb, np.int64), np.asarray(nb, np.int64)
+    return {"mb": mb, "cend": mb * nb, "ny": (nb >= 2).astype(np.int64)}
+
+
+# ---- blocks in PE memory ---------------------------------------------------------------------
+def col_major(block: np.ndarray, words: int) -> np.ndarray:
+    """block (r x c) as column-major fp32 words, zero-padded to `words`."""
+    out = np.zeros(words, np.float32)
+    flat = np.asarray(block, np.float32).T.ravel()
+    out[:flat.size] = flat
+    return out
+
+
+def row_major(block: np.ndarray, words: int) -> np.ndarray:
+    out = np.zeros(words, np.float32)
+    flat = np.asarray(block, np.float32).ravel()
+    out[:flat.size] = flat
+    return out
+
+
+# ---- references and model pieces -------------------------------------------------------------
+def sequential_matmul(a: np.ndarray, b: np.ndarray, order: Sequence[int],
+                      fused: bool = False) -> np.ndarray:
+    """a[:, order] @ b[order, :] in fp32, summed one k at a time in `order`, starting from
+    0, as the fabric's fma chain does: each step rounds acc + a*b once (`fused`) or rounds
+    the product first (two roundings)."""
+    a = np.asarray(a, np.float32)
+    b = np.asarray(b, np.float32)
+    acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    for k in order:
+        if fused:
+            wide = acc.astype(np.float64) + np.outer(a[:, k].astype(np.float64), b[k])
+            acc = wide.astype(np.float32)
+        else:
+            acc = acc + np.outer(a[:, k], b[k])
+    return acc
+
+
+def fma_cycles(config: FabricConfig, mb: int) -> int:
+    """Cycles per fma of the chains: the datapath's ceil(Mb / w) or the main thread's
+    CHAIN_CYCLES, whichever is longer."""
+    return max(-(-mb // config.simd_width("fma", "f32")), CHAIN_CYCLES)
+
+
+def zero_c_cycles(config: FabricConfig, words: int) -> int:
+    """`main`'s zeroing of C (a synchronous mov of `words` at the mov width), its task start
+    and the start of the first comm group."""
+    return -(-words // config.simd_width("mov", "f32")) + 8
