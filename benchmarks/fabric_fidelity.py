@@ -31,6 +31,7 @@ from fabric.kernels.traffic import (  # noqa: E402
     build_shared_link,
     build_streams,
     build_transpose,
+    shared_link_trace,
     stream_cycles,
     traffic_inputs,
     traffic_reference,
@@ -102,24 +103,14 @@ def fairness_rows(n=48):
     rows = []
     for k in (2, 3, 4, 5):
         kernel = build_shared_link(config, Rect(0, 0, SIDE, SIDE), k, n)
-        r, c, _ = kernel.info["shared_link"]
-        colors = [f["color"] for f in kernel.info["flows"]]
         sim = Simulator(config, kernel.program)
         kernel.load(sim, traffic_inputs(kernel))
         kernel.launch(sim)
-        crossed, link = [], []
-        while True:
-            stats = sim.run(max_cycles=1, raise_on_limit=False)
-            crossed.append(stats.color_count_per_pe[r, c, colors])
-            link.append(int(stats.link_count[r, c, Port.EAST]))
-            if stats.in_flight == 0 and stats.consumed == k * n:
-                break
-        crossed = np.array(crossed)
+        crossed, per_cycle = shared_link_trace(kernel, sim)
         window = crossed[(crossed > 0).all(axis=1) & (crossed < n).all(axis=1)]
         gained = window - window[0]
         shares = gained[-1] / gained[-1].sum()
         spread = int((gained.max(axis=1) - gained.min(axis=1)).max())
-        per_cycle = np.diff(np.array([0, *link]))
         first = int(np.argmax(per_cycle))
         busy = per_cycle[first:first + k * n].mean()
         ok = spread <= 1 and abs(busy - 1.0) < 1e-12 and per_cycle.sum() == k * n

@@ -53,19 +53,11 @@ from fabric.config import FabricConfig
 from fabric.isa import Port
 from fabric.kernels.base import Kernel, pick_colors, split
 from fabric.kernels.gemm_common import (
-    STEP_CYCLES,
-    CommOp,
     PeSchedule,
-    TileWords,
-    chain_params,
-    check_fits,
-    col_major,
-    fma_cycles,
-    gemm_tile,
-    pack_schedule,
-    row_major,
+    comm_ops,
+    compute_cycles,
+    gemm_kernel,
     sequential_matmul,
-    zero_c_cycles,
 )
 from fabric.program import Program, Rect
 
@@ -138,9 +130,7 @@ def cannon_model(config: FabricConfig, p: int, m: int, k: int, n: int) -> int:
     """The cycle model of the module docstring."""
     mb, nb = max(s for _, s in split(m, p)), max(s for _, s in split(n, p))
     kbs = [s for _, s in split(k, p)]
-    tau = fma_cycles(config, mb)
-    total = zero_c_cycles(config, mb * nb) + sum(kb * nb * tau for kb in kbs)
-    total += p * STEP_CYCLES
+    total = compute_cycles(config, mb, nb, kbs)
     if p > 1:
         # the critical PE's panels: both neighbours of a step are the same k blocks
         total += max(sum((mb + nb) * (kbs[(s + t) % p] + kbs[(s + t + 1) % p])
@@ -204,13 +194,7 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     mb_max, nb_max, kb_max = rows_m[0][1], cols_n[0][1], ks[0][1]
     size_a, size_b = mb_max * kb_max, kb_max * nb_max  # one panel; two per buffer
 
-    ops: list[CommOp] = []
-    op_index = {}
-    for kind, cols in (("abuf", a_colors), ("bbuf", b_colors)):
-        for color in sorted(set(cols)):
-            for send in (False, True):
-                op_index[(kind, color, send)] = len(ops)
-                ops.append(CommOp(color, kind, send))
+    ops, op_index = comm_ops([("abuf", sorted(set(a_colors))), ("bbuf", sorted(set(b_colors)))])
 
     pos = fold(p)
     logical = {x: l for l, x in enumerate(pos)}
@@ -239,54 +223,21 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                 group += [send_b, recv_b] if i % 2 == 0 else [recv_b, send_b]
                 sched.groups.append(group)
             sched.groups.append([])
-    table, comm_base = pack_schedule(pes)
 
-    words = TileWords(a=2 * size_a, b=2 * size_b, c=mb_max * nb_max, sched=table.shape[-1])
-    check_fits(config, words, f"gemm_cannon m={m} k={k} n={n} on {p}x{p} PEs (blocks "
-               f"A {mb_max}x{kb_max}, B {kb_max}x{nb_max}, C {mb_max}x{nb_max}, double-"
-               f"buffered)")
+    def block(pr: int, pc: int) -> tuple:
+        # the host writes the panels of step 0: Cannon's skew, k block i + j
+        i, j = logical[pr], logical[pc]
+        return rows_m[i], cols_n[j], ks[(i + j) % p], ks[(i + j) % p]
 
-    mb_grid = np.array([[rows_m[logical[pr]][1]] * p for pr in range(p)])
-    nb_grid = np.array([[cols_n[logical[pc]][1] for pc in range(p)]] * p)
-    prog = Program(config)
-    prog.place(gemm_tile("gemm_cannon", words, ops, comm_base), rect,
-               params=chain_params(mb_grid, nb_grid))
-    _ring_routes(prog, rect, a_colors, horizontal=True)
-    _ring_routes(prog, rect, b_colors, horizontal=False)
+    blocks = [[block(pr, pc) for pc in range(p)] for pr in range(p)]
 
-    def load(sim, inputs):
-        a = np.asarray(inputs["A"], np.float32)
-        b = np.asarray(inputs["B"], np.float32)
-        if a.shape != (m, k) or b.shape != (k, n):
-            raise ValueError(f"gemm_cannon expects A {(m, k)} and B {(k, n)}, got "
-                             f"{a.shape} and {b.shape}")
-        abuf = np.zeros((p, p, words.a), np.float32)
-        bbuf = np.zeros((p, p, words.b), np.float32)
-        for pr in range(p):
-            for pc in range(p):
-                i, j = logical[pr], logical[pc]
-                (r0, mr), (c0, nc) = rows_m[i], cols_n[j]
-                k0, kb = ks[(i + j) % p]
-                abuf[pr, pc] = col_major(a[r0:r0 + mr, k0:k0 + kb], words.a)
-                bbuf[pr, pc] = row_major(b[k0:k0 + kb, c0:c0 + nc], words.b)
-        sim.memcpy_h2d("abuf", abuf, rect)
-        sim.memcpy_h2d("bbuf", bbuf, rect)
-        sim.memcpy_h2d("sched", table, rect)
+    def routes(prog: Program) -> None:
+        _ring_routes(prog, rect, a_colors, horizontal=True)
+        _ring_routes(prog, rect, b_colors, horizontal=False)
 
-    def read(sim):
-        blocks = sim.memcpy_d2h("c", rect)
-        out = np.zeros((m, n), np.float32)
-        for pr in range(p):
-            for pc in range(p):
-                (r0, mr), (c0, nc) = rows_m[logical[pr]], cols_n[logical[pc]]
-                out[r0:r0 + mr, c0:c0 + nc] = blocks[pr, pc, :mr * nc].reshape(nc, mr).T
-        return out
-
-    def launch(sim):
-        sim.launch("main", rect)
-
-    return Kernel(
-        name="gemm_cannon", config=config, rect=rect, program=prog, load=load, read=read,
-        launch=launch, model_cycles=cannon_model(config, p, m, k, n), fmas=m * n * k,
-        info={"m": m, "k": k, "n": n, "steps": p, "block": (mb_max, nb_max),
-              "fold": pos, "colors": palette, "sram_bytes_per_pe": 4 * words.total})
+    return gemm_kernel(
+        config, rect, "gemm_cannon", (m, k, n), ops, pes, blocks, (2 * size_a, 2 * size_b),
+        f"gemm_cannon m={m} k={k} n={n} on {p}x{p} PEs (blocks A {mb_max}x{kb_max}, B "
+        f"{kb_max}x{nb_max}, C {mb_max}x{nb_max}, double-buffered)", routes,
+        cannon_model(config, p, m, k, n),
+        {"steps": p, "block": (mb_max, nb_max), "fold": pos, "colors": palette})

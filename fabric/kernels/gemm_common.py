@@ -50,14 +50,15 @@ Example (the builders do this):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.instructions import FabIn, FabOut, Mem
-from fabric.program import Tile
+from fabric.kernels.base import Kernel
+from fabric.program import Program, Rect, Tile
 
 COMPUTE_FIELDS = 3  # (A panel address, B panel address, fmas) per step
 COMM_FIELDS = 3  # (mode, length, address) per comm op
@@ -205,6 +206,19 @@ def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int
     return tile
 
 
+def comm_ops(colors: Sequence[tuple[str, Sequence[int]]]) -> tuple[list[CommOp], dict]:
+    """A receive and a send per (symbol, color) of `colors`, in that order: the tile's ops
+    and index[(symbol, color, send)], the position of each op among them."""
+    ops: list[CommOp] = []
+    index = {}
+    for symbol, cols in colors:
+        for color in cols:
+            for send in (False, True):
+                index[(symbol, color, send)] = len(ops)
+                ops.append(CommOp(color, symbol, send))
+    return ops, index
+
+
 # ---- the schedule table ----------------------------------------------------------------------
 @dataclasses.dataclass
 class PeSchedule:
@@ -263,6 +277,63 @@ def row_major(block: np.ndarray, words: int) -> np.ndarray:
     return out
 
 
+# ---- the kernel -----------------------------------------------------------------------------
+def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, int, int],
+                ops: Sequence[CommOp], pes: Sequence[Sequence[PeSchedule]],
+                blocks: Sequence[Sequence[tuple]], panels: tuple[int, int], fit: str,
+                routes: Callable[[Program], None], model_cycles: int, info: dict) -> Kernel:
+    """The GEMM C (m x n) = A (m x k) @ B (k x n), shape (m, k, n), on `rect`: the tile
+    placed with the schedules `pes` of its PEs ([row][col] of `rect`) and comm ops `ops`.
+
+    blocks[row][col] = (C rows, C cols, K range of the A block, K range of the B block) of
+    that PE, each (start, size): what the host writes into abuf and bbuf and reads from c.
+    panels: words of abuf and bbuf per PE; fit: the kernel as check_fits names it;
+    routes(program) lays the comm colors; info gets m, k, n first and the SRAM use last.
+    """
+    m, k, n = shape
+    table, comm_base = pack_schedule(pes)
+    mb = np.array([[blk[0][1] for blk in row] for row in blocks])
+    nb = np.array([[blk[1][1] for blk in row] for row in blocks])
+    words = TileWords(a=panels[0], b=panels[1], c=int(mb.max() * nb.max()),
+                      sched=table.shape[-1])
+    check_fits(config, words, fit)
+    prog = Program(config)
+    prog.place(gemm_tile(name, words, ops, comm_base), rect, params=chain_params(mb, nb))
+    routes(prog)
+
+    def load(sim, inputs):
+        a = np.asarray(inputs["A"], np.float32)
+        b = np.asarray(inputs["B"], np.float32)
+        if a.shape != (m, k) or b.shape != (k, n):
+            raise ValueError(f"{name} expects A {(m, k)} and B {(k, n)}, got "
+                             f"{a.shape} and {b.shape}")
+        abuf = np.zeros((rect.rows, rect.cols, words.a), np.float32)
+        bbuf = np.zeros((rect.rows, rect.cols, words.b), np.float32)
+        for r, row in enumerate(blocks):
+            for c, ((r0, mr), (c0, nc), (ka0, kas), (kb0, kbs)) in enumerate(row):
+                abuf[r, c] = col_major(a[r0:r0 + mr, ka0:ka0 + kas], words.a)
+                bbuf[r, c] = row_major(b[kb0:kb0 + kbs, c0:c0 + nc], words.b)
+        sim.memcpy_h2d("abuf", abuf, rect)
+        sim.memcpy_h2d("bbuf", bbuf, rect)
+        sim.memcpy_h2d("sched", table, rect)
+
+    def read(sim):
+        c_blocks = sim.memcpy_d2h("c", rect)
+        out = np.zeros((m, n), np.float32)
+        for r, row in enumerate(blocks):
+            for c, ((r0, mr), (c0, nc), _, _) in enumerate(row):
+                out[r0:r0 + mr, c0:c0 + nc] = c_blocks[r, c, :mr * nc].reshape(nc, mr).T
+        return out
+
+    def launch(sim):
+        sim.launch("main", rect)
+
+    return Kernel(
+        name=name, config=config, rect=rect, program=prog, load=load, read=read,
+        launch=launch, model_cycles=model_cycles, fmas=m * n * k,
+        info={"m": m, "k": k, "n": n, **info, "sram_bytes_per_pe": 4 * words.total})
+
+
 # ---- references and model pieces -------------------------------------------------------------
 def sequential_matmul(a: np.ndarray, b: np.ndarray, order: Sequence[int],
                       fused: bool = False) -> np.ndarray:
@@ -291,3 +362,10 @@ def zero_c_cycles(config: FabricConfig, words: int) -> int:
     """`main`'s zeroing of C (a synchronous mov of `words` at the mov width), its task start
     and the start of the first comm group."""
     return -(-words // config.simd_width("mov", "f32")) + 8
+
+
+def compute_cycles(config: FabricConfig, mb: int, nb: int, kbs: Sequence[int]) -> int:
+    """The critical PE's cycles besides its panels: zeroing C, then per step its kb * Nb
+    fmas and the task switches to the next step."""
+    tau = fma_cycles(config, mb)
+    return zero_c_cycles(config, mb * nb) + sum(kb * nb * tau + STEP_CYCLES for kb in kbs)

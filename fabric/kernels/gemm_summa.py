@@ -53,19 +53,11 @@ from fabric.config import FabricConfig
 from fabric.isa import Port
 from fabric.kernels.base import Kernel, pick_colors, split
 from fabric.kernels.gemm_common import (
-    STEP_CYCLES,
-    CommOp,
     PeSchedule,
-    TileWords,
-    chain_params,
-    check_fits,
-    col_major,
-    fma_cycles,
-    gemm_tile,
-    pack_schedule,
-    row_major,
+    comm_ops,
+    compute_cycles,
+    gemm_kernel,
     sequential_matmul,
-    zero_c_cycles,
 )
 from fabric.program import Program, Rect
 
@@ -92,13 +84,9 @@ def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int) -> int
     """The cycle model of the module docstring."""
     R, Cc = rect.rows, rect.cols
     mb, nb = max(s for _, s in split(m, R)), max(s for _, s in split(n, Cc))
-    tau = fma_cycles(config, mb)
-    steps = summa_steps(k, R, Cc)
-    total = zero_c_cycles(config, mb * nb) + (R - 1) + (Cc - 1) + 2 + len(steps) * STEP_CYCLES
-    for k0, k1, _, _ in steps:
-        kb = k1 - k0
-        total += kb * nb * tau + (mb * (Cc > 1) + nb * (R > 1)) * kb
-    return total
+    kbs = [k1 - k0 for k0, k1, _, _ in summa_steps(k, R, Cc)]
+    total = compute_cycles(config, mb, nb, kbs) + (R - 1) + (Cc - 1) + 2
+    return total + sum((mb * (Cc > 1) + nb * (R > 1)) * kb for kb in kbs)
 
 
 def _routes(prog: Program, rect: Rect, color: int, owner: int, horizontal: bool) -> None:
@@ -161,13 +149,7 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     pan_a, pan_b = mb_max * ka_max, nb_max * kb_max
     size_a, size_b = mb_max * ks_max, nb_max * ks_max
 
-    ops: list[CommOp] = []
-    op_index = {}
-    for kind, cols in (("abuf", a_colors), ("bbuf", b_colors)):
-        for owner, color in enumerate(cols):
-            for send in (False, True):
-                op_index[(kind, owner, send)] = len(ops)
-                ops.append(CommOp(color, kind, send))
+    ops, op_index = comm_ops([("abuf", a_colors), ("bbuf", b_colors)])
 
     pes = [[PeSchedule() for _ in range(Cc)] for _ in range(R)]
     for r in range(R):
@@ -182,59 +164,26 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                 pe.compute.append((a_at, b_at, width * nb))
                 group = []
                 if n_a:
-                    group.append((op_index[("abuf", oc, c == oc)], mb * width, a_at))
+                    group.append((op_index[("abuf", a_colors[oc], c == oc)], mb * width, a_at))
                 if n_b:
-                    group.append((op_index[("bbuf", orow, r == orow)], width * nb, b_at))
+                    group.append((op_index[("bbuf", b_colors[orow], r == orow)], width * nb, b_at))
                 pe.groups.append(group)
             pe.groups.append([])
-    table, comm_base = pack_schedule(pes)
 
-    words = TileWords(a=pan_a + 2 * size_a, b=pan_b + 2 * size_b, c=mb_max * nb_max,
-                      sched=table.shape[-1])
-    check_fits(config, words, f"gemm_summa m={m} k={k} n={n} on {R}x{Cc} PEs (blocks "
-               f"A {mb_max}x{ka_max}, B {kb_max}x{nb_max}, C {mb_max}x{nb_max}, panels "
-               f"double-buffered)")
+    # the host writes every PE's own A and B blocks; the panels of a step come from their owners
+    blocks = [[(rows_m[r], cols_n[c], ka[c], kb[r]) for c in range(Cc)] for r in range(R)]
 
-    prog = Program(config)
-    mb_grid = np.array([[rows_m[r][1]] * Cc for r in range(R)])
-    nb_grid = np.array([[cols_n[c][1] for c in range(Cc)]] * R)
-    prog.place(gemm_tile("gemm_summa", words, ops, comm_base), rect,
-               params=chain_params(mb_grid, nb_grid))
-    for owner, color in enumerate(a_colors):
-        _routes(prog, rect, color, owner, horizontal=True)
-    for owner, color in enumerate(b_colors):
-        _routes(prog, rect, color, owner, horizontal=False)
+    def routes(prog: Program) -> None:
+        for owner, color in enumerate(a_colors):
+            _routes(prog, rect, color, owner, horizontal=True)
+        for owner, color in enumerate(b_colors):
+            _routes(prog, rect, color, owner, horizontal=False)
 
-    def load(sim, inputs):
-        a = np.asarray(inputs["A"], np.float32)
-        b = np.asarray(inputs["B"], np.float32)
-        if a.shape != (m, k) or b.shape != (k, n):
-            raise ValueError(f"gemm_summa expects A {(m, k)} and B {(k, n)}, got "
-                             f"{a.shape} and {b.shape}")
-        abuf = np.zeros((R, Cc, words.a), np.float32)
-        bbuf = np.zeros((R, Cc, words.b), np.float32)
-        for r, (r0, mr) in enumerate(rows_m):
-            for c, (c0, nc) in enumerate(cols_n):
-                abuf[r, c] = col_major(a[r0:r0 + mr, ka[c][0]:ka[c][0] + ka[c][1]], words.a)
-                bbuf[r, c] = row_major(b[kb[r][0]:kb[r][0] + kb[r][1], c0:c0 + nc], words.b)
-        sim.memcpy_h2d("abuf", abuf, rect)
-        sim.memcpy_h2d("bbuf", bbuf, rect)
-        sim.memcpy_h2d("sched", table, rect)
-
-    def read(sim):
-        blocks = sim.memcpy_d2h("c", rect)
-        out = np.zeros((m, n), np.float32)
-        for r, (r0, mr) in enumerate(rows_m):
-            for c, (c0, nc) in enumerate(cols_n):
-                out[r0:r0 + mr, c0:c0 + nc] = blocks[r, c, :mr * nc].reshape(nc, mr).T
-        return out
-
-    def launch(sim):
-        sim.launch("main", rect)
-
-    return Kernel(
-        name="gemm_summa", config=config, rect=rect, program=prog, load=load, read=read,
-        launch=launch, model_cycles=summa_model(config, rect, m, k, n), fmas=m * n * k,
-        info={"m": m, "k": k, "n": n, "steps": len(steps), "block": (mb_max, nb_max),
-              "k_steps": [k1 - k0 for k0, k1, _, _ in steps], "colors": palette,
-              "sram_bytes_per_pe": 4 * words.total})
+    return gemm_kernel(
+        config, rect, "gemm_summa", (m, k, n), ops, pes, blocks,
+        (pan_a + 2 * size_a, pan_b + 2 * size_b),
+        f"gemm_summa m={m} k={k} n={n} on {R}x{Cc} PEs (blocks A {mb_max}x{ka_max}, B "
+        f"{kb_max}x{nb_max}, C {mb_max}x{nb_max}, panels double-buffered)", routes,
+        summa_model(config, rect, m, k, n),
+        {"steps": len(steps), "block": (mb_max, nb_max),
+         "k_steps": [k1 - k0 for k0, k1, _, _ in steps], "colors": palette})

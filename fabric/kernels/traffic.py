@@ -42,6 +42,7 @@ import numpy as np
 
 from fabric import instructions as ins
 from fabric.config import FabricConfig
+from fabric.host import Simulator
 from fabric.isa import OPPOSITE, Port
 from fabric.kernels.base import Kernel, pick_colors
 from fabric.program import DTYPES, Program, Rect, Tile
@@ -505,6 +506,26 @@ def traffic_reference(kernel: Kernel, inputs) -> dict:
     """What every destination must hold: the words its flow's source sent, in order."""
     return {f["name"]: {tuple(d): np.asarray(inputs[f["name"]]) for d in f["dsts"]}
             for f in kernel.info["flows"]}
+
+
+def shared_link_trace(kernel: Kernel, sim: Simulator,
+                      limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Runs `sim`, holding a `build_shared_link` kernel loaded and launched, one cycle at a
+    time until every word is consumed. Returns (crossed, per_cycle): after each cycle, the
+    wavelets of each flow's color counted at the shared link's PE (shape [cycle, flow]), and
+    the wavelets the link carried in each cycle. RuntimeError after `limit` cycles."""
+    r, c, port = kernel.info["shared_link"]
+    colors = [f["color"] for f in kernel.info["flows"]]
+    crossed, link = [], []
+    while True:
+        stats = sim.run(max_cycles=1, raise_on_limit=False)
+        crossed.append(stats.color_count_per_pe[r, c, colors])
+        link.append(int(stats.link_count[r, c, Port[port]]))
+        if stats.in_flight == 0 and stats.consumed == kernel.info["delivered"]:
+            break
+        if limit is not None and len(link) >= limit:
+            raise RuntimeError(f"{kernel.name}: words still in flight after {limit} cycles")
+    return np.array(crossed), np.diff(np.array([0, *link]))
 
 
 # ---- patterns ------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from fabric.kernels.traffic import (
     cut_bound,
     link_loads,
     route_tree,
+    shared_link_trace,
     stream_cycles,
     traffic_inputs,
     traffic_reference,
@@ -106,23 +107,13 @@ def test_colors_sharing_a_link_get_equal_shares(k):
     every cycle from its first to its last wavelet."""
     n = 12
     kernel = build_shared_link(CFG, WHOLE, k, n)
-    r, c, _ = kernel.info["shared_link"]
     colors = [f["color"] for f in kernel.info["flows"]]
     assert len(set(colors)) == k
     sim = Simulator(CFG, kernel.program)
     inputs = traffic_inputs(kernel)
     kernel.load(sim, inputs)
     kernel.launch(sim)
-    crossed, link = [], []
-    while True:
-        stats = sim.run(max_cycles=1, raise_on_limit=False)
-        crossed.append(stats.color_count_per_pe[r, c, colors])
-        link.append(int(stats.link_count[r, c, Port.EAST]))
-        if stats.in_flight == 0 and stats.consumed == k * n:
-            break
-        assert len(link) < 400
-    crossed = np.array(crossed)  # [cycle, flow]
-    per_cycle = np.diff(np.array([0, *link]))
+    crossed, per_cycle = shared_link_trace(kernel, sim, limit=400)  # crossed: [cycle, flow]
     first = int(np.argmax(per_cycle))
     np.testing.assert_array_equal(per_cycle[first:first + k * n], 1)
     assert per_cycle.sum() == k * n
