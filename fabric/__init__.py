@@ -5,13 +5,15 @@ Public API:
     Program, Tile, Rect     programs as plain data; Port for routes
     instructions            DSDs, operands and instructions of tasks
     build, Tables           Program -> dense tables
-    Simulator               host session: memcpy, launch, run, stats
+    Simulator               host session: memcpy, launch, run, stats, save, load
+    save_checkpoint, load_checkpoint, CheckpointError   checkpoints of a session
     FabricState, init_state, step, run   the engine itself
     Stats                   counters of a run
 """
 
 from fabric import instructions
 from fabric.build import ProgramInfo, Tables, build
+from fabric.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from fabric.config import FabricConfig
 from fabric.engine import run, step
 from fabric.errors import BuildError, CycleLimitError, DeadlockError, FabricError, RunError
@@ -22,7 +24,8 @@ from fabric.state import FabricState, init_state
 from fabric.stats import Stats
 
 __all__ = [
-    "BuildError", "CycleLimitError", "DeadlockError", "FabricConfig", "FabricError",
-    "FabricState", "Port", "Program", "ProgramInfo", "Rect", "RunError", "Simulator", "Stats",
-    "Tables", "Tile", "build", "init_state", "instructions", "run", "step",
+    "BuildError", "CheckpointError", "CycleLimitError", "DeadlockError", "FabricConfig",
+    "FabricError", "FabricState", "Port", "Program", "ProgramInfo", "Rect", "RunError",
+    "Simulator", "Stats", "Tables", "Tile", "build", "init_state", "instructions",
+    "load_checkpoint", "run", "save_checkpoint", "step",
 ]

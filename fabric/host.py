@@ -17,11 +17,13 @@ Example:
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tqdm import tqdm
 
 from fabric import engine
 from fabric.build import build
@@ -33,6 +35,7 @@ from fabric.state import FabricState, init_state, state_bytes
 from fabric.stats import Stats
 
 _COMPILED: dict = {}
+PROGRESS_CHUNKS = 100  # engine calls of a run shown with a progress bar, at most
 
 
 def compiled_run(config, tables, state, max_cycles, devices: int = 1):
@@ -168,26 +171,81 @@ class Simulator:
                                     activated=self.state.activated | jnp.asarray(mask))
 
     # ---- running ------------------------------------------------------------------------
-    def run(self, max_cycles: int = 1_000_000, raise_on_limit: bool = True) -> Stats:
+    def run(self, max_cycles: int = 1_000_000, raise_on_limit: bool = True,
+            progress: bool | None = None, chunk_cycles: int | None = None) -> Stats:
         """Run until the fabric is quiet (nothing buffered, running or activated).
+
+        progress: show a tqdm bar of cycles run, with PE-cycles/s (default: only when
+            stderr is a terminal). The engine then runs in chunks of `chunk_cycles`
+            (default: 1% of `max_cycles`); chunking never changes the results.
+        chunk_cycles: run in chunks of this many cycles even without a bar.
 
         Raises:
             RunError: a PE did something invalid (named with its task and instruction).
             DeadlockError: work was pending but nothing moved for `deadlock_window` cycles.
             CycleLimitError: `max_cycles` more cycles passed first (unless raise_on_limit
                 is False, in which case the partial run's stats are returned).
+
+        Example:
+            >>> sim.run(max_cycles=10_000, progress=True)  # doctest: +SKIP
+            42%|████▏     | 4200/10000 [00:01<00:01, 3.9e+03cycle/s, 2.5e+05 PE-cycles/s]
         """
+        if progress is None:
+            progress = sys.stderr.isatty()
+        if progress and chunk_cycles is None:
+            chunk_cycles = math.ceil(max_cycles / PROGRESS_CHUNKS)
         start_cycle = int(self.state.cycle)
-        limit = jnp.int32(start_cycle + max_cycles)
-        exe, compile_s = compiled_run(self.config, self.tables, self.state, limit, self.devices)
+        limit = start_cycle + max_cycles
+        exe, compile_s = compiled_run(self.config, self.tables, self.state, jnp.int32(limit),
+                                      self.devices)
         self.compile_s += compile_s
         t0 = time.perf_counter()
-        self.state = exe(self.tables, self.state, limit)
-        jax.block_until_ready(self.state)
+        if chunk_cycles is None:
+            self.state = exe(self.tables, self.state, jnp.int32(limit))
+            jax.block_until_ready(self.state)
+        else:
+            self._run_chunks(exe, start_cycle, limit, max(1, chunk_cycles), progress)
         self.last_wall_s = time.perf_counter() - t0
         self.last_run_cycles = int(self.state.cycle) - start_cycle
         self._raise_if_stuck(max_cycles, raise_on_limit)
         return self.stats()
+
+    def _run_chunks(self, exe, start_cycle, limit, chunk, progress):
+        """The engine up to absolute cycle `limit`, `chunk` cycles per call. Each call stops
+        where one long call would have gone on from, so the state is the same bit for bit;
+        the loop ends as soon as one long call would have stopped (quiet, error, deadlock
+        or the limit)."""
+        t0 = time.perf_counter()
+        with tqdm(total=limit - start_cycle, unit="cycle", disable=not progress,
+                  file=sys.stderr) as bar:
+            while True:
+                end = min(int(self.state.cycle) + chunk, limit)
+                self.state = exe(self.tables, self.state, jnp.int32(end))
+                done = int(self.state.cycle) - start_cycle
+                rate = done * self.config.num_pes / max(time.perf_counter() - t0, 1e-9)
+                bar.set_postfix_str(f"{rate:.3g} PE-cycles/s", refresh=False)
+                bar.update(done - bar.n)
+                if not bool(engine.should_continue(self.config, self.tables, self.state,
+                                                   jnp.int32(limit))):
+                    return
+
+    # ---- checkpoints ----------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write a checkpoint (see `fabric.checkpoint.save_checkpoint`)."""
+        from fabric.checkpoint import save_checkpoint  # checkpoint builds on this module
+
+        save_checkpoint(self, path)
+
+    @staticmethod
+    def load(path, config: FabricConfig, program: Program, devices: int = 1) -> Simulator:
+        """A session resumed from a checkpoint (see `fabric.checkpoint.load_checkpoint`).
+
+        Example:
+            >>> sim = Simulator.load("run.ckpt", config, program)  # doctest: +SKIP
+        """
+        from fabric.checkpoint import load_checkpoint  # checkpoint builds on this module
+
+        return load_checkpoint(path, config, program, devices)
 
     def _raise_if_stuck(self, max_cycles, raise_on_limit):
         st = self.state

@@ -1,0 +1,147 @@
+"""Checkpoints of a `Simulator` session: the whole fabric state and the host counters in one
+file, so that a long run can stop and go on later with the same result, bit for bit.
+
+A checkpoint is an `.npz` archive: one array per `FabricState` leaf (`state/<field>`) and a
+JSON header (`header`) with the format tag and version, `host_cycles`, and fingerprints of
+the config (its fields) and of the built program (a digest per table). Loading checks them
+all, so a checkpoint never resumes under another config or program without saying so.
+
+Example:
+    >>> sim.run(max_cycles=500, raise_on_limit=False)      # doctest: +SKIP
+    >>> save_checkpoint(sim, "run.ckpt")                     # doctest: +SKIP
+    >>> sim = load_checkpoint("run.ckpt", config, program)  # doctest: +SKIP
+    >>> stats = sim.run()                                    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import zipfile
+
+import jax.numpy as jnp
+import numpy as np
+
+from fabric.config import FabricConfig
+from fabric.errors import FabricError
+from fabric.host import Simulator
+from fabric.program import Program
+from fabric.state import FabricState
+
+FORMAT = "wafer-fabric checkpoint"
+VERSION = 1
+HEADER_KEYS = {"format", "version", "host_cycles", "last_run_cycles", "config", "tables"}
+
+
+class CheckpointError(FabricError, ValueError):
+    """A checkpoint cannot be loaded: not a checkpoint, damaged, or made under another
+    config or program (the message names what differs)."""
+
+
+def config_fields(config: FabricConfig) -> dict:
+    """The config's fields as JSON values (tuples become lists, as they do in the file)."""
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def table_digests(tables) -> dict:
+    """sha256 of each table array (shape and dtype included) of a built program."""
+    digests = {}
+    for field in dataclasses.fields(tables):
+        arr = np.ascontiguousarray(np.asarray(getattr(tables, field.name)))
+        h = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
+        h.update(arr.tobytes())
+        digests[field.name] = h.hexdigest()
+    return digests
+
+
+def save_checkpoint(sim: Simulator, path) -> None:
+    """Write `sim`'s fabric state and host counters to `path` (the exact name given)."""
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "host_cycles": sim.host_cycles,
+        "last_run_cycles": sim.last_run_cycles,
+        "config": config_fields(sim.config),
+        "tables": table_digests(sim.tables),
+    }
+    arrays = {f"state/{f.name}": np.asarray(getattr(sim.state, f.name))
+              for f in dataclasses.fields(FabricState)}
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+    # written beside the target and renamed: a crash mid-write never leaves a truncated
+    # file under the checkpoint's name
+    tmp = f"{os.fspath(path)}.tmp"
+    with open(tmp, "wb") as f:
+        np.savez(f, **arrays)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path, config: FabricConfig, program: Program,
+                    devices: int = 1) -> Simulator:
+    """A new `Simulator` for `program` on `config`, resumed from the checkpoint at `path`.
+
+    Raises:
+        CheckpointError: `path` is not a checkpoint, is truncated or corrupt, has another
+            format version, or was saved under another config or program.
+    """
+    header, arrays = _read(path)
+    _check_config(path, header, config)
+    sim = Simulator(config, program, devices=devices)
+    _check_tables(path, header, sim.tables)
+    leaves = {}
+    for field in dataclasses.fields(FabricState):
+        fresh = getattr(sim.state, field.name)
+        arr = arrays.get(f"state/{field.name}")
+        if arr is None or arr.shape != fresh.shape or arr.dtype != fresh.dtype:
+            got = "missing" if arr is None else f"{arr.dtype}{list(arr.shape)}"
+            raise CheckpointError(f"{path}: state leaf {field.name!r} is {got}; expected "
+                                  f"{fresh.dtype}{list(fresh.shape)}")
+        leaves[field.name] = jnp.asarray(arr)
+    sim.state = FabricState(**leaves)
+    sim.host_cycles = int(header["host_cycles"])
+    sim.last_run_cycles = int(header["last_run_cycles"])
+    return sim
+
+
+def _read(path):
+    """(header dict, {name: array}) with every array read, so damage shows up here."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise CheckpointError(f"{path}: not a wafer-fabric checkpoint, or truncated or "
+                              f"corrupt ({type(err).__name__}: {err})") from None
+    try:
+        header = json.loads(arrays.pop("header").tobytes().decode())
+        fmt, version = header["format"], header["version"]
+        missing = HEADER_KEYS - header.keys()
+    except (KeyError, ValueError, TypeError, AttributeError):
+        raise CheckpointError(f"{path}: not a wafer-fabric checkpoint (no valid header)") \
+            from None
+    if fmt != FORMAT:
+        raise CheckpointError(f"{path}: not a wafer-fabric checkpoint (format {fmt!r})")
+    if version != VERSION:
+        raise CheckpointError(f"{path}: checkpoint format version {version}; this simulator "
+                              f"reads version {VERSION}")
+    if missing:
+        raise CheckpointError(f"{path}: checkpoint header lacks {', '.join(sorted(missing))}")
+    return header, arrays
+
+
+def _check_config(path, header, config):
+    saved, given = header["config"], config_fields(config)
+    differ = [f"{k}: saved {saved.get(k)!r}, given {given.get(k)!r}"
+              for k in sorted(saved.keys() | given.keys()) if saved.get(k) != given.get(k)]
+    if differ:
+        raise CheckpointError(f"{path}: saved under another config; " + "; ".join(differ))
+
+
+def _check_tables(path, header, tables):
+    saved, given = header["tables"], table_digests(tables)
+    differ = sorted(k for k in saved.keys() | given.keys() if saved.get(k) != given.get(k))
+    if differ:
+        raise CheckpointError(f"{path}: saved under another program; its built tables "
+                              f"differ in {', '.join(differ)}")

@@ -1,0 +1,116 @@
+"""Checkpoints: a run saved half way and resumed in a new session ends exactly as one
+uninterrupted run, and a checkpoint that does not fit (other config, other program,
+damaged file, not a checkpoint, other format version) is refused with a clear message."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from programs import ROW, ROW_Q2, pe, sender_tile, slow_receiver_tile
+
+from fabric import CheckpointError, FabricError, Port, Program, Simulator, checkpoint
+
+N = 20  # wavelets; the slow receiver takes about 19 cycles each, so a run is ~385 cycles
+
+
+def slow_stream(n: int = N) -> Program:
+    """PE (0, 0) streams n wavelets to a slow receiver at PE (0, 1): buffers back up."""
+    prog = Program(ROW)
+    prog.place(sender_tile(0, n), pe(0, 0))
+    prog.place(slow_receiver_tile(0, n), pe(0, 1))
+    prog.route(pe(0, 0), 0, Port.RAMP, Port.EAST)
+    prog.route(pe(0, 1), 0, Port.WEST, Port.RAMP)
+    return prog
+
+
+def started(prog: Program) -> Simulator:
+    sim = Simulator(ROW, prog)
+    sim.memcpy_h2d("x", np.arange(N, dtype=np.float32), pe(0, 0))
+    sim.launch("main")
+    return sim
+
+
+def leaves(sim) -> dict:
+    return {f.name: np.asarray(getattr(sim.state, f.name))
+            for f in dataclasses.fields(sim.state)}
+
+
+def assert_same_run(a: Simulator, b: Simulator) -> None:
+    """Every state leaf and every counter equal, bit for bit (wall and compile times and the
+    last run's own length aside)."""
+    for name, value in leaves(a).items():
+        np.testing.assert_array_equal(value, leaves(b)[name], err_msg=name)
+    sa, sb = dataclasses.asdict(a.stats()), dataclasses.asdict(b.stats())
+    for key in sa.keys() - {"wall_s", "compile_s", "run_cycles"}:
+        np.testing.assert_array_equal(sa[key], sb[key], err_msg=key)
+
+
+def test_resumed_run_matches_uninterrupted_run(tmp_path):
+    whole = started(slow_stream())
+    whole.run()
+    half = started(slow_stream())
+    half.run(max_cycles=whole.stats().cycles // 2, raise_on_limit=False)
+    assert half.stats().in_flight > 0  # saved mid-stream, with wavelets in the buffers
+    half.save(tmp_path / "half.ckpt")
+    resumed = Simulator.load(tmp_path / "half.ckpt", ROW, slow_stream())
+    assert_same_run(resumed, half)
+    resumed.run()
+    assert_same_run(resumed, whole)
+    assert resumed.host_cycles == whole.host_cycles > 0
+    np.testing.assert_array_equal(resumed.memcpy_d2h("y"), whole.memcpy_d2h("y"))
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A checkpoint of the slow stream right after launch, and its bytes."""
+    path = tmp_path_factory.mktemp("ckpt") / "start.ckpt"
+    checkpoint.save_checkpoint(started(slow_stream()), path)
+    return path, path.read_bytes()
+
+
+def refused(path, config=ROW, prog=None) -> str:
+    with pytest.raises(CheckpointError) as err:
+        checkpoint.load_checkpoint(path, config, prog or slow_stream())
+    assert isinstance(err.value, FabricError) and isinstance(err.value, ValueError)
+    return str(err.value)
+
+
+def test_other_config_is_named(saved):
+    msg = refused(saved[0], config=ROW_Q2)
+    assert "another config" in msg and "queue_depth: saved 4, given 2" in msg, msg
+
+
+def test_other_program_is_named(saved):
+    msg = refused(saved[0], prog=slow_stream(N + 1))
+    assert "another program" in msg and "instr" in msg, msg
+
+
+def test_truncated_file(saved, tmp_path):
+    path = tmp_path / "cut.ckpt"
+    path.write_bytes(saved[1][: len(saved[1]) // 2])
+    assert "truncated or corrupt" in refused(path)
+
+
+def test_corrupt_file(saved, tmp_path):
+    data = bytearray(saved[1])
+    data[len(data) // 2] ^= 0xFF  # one flipped byte inside the stored arrays
+    path = tmp_path / "flipped.ckpt"
+    path.write_bytes(bytes(data))
+    assert "truncated or corrupt" in refused(path)
+
+
+def test_not_a_checkpoint(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    assert "not a wafer-fabric checkpoint" in refused(text)
+    other = tmp_path / "other.npz"
+    np.savez(other, x=np.zeros(3))
+    assert "not a wafer-fabric checkpoint (no valid header)" in refused(other)
+
+
+def test_other_format_version(monkeypatch, tmp_path):
+    monkeypatch.setattr(checkpoint, "VERSION", checkpoint.VERSION + 1)
+    path = tmp_path / "future.ckpt"
+    checkpoint.save_checkpoint(started(slow_stream()), path)
+    monkeypatch.undo()
+    assert f"format version {checkpoint.VERSION + 1}" in refused(path)
