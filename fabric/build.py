@@ -214,7 +214,7 @@ def _route_grids(config, program):
 
 
 def _check_routes(config, rx_port, tx_ports):
-    R, C, K = config.rows, config.cols, config.num_colors
+    R, C = config.rows, config.cols
     for port, (dr, dc) in STEP.items():
         sends = (tx_ports >> int(port)) & 1
         rows, cols, colors = np.nonzero(sends)
@@ -231,7 +231,6 @@ def _check_routes(config, rx_port, tx_ports):
                 raise BuildError(
                     f"color {k} is sent {port.name} from PE ({r}, {c}) but PE ({nr}, {nc}) "
                     f"does not accept it from {Port(want).name} ({got_s})")
-    del K
 
 
 def _rx_as_sets(rx_port):
@@ -270,8 +269,6 @@ def _check_colors(config, placement: Placement, rx_port, tx_ports):
                             raise BuildError(f"tile {tile.name!r}, task {task.name!r}: a "
                                              f"FabOut of color {opnd.color} is used as a source")
                         used.setdefault(opnd.color, set()).add(("out", f"task {task.name!r}"))
-                    elif isinstance(opnd, ins.FabIn) and role == "out":
-                        raise BuildError(f"tile {tile.name!r}: FabIn used as a destination")
     for color, uses in sorted(used.items()):
         where = ", ".join(sorted(u for _, u in uses))
         if not 0 <= color < config.num_colors:
@@ -284,7 +281,6 @@ def _check_colors(config, placement: Placement, rx_port, tx_ports):
         if "out" in directions and not (rx_port[sl][..., color] == int(Port.RAMP)).any():
             raise BuildError(f"tile {tile.name!r} at {rect}: color {color} is sent by {where} "
                              f"but no PE of the tile accepts it from RAMP (undefined color)")
-    return used
 
 
 # ---- symbols, tasks, registers --------------------------------------------------------------

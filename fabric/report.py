@@ -25,13 +25,11 @@ def _where(info, st, r, c) -> str:
     pc = int(st.pc[r, c])
     if pc >= 0 and int(st.slot_active[r, c, 0]):
         pc -= 1  # a synchronous DSD op in progress: the pc is already past its instruction
-    task = int(st.task[r, c])
     i = info.placement_index(r, c)
     tile = info.placements[i].tile.name if i is not None else "no tile"
     if pc < 0 or pc >= len(info.instr_origin):
         return f"PE ({r}, {c}) tile {tile!r}"
     _, task_name, index = info.instr_origin[pc]
-    del task
     return f"PE ({r}, {c}) tile {tile!r}, task {task_name!r}, instruction {index}"
 
 

@@ -9,8 +9,8 @@ microthreads); F = slot fields; P = link ports (N, S, E, W).
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Int32, UInt32
 
 from fabric.config import FabricConfig
@@ -154,10 +154,4 @@ def init_state(config: FabricConfig, tables) -> FabricState:
 
 def state_bytes(state: FabricState) -> int:
     """Device bytes of every leaf of the state."""
-    return int(sum(np.prod(x.shape) * x.dtype.itemsize for x in _leaves(state)))
-
-
-def _leaves(state):
-    import jax
-
-    return jax.tree_util.tree_leaves(state)
+    return int(sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(state)))
