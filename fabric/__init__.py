@@ -9,6 +9,7 @@ Public API:
     save_checkpoint, load_checkpoint, CheckpointError   checkpoints of a session
     FabricState, init_state, step, run   the engine itself
     Stats                   counters of a run
+    Trace                   a recorded timeline (Simulator.record), Chrome trace-event JSON
 """
 
 from fabric import instructions
@@ -22,10 +23,11 @@ from fabric.isa import Port
 from fabric.program import Program, Rect, Tile
 from fabric.state import FabricState, init_state
 from fabric.stats import Stats
+from fabric.trace import Trace
 
 __all__ = [
     "BuildError", "CheckpointError", "CycleLimitError", "DeadlockError", "FabricConfig",
     "FabricError", "FabricState", "Port", "Program", "ProgramInfo", "Rect", "RunError",
-    "Simulator", "Stats", "Tables", "Tile", "build", "init_state", "instructions",
+    "Simulator", "Stats", "Tables", "Tile", "Trace", "build", "init_state", "instructions",
     "load_checkpoint", "run", "save_checkpoint", "step",
 ]

@@ -25,9 +25,10 @@ from fabric.materialize import materialize
 from fabric.queues import push_pop
 from fabric.scatter import scatter_rows
 from fabric.shifts import arriving
-from fabric.state import FabricState
+from fabric.state import S_ISSUED, S_OP, FabricState
 
-TRACE_COUNT = {"run": 0}  # incremented each time `run` is traced (compile-once tests)
+# incremented each time `run` / `run_recorded` is traced (compile-once tests)
+TRACE_COUNT = {"run": 0, "run_recorded": 0}
 
 
 def step(config, tables, state: FabricState) -> FabricState:
@@ -132,6 +133,67 @@ def run(config, tables, state: FabricState, max_cycles) -> FabricState:
         lambda st: should_continue(config, tables, st, max_cycles),
         lambda st: step(config, tables, st),
         state)
+
+
+# ---- recording (opt-in; `run` above never calls anything below) --------------------------
+def trace_frame(config, tables, old: FabricState, new: FabricState, window, links: bool):
+    """What each PE of `window` = (row, col, rows, cols) did in the cycle `old` -> `new`.
+
+    Returns a dict of int8 arrays, h, w = the window's rows and cols, S = DSD slots:
+        task [h, w]: id of the task the main thread spent the cycle on (starting it,
+            executing it or ending it), -1 none
+        task_start [h, w]: 1 when that task started in this cycle
+        op [h, w, S]: opcode of the DSD op each slot held in this cycle, -1 none
+        op_start [h, w, S]: 1 when that op was issued in this cycle
+        activity [h, w]: 1 busy, 2 stalled, 0 neither (the `busy`/`stall` counters' steps)
+        link [h, w, 4] (when `links`): color sent through each link port N, S, E, W, -1 none
+    """
+    r0, c0, h, w = window
+
+    def win(x):
+        return x[r0:r0 + h, c0:c0 + w]
+
+    i8 = jnp.int8
+    ran = old.pc >= 0
+    task = jnp.where(ran, old.task, new.task)  # a task ends with ret, starts a cycle later
+    started = ~ran & (new.pc >= 0)
+    # an op issued this cycle carries this cycle's number, and is active or has progressed
+    # (an op of one element group finishes in the cycle it is issued)
+    issued = ((new.slots[..., S_ISSUED] == old.cycle)
+              & ((new.slot_active != 0) | (new.slot_prog > 0)))
+    op = jnp.where((old.slot_active != 0) | issued, new.slots[..., S_OP], -1)
+    busy = new.busy - old.busy
+    stall = new.stall - old.stall
+    frame = {
+        "task": win(task).astype(i8),
+        "task_start": win(started).astype(i8),
+        "op": win(op).astype(i8),
+        "op_start": win(issued).astype(i8),
+        "activity": win(busy + 2 * stall).astype(i8),
+    }
+    if links:
+        # the plan `step` made from `old`: a pure function of it, so the same sends
+        frame["link"] = win(router.plan(config, tables, old).send_color[..., :4]).astype(i8)
+    return frame
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4, 5, 6), donate_argnums=2)
+def run_recorded(config, tables, state: FabricState, max_cycles, window, links: bool,
+                 length: int):
+    """`length` iterations of `run`'s loop, each recording a `trace_frame` of `window`.
+
+    An iteration steps only while `run` would go on, so the final state is the one `run`
+    reaches by `max_cycles` or by `length` cycles, whichever is first. Returns
+    (state, (valid [length] bool: the iteration stepped, frames: dict of [length, ...])).
+    """
+    TRACE_COUNT["run_recorded"] += 1
+
+    def body(st, _):
+        go = should_continue(config, tables, st, max_cycles)
+        new = jax.lax.cond(go, lambda s: step(config, tables, s), lambda s: s, st)
+        return new, (go, trace_frame(config, tables, st, new, window, links))
+
+    return jax.lax.scan(body, state, None, length=length)
 
 
 def _row_specs(tree, replicated=()):
