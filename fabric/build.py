@@ -35,6 +35,7 @@ from fabric.isa import (
     D_ROW_STRIDE,
     D_STRIDE,
     DSD_OPS,
+    FMT_SHIFT,
     I_A,
     I_A_KIND,
     I_ASYNC,
@@ -45,6 +46,7 @@ from fabric.isa import (
     I_DST,
     I_DST_KIND,
     I_FIELDS,
+    I_FMT,
     I_OP,
     I_S,
     I_S_KIND,
@@ -52,14 +54,20 @@ from fabric.isa import (
     I_TARGET,
     NUM_PORTS,
     OPPOSITE,
+    PACKED_STRIDE,
+    SIMD_CONVERT,
+    SIMD_MIXED,
     SIMD_NAME,
+    SIMD_NAME_HALF,
     STEP,
     DsdKind,
     Op,
     Operand,
     Port,
 )
-from fabric.program import Placement, Program
+from fabric.numerics.convert import to_half
+from fabric.numerics.formats import FORMATS, code_of
+from fabric.program import DTYPES, Placement, Program
 
 MIN_BUCKET = 64
 
@@ -122,8 +130,12 @@ def bucket(n: int) -> int:
     return size
 
 
-def build(config: FabricConfig, program: Program) -> tuple[Tables, ProgramInfo]:
+def build(config: FabricConfig, program: Program,
+          min_rows: tuple[int, int] = (0, 0)) -> tuple[Tables, ProgramInfo]:
     """Validate `program` and lower it to `Tables` plus a host-side `ProgramInfo`.
+
+    min_rows: at least this many (instruction, DSD) table rows, so that programs of
+    different sizes can share one bucket (one compiled engine).
 
     Raises:
         BuildError: naming the PE, tile, task, color or symbol at fault.
@@ -164,16 +176,16 @@ def build(config: FabricConfig, program: Program) -> tuple[Tables, ProgramInfo]:
         for name, arr in placement.params.items():
             init_regs[r0:r1, c0:c1, regs[name]] = _as_bits(arr, f"param {name!r} of tile "
                                                            f"{tile.name!r}")
-        sram_used[r0:r1, c0:c1] = sum(s.size for s in tile.symbols.values())
+        sram_used[r0:r1, c0:c1] = sum(s.words for s in tile.symbols.values())
         symbols.append(sym_info)
         task_ids.append(ids)
 
     n_instr, n_dsd = len(instr_rows), len(dsd_rows)
-    instr = np.zeros((bucket(n_instr), I_FIELDS), np.int32)
+    instr = np.zeros((bucket(max(n_instr, min_rows[0])), I_FIELDS), np.int32)
     instr[:, I_OP] = Op.RET  # padding rows end a task if ever reached
     if n_instr:
         instr[:n_instr] = np.asarray(instr_rows, np.int32)
-    dsd = np.zeros((bucket(n_dsd), D_FIELDS), np.int32)
+    dsd = np.zeros((bucket(max(n_dsd, min_rows[1])), D_FIELDS), np.int32)
     if n_dsd:
         dsd[:n_dsd] = np.asarray(dsd_rows, np.int32)
 
@@ -289,7 +301,7 @@ def _allocate(config, placement):
     address, out = 0, {}
     for sym in tile.symbols.values():
         out[sym.name] = SymbolInfo(tile.name, sym.name, sym.dtype, sym.shape, address)
-        address += sym.size
+        address += sym.words
     if address > config.sram_words:
         sizes = ", ".join(f"{s.name}: {s.nbytes} B" for s in tile.symbols.values())
         raise BuildError(
@@ -421,6 +433,10 @@ def _encode_memory_op(config, item, row, at, regs, syms, dsd_rows):
     mem = item.a if item.op == Op.LOAD else item.dst
     if not isinstance(mem, ins.Mem):
         raise BuildError(f"{at}: needs a memory DSD, got {mem!r}")
+    sym = syms.get(mem.symbol)
+    if sym is not None and sym.dtype in FORMATS:
+        raise BuildError(f"{at}: load/store move one 32-bit word, but symbol {mem.symbol!r} "
+                         f"holds 16-bit {sym.dtype} values; use a DSD op (mov) instead")
     mem = dataclasses.replace(mem, length=1, row_length=None, row_stride=None,
                               length_reg=None)
     dsd_row, _ = _encode_dsd(config, mem, at, regs, syms)
@@ -434,8 +450,12 @@ def _encode_memory_op(config, item, row, at, regs, syms, dsd_rows):
         row[I_A_KIND], row[I_A] = _scalar_operand(item.a, at, regs)
 
 
-def _scalar_operand(opnd, at, regs):
+def _scalar_operand(opnd, at, regs, fmt="f32"):
+    """(kind, value) of a scalar operand; a float immediate of a 16-bit operand is rounded
+    to that format (its pattern in the low half)."""
     if isinstance(opnd, ins.Imm):
+        if fmt in FORMATS and isinstance(opnd.value, (float, np.floating)):
+            return Operand.IMM, int(to_half(np.float32(opnd.value), fmt))
         return Operand.IMM, opnd.bits
     if isinstance(opnd, ins.Reg):
         return Operand.REG, regs[opnd.name]
@@ -456,6 +476,7 @@ def _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows):
     lengths = []
     colors_in = []
     fabric = False
+    formats = _operand_formats(item)
     operands = ((item.dst, I_DST_KIND, I_DST, "dst"), (item.a, I_A_KIND, I_A, "a"),
                 (item.b, I_B_KIND, I_B, "b"))
     for opnd, kcol, vcol, role in operands:
@@ -467,6 +488,8 @@ def _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows):
             if role == "dst" and isinstance(opnd, ins.FabIn):
                 raise BuildError(f"{at}: FabIn cannot be a destination")
             dsd_row, length = _encode_dsd(config, opnd, at, regs, syms)
+            if isinstance(opnd, ins.Mem):
+                _check_symbol_format(item, opnd, syms[opnd.symbol], formats[role], role, at)
             if isinstance(opnd, ins.FabIn):
                 if opnd.color in colors_in:
                     raise BuildError(f"{at}: reads color {opnd.color} twice in one op")
@@ -479,9 +502,9 @@ def _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows):
         else:
             if role == "dst":
                 raise BuildError(f"{at}: destination must be a DSD")
-            row[kcol], row[vcol] = _scalar_operand(opnd, at, regs)
+            row[kcol], row[vcol] = _scalar_operand(opnd, at, regs, formats[role])
     if item.s is not None:
-        row[I_S_KIND], row[I_S] = _scalar_operand(item.s, at, regs)
+        row[I_S_KIND], row[I_S] = _scalar_operand(item.s, at, regs, formats["s"])
     if len({n for _, n in lengths}) > 1:
         desc = ", ".join(f"{role}={n}" for role, n in lengths)
         raise BuildError(f"{at}: operand lengths differ ({desc})")
@@ -495,8 +518,65 @@ def _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows):
                              "can be activated")
         row[I_DONE_KIND] = int(ins.DONE_KIND[type(item.on_done)])
         row[I_DONE_TASK] = ids[name]
-    row[I_SIMD] = config.simd_width(*SIMD_NAME[item.op])
+    _check_packed(item, formats, at)
+    row[I_SIMD] = config.simd_width(*_simd_key(item))
+    row[I_FMT] = sum(code_of(formats[role]) << shift for role, shift in FMT_SHIFT.items())
 
+
+def _operand_formats(item) -> dict:
+    """dtype of each operand role (dst, a, b, s) of a DSD op, from its builtin."""
+    dtype, variant = item.dtype, item.variant
+    if variant == "mixed":  # fmachs: fp32 accumulator, 16-bit product operands
+        return {"dst": "f32", "a": "f32", "b": dtype, "s": dtype}
+    if variant == "to_half":
+        return {"dst": dtype, "a": "f32", "b": "f32", "s": "f32"}
+    if variant == "to_f32":
+        return {"dst": "f32", "a": dtype, "b": "f32", "s": "f32"}
+    return dict.fromkeys(("dst", "a", "b", "s"), dtype)
+
+
+def _check_packed(item, formats, at):
+    """Packed fabric operands (two values per wavelet) are 16-bit, and an op that has one
+    moves a pair per cycle: all its fabric operands are packed and no memory operand
+    accumulates (stride 0)."""
+    roles = (("dst", item.dst), ("a", item.a), ("b", item.b))
+    fab = [(r, o) for r, o in roles if isinstance(o, (ins.FabIn, ins.FabOut))]
+    if not any(o.packed for _, o in fab):
+        return
+    for role, opnd in fab:
+        if not opnd.packed:
+            raise BuildError(f"{at}: fabric operand {role} is not packed but another one is; "
+                             "pack all or none")
+        if formats[role] not in FORMATS:
+            raise BuildError(f"{at}: fabric operand {role} is packed but the op takes fp32 "
+                             "there; only 16-bit operands pack two per wavelet")
+    for role, opnd in roles:
+        if isinstance(opnd, ins.Mem) and opnd.stride == 0:
+            raise BuildError(f"{at}: memory operand {role} has stride 0, which a packed "
+                             "op (two elements per cycle) cannot accumulate into")
+
+
+def _simd_key(item):
+    """The (builtin, dtype) entry of the config's SIMD table that times this op."""
+    if item.dtype == "f32":
+        return SIMD_NAME[item.op]
+    if item.variant == "mixed":
+        return SIMD_MIXED
+    if item.variant in ("to_half", "to_f32"):
+        return SIMD_CONVERT
+    return SIMD_NAME_HALF[item.op]
+
+
+def _check_symbol_format(item, mem, sym, want, role, at):
+    """A memory operand's symbol must hold what the builtin reads or writes there: a 32-bit
+    dtype for an fp32 operand, exactly the 16-bit dtype for a 16-bit one."""
+    ok = sym.dtype in DTYPES if want == "f32" else sym.dtype == want
+    if not ok:
+        what = "a 32-bit symbol (f32, i32, u32)" if want == "f32" else f"a {want} symbol"
+        builtin = item.op.name.lower() + ("" if item.dtype == "f32" else
+                                          f" (dtype={item.dtype!r}, {item.variant})")
+        raise BuildError(f"{at}: operand {role} is symbol {mem.symbol!r} of dtype "
+                         f"{sym.dtype}, but {builtin} takes {what} there")
 
 
 def _encode_dsd(config, dsd, at, regs, syms):
@@ -522,7 +602,8 @@ def _encode_dsd(config, dsd, at, regs, syms):
                 raise BuildError(f"{at}: DSD over {dsd.symbol!r} reaches elements {lo}..{hi} "
                                  f"but the symbol has {size}")
         row[D_KIND] = DsdKind.MEM
-        row[D_BASE] = sym.address + dsd.offset
+        # 16-bit symbols are addressed in half-words (two per 32-bit word)
+        row[D_BASE] = (2 * sym.address if sym.dtype in FORMATS else sym.address) + dsd.offset
         row[D_LENGTH] = length
         row[D_ROW_LENGTH] = 0 if dsd.row_length is None else row_length  # 0: 1D
         row[D_STRIDE] = dsd.stride
@@ -539,6 +620,7 @@ def _encode_dsd(config, dsd, at, regs, syms):
         raise BuildError(f"{at}: fabric DSD of color {dsd.color} has length {dsd.length}")
     row[D_KIND] = DsdKind.FABIN if isinstance(dsd, ins.FabIn) else DsdKind.FABOUT
     row[D_LENGTH] = dsd.length
+    row[D_STRIDE] = PACKED_STRIDE if dsd.packed else 0
     row[D_COLOR] = dsd.color
     if dsd.length_reg is not None:
         row[D_LENGTH_REG] = regs[dsd.length_reg]

@@ -31,7 +31,7 @@ from fabric.program import Program
 from fabric.state import FabricState
 
 FORMAT = "wafer-fabric checkpoint"
-VERSION = 1
+VERSION = 2  # 2: DSD slots carry the 16-bit format field
 HEADER_KEYS = {"format", "version", "host_cycles", "last_run_cycles", "config", "tables"}
 
 

@@ -26,6 +26,7 @@ _SIMD_WSE2 = (
     (("fma", "f32"), 1),  # unverified
     (("mul", "f32"), 1),  # unverified
     (("cvt", "f32"), 1),  # f32 <-> i32 conversion, unverified
+    (("cvt", "f16"), 2),  # fp32 <-> 16-bit conversion (reads or writes fp32 words), unverified
     (("add", "i32"), 2),  # 32-bit integer add/sub, unverified
     (("shift", "i32"), 2),  # 32-bit shifts, unverified
 )

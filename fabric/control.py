@@ -29,6 +29,8 @@ from fabric.isa import (
     D_ROW_LENGTH,
     D_ROW_STRIDE,
     D_STRIDE,
+    FMT_MASK,
+    FMT_SHIFT,
     I_A,
     I_A_KIND,
     I_ASYNC,
@@ -38,11 +40,13 @@ from fabric.isa import (
     I_DONE_TASK,
     I_DST,
     I_DST_KIND,
+    I_FMT,
     I_OP,
     I_S,
     I_S_KIND,
     I_SIMD,
     I_TARGET,
+    PACKED_STRIDE,
     Op,
     Operand,
     Port,
@@ -126,15 +130,18 @@ def _resolve(config, tables, kind, value, regs, wavelet):
     return record, length
 
 
-def _address_error(config, record, length):
-    """(bad, first bad word) for a memory operand reaching outside SRAM."""
+def _address_error(config, record, length, half):
+    """(bad, first bad word) for a memory operand reaching outside SRAM; a 16-bit operand
+    (`half`) counts its addresses in half-words."""
     base, row_length, stride, row_stride = (record[..., i] for i in (1, 2, 3, 4))
     inner = (jnp.minimum(row_length, length) - 1) * stride
     outer = ((length + row_length - 1) // row_length - 1) * row_stride
     lo = base + jnp.minimum(inner, 0) + jnp.minimum(outer, 0)
     hi = base + jnp.maximum(inner, 0) + jnp.maximum(outer, 0)
-    bad = (record[..., 0] == CLS_MEM) & (length > 0) & ((lo < 0) | (hi >= config.sram_words))
-    return bad, jnp.where(lo < 0, lo, hi)
+    limit = jnp.where(half, 2 * config.sram_words, config.sram_words)
+    bad = (record[..., 0] == CLS_MEM) & (length > 0) & ((lo < 0) | (hi >= limit))
+    first = jnp.where(lo < 0, lo, hi)
+    return bad, jnp.where(half, first // 2, first)
 
 
 def step(config, tables, state) -> ControlOut:
@@ -209,8 +216,9 @@ def _step(config, tables, state) -> ControlOut:
                          dst[..., 1], W)
     store_value = lax.bitcast_convert_type(a, jnp.uint32)
     error, info = jnp.full_like(pc, ERR_NONE), jnp.zeros_like(pc)
-    for record in (dst, src_a, src_b):
-        bad, where_ = _address_error(config, record, jnp.where(is_mem, 1, length))
+    for record, role in ((dst, "dst"), (src_a, "a"), (src_b, "b")):
+        half = ((row[..., I_FMT] >> FMT_SHIFT[role]) & FMT_MASK) != 0
+        bad, where_ = _address_error(config, record, jnp.where(is_mem, 1, length), half)
         color = record[..., 5]
         cbit = bits.bit(color)
         out_bad = (record[..., 0] == CLS_FABOUT) & ((tables.rx_mask[..., Port.RAMP] & cbit) == 0)
@@ -242,11 +250,17 @@ def _step(config, tables, state) -> ControlOut:
     for record in (dst, src_a, src_b):
         width = jnp.where(record[..., 0] == CLS_MEM, jnp.minimum(width, record[..., 2]), width)
     width = jnp.maximum(width, 1)
+    # a packed fabric operand (two 16-bit values per wavelet) moves a pair per cycle
+    packed = jnp.zeros_like(fabric)
+    for record in (dst, src_a, src_b):
+        is_fab = (record[..., 0] >= CLS_FABIN) & (record[..., 0] <= CLS_FABOUT)
+        packed = packed | (is_fab & (record[..., 3] == PACKED_STRIDE))
+    width = jnp.where(packed, 2, width)
     head = jnp.stack([
         op, length, width,
         jnp.where(is_async, row[..., I_DONE_KIND], 0), row[..., I_DONE_TASK],
         _scalar(row[..., I_S_KIND], row[..., I_S], regs, wavelet),
-        jnp.broadcast_to(state.cycle, op.shape)], axis=-1)
+        jnp.broadcast_to(state.cycle, op.shape), row[..., I_FMT]], axis=-1)
     new_slot = jnp.concatenate([head, dst, src_a, src_b], axis=-1)  # [R, C, SLOT_FIELDS]
     assert new_slot.shape[-1] == SLOT_FIELDS
     slots = scatter_rows(state.slots, jnp.where(issue, slot, S), new_slot)

@@ -8,6 +8,10 @@ Rules (documented in docs/engine.md):
 - An op stalls while a fabric input queue is empty or its fabric output buffer is full
   (start-of-cycle occupancy).
 - When an async op finishes it activates or unblocks its `on_done` task.
+- Each operand has a format (fp32 or a 16-bit one, `S_FMT`): 16-bit memory operands are
+  half-words of SRAM words, 16-bit fabric and scalar operands the low half of their 32
+  bits. Float ops widen their sources to fp32 exactly, compute in fp32 and round the result
+  once to the destination's format; lanes writing the two halves of one word merge them.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import jax.numpy as jnp
 from jax import lax
 
 from fabric import bits
-from fabric.isa import Done, Op
+from fabric.isa import FMT_MASK, FMT_SHIFT, PACKED_STRIDE, Done, Op
 from fabric.materialize import materialize
+from fabric.numerics.convert import decode_code, encode_code
 from fabric.state import (
     CLS_FABIN,
     CLS_FABOUT,
@@ -37,6 +42,7 @@ from fabric.state import (
     S_DONE_KIND,
     S_DONE_TASK,
     S_DST,
+    S_FMT,
     S_ISSUED,
     S_LEN,
     S_OP,
@@ -60,9 +66,9 @@ class DatapathOut(NamedTuple):
     stalled: jnp.ndarray  # bool [R, C]: an op is pending but none could advance
 
 
-def max_lanes(config) -> int:
-    """Most elements any fp32 op processes per cycle under `config`."""
-    return max(w for (_, dtype), w in config.simd if dtype == "f32")
+def max_lanes(config, only_32bit: bool = False) -> int:
+    """Most elements any op (or any op on 32-bit operands only) processes per cycle."""
+    return max(w for (_, dtype), w in config.simd if not (only_32bit and dtype == "f16"))
 
 
 def _operand(slots, start):
@@ -83,7 +89,7 @@ def _queue_ok(record, iq_empty, rq_full):
 
 def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
          blocked) -> DatapathOut:
-    K, Q, W = config.num_colors, config.queue_depth, config.sram_words
+    K, Q = config.num_colors, config.queue_depth
     S = slots.shape[-2]
     active = slot_active != 0
     ready = active
@@ -104,11 +110,51 @@ def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
     sel = jnp.sum(jnp.where(pick[..., None], slots, 0), axis=-2)
     prog_sel = jnp.sum(jnp.where(pick, slot_prog, 0), axis=-1)
 
-    lanes = jnp.arange(max_lanes(config), dtype=jnp.int32)[None, None, :]
     # computed once for every lane and operand below (fabric.materialize)
     sel, prog_sel, chosen, advanced, pick = materialize(
         (sel, prog_sel, chosen, advanced, pick), state.cycle)
+    # Cycles in which no advancing op has a 16-bit operand run the fp32 datapath: fewer
+    # lanes (the fp32 widths) and no format conversion; the results are the same.
+    half = (advanced & (sel[..., S_FMT] != 0)).any()
+    lane_args = (state, sram, sel, prog_sel, advanced)
+    index, new, push_data = lax.cond(
+        half, lambda a: _lanes(config, *a, max_lanes(config), True),
+        lambda a: _lanes(config, *a, max_lanes(config, only_32bit=True), False), lane_args)
+    sram = _scatter_words(sram, index, new)
+    dst, src_a, src_b = (sel[..., s:s + OPERAND_FIELDS] for s in (S_DST, S_A, S_B))
     prog, length, width = prog_sel, sel[..., S_LEN], sel[..., S_SIMD]
+    to_fabric = advanced & (dst[..., O_CLS] == CLS_FABOUT)
+    push_color = jnp.where(to_fabric, dst[..., O_COLOR], -1)
+    iq_pop = jnp.uint32(0)
+    for record in (src_a, src_b):
+        popped = advanced & (record[..., O_CLS] == CLS_FABIN)
+        iq_pop = iq_pop | jnp.where(popped, bits.bit(record[..., O_COLOR]), jnp.uint32(0))
+
+    new_prog = prog + width
+    done = advanced & (new_prog >= length)
+    slot_prog = jnp.where(pick, new_prog[..., None], slot_prog)
+    slot_active = jnp.where(pick & done[..., None], 0, slot_active)
+    done_bit = jnp.where(done, bits.bit(sel[..., S_DONE_TASK]), jnp.uint32(0))
+    activated = activated | jnp.where(sel[..., S_DONE_KIND] == Done.ACTIVATE, done_bit, 0)
+    blocked = blocked & ~jnp.where(sel[..., S_DONE_KIND] == Done.UNBLOCK, done_bit, 0)
+    owner = jnp.where(advanced, jnp.where(done, -1, chosen), owner)
+    stalled = active.any(axis=-1) & ~advanced
+    return DatapathOut(sram, slot_active, slot_prog, owner, activated, blocked, iq_pop,
+                       push_color, push_data, advanced, stalled)
+
+
+def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path):
+    """The element group of the advancing op of every CE: what it reads, computes and writes.
+
+    n_lanes: elements computed per CE (at least the op's width); half_path: handle 16-bit
+    operands (False: every operand is 32-bit, as the caller has checked).
+    Returns (SRAM word index [R, C, L] (sram_words: no write), word value [R, C, L],
+    the first element's result [R, C] for a fabric output), L = max_lanes(config).
+    """
+    n_lanes_all = max_lanes(config)
+    K, W = config.num_colors, config.sram_words
+    lanes = jnp.arange(n_lanes, dtype=jnp.int32)[None, None, :]
+    length, width = sel[..., S_LEN], sel[..., S_SIMD]
     k = prog[..., None] + lanes  # [R, C, L]
     lane_ok = advanced[..., None] & (lanes < width[..., None]) & (k < length[..., None])
 
@@ -128,19 +174,41 @@ def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
         index = color * RING + fifo_head(word)
         return jnp.take_along_axis(state.iq_data, index[..., None], axis=-1)[..., 0]
 
-    def read(record):
+    def word_of(addr, fmt):
+        """(word address, bit shift) of element addresses [R, C, L]; 16-bit operands
+        (fmt != 0) address half-words: element 2k low half of word k, 2k+1 the high half."""
+        if not half_path:
+            return addr, jnp.uint32(0)
+        half = fmt != 0
+        word = jnp.where(half, addr >> 1, addr)
+        return word, jnp.where(half, (addr & 1) * 16, 0).astype(jnp.uint32)
+
+    def read(record, fmt):
         cls = record[..., O_CLS][..., None]
         color = jnp.clip(record[..., O_COLOR], 0, K - 1)
-        mem = jnp.take_along_axis(sram, jnp.clip(address(record), 0, W - 1), axis=-1)
+        word, shift = word_of(address(record), fmt)
+        mem = jnp.take_along_axis(sram, jnp.clip(word, 0, W - 1), axis=-1)
+        mem = jnp.right_shift(mem, shift)
         fab = iq_head(color)[..., None]
+        if half_path:  # a packed wavelet: lane 0 takes its low half, lane 1 its high half
+            packed = (record[..., O_STRIDE] == PACKED_STRIDE)[..., None]
+            fab = jnp.right_shift(fab, jnp.where(packed, lanes * 16, 0).astype(jnp.uint32))
         scalar = lax.bitcast_convert_type(record[..., O_BASE], jnp.uint32)[..., None]
         return jnp.where(cls == CLS_MEM, mem, jnp.where(cls == CLS_FABIN, fab, scalar))
 
+    fmt = sel[..., S_FMT]
+    f_dst, f_a, f_b, f_s = (((fmt >> FMT_SHIFT[r]) & FMT_MASK)[..., None]
+                            for r in ("dst", "a", "b", "s"))
     dst, src_a, src_b = (sel[..., s:s + OPERAND_FIELDS] for s in (S_DST, S_A, S_B))
-    a_bits, b_bits = read(src_a), read(src_b)
-    fa = lax.bitcast_convert_type(a_bits, jnp.float32)
-    fb = lax.bitcast_convert_type(b_bits, jnp.float32)
-    fs = lax.bitcast_convert_type(sel[..., S_SCALAR], jnp.float32)[..., None]
+    a_bits, b_bits = read(src_a, f_a), read(src_b, f_b)
+    # 16-bit sources widen to fp32 exactly (decode_code leaves fp32 operands unchanged)
+    s_bits = lax.bitcast_convert_type(sel[..., S_SCALAR], jnp.uint32)[..., None]
+    if half_path:
+        a_bits32, b_bits32, s_bits = (decode_code(x, f) for x, f in
+                                      ((a_bits, f_a), (b_bits, f_b), (s_bits, f_s)))
+    else:
+        a_bits32, b_bits32 = a_bits, b_bits
+    fa, fb, fs = (lax.bitcast_convert_type(x, jnp.float32) for x in (a_bits32, b_bits32, s_bits))
     op = sel[..., S_OP][..., None]
     value = jnp.select(
         [op == Op.ADD, op == Op.SUB, op == Op.MUL, op == Op.FMA, op == Op.MAX, op == Op.MIN,
@@ -151,34 +219,67 @@ def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
     # round half to even, saturating at the int32 range (NaN gives 0)
     rounded = jnp.clip(jnp.round(fa), -2.0**31, 2.0**31 - 128)
     rounded = jnp.where(jnp.isnan(fa), 0.0, rounded).astype(jnp.int32)
+    # the one rounding of a float result to a 16-bit destination; a MOV within one format
+    # copies bits, a MOV across formats converts
+    rounded_value = lax.bitcast_convert_type(value, jnp.uint32)
+    if half_path:
+        rounded_value = encode_code(rounded_value, f_dst)
     result = jnp.select(
         [op == Op.MOV, op == Op.IADDV, op == Op.ISUBV, op == Op.SHL, op == Op.SHR,
          op == Op.FTOI],
-        [a_bits, a_bits + b_bits, a_bits - b_bits, jnp.left_shift(a_bits, shift),
-         jnp.right_shift(a_bits, shift), lax.bitcast_convert_type(rounded, jnp.uint32)],
-        lax.bitcast_convert_type(value, jnp.uint32))
+        [jnp.where(f_a == f_dst, a_bits, rounded_value), a_bits + b_bits, a_bits - b_bits,
+         jnp.left_shift(a_bits, shift), jnp.right_shift(a_bits, shift),
+         lax.bitcast_convert_type(rounded, jnp.uint32)],
+        rounded_value)
+    if not half_path:
+        index = jnp.where(lane_ok & (dst[..., O_CLS] == CLS_MEM)[..., None], address(dst), W)
+        pad = n_lanes_all - n_lanes  # the fp32 path fills the 16-bit path's lanes with nothing
+        index = jnp.concatenate([index, jnp.full(index.shape[:-1] + (pad,), W, index.dtype)], -1)
+        new = jnp.concatenate([result, jnp.zeros(result.shape[:-1] + (pad,), result.dtype)], -1)
+        return index, new, result[..., 0]
+    result = jnp.where(f_dst != 0, result & jnp.uint32(0xFFFF), result)
 
-    # memory destination: scatter the valid lanes (others point past SRAM and are dropped)
+    # memory destination: scatter the valid lanes (others point past SRAM and are dropped).
+    # Every lane writes a whole word: the word as read, with the bits of each lane that
+    # targets it (one or two 16-bit halves, or all 32 bits) replaced.
     to_mem = lane_ok & (dst[..., O_CLS] == CLS_MEM)[..., None]
-    rows = jnp.arange(sram.shape[0])[:, None, None]
-    cols = jnp.arange(sram.shape[1])[None, :, None]
-    sram = sram.at[rows, cols, jnp.where(to_mem, address(dst), W)].set(result, mode="drop")
-    to_fabric = advanced & (dst[..., O_CLS] == CLS_FABOUT)
-    push_color = jnp.where(to_fabric, dst[..., O_COLOR], -1)
-    push_data = result[..., 0]
-    iq_pop = jnp.uint32(0)
-    for record in (src_a, src_b):
-        popped = advanced & (record[..., O_CLS] == CLS_FABIN)
-        iq_pop = iq_pop | jnp.where(popped, bits.bit(record[..., O_COLOR]), jnp.uint32(0))
+    word, wshift = word_of(address(dst), f_dst)
+    mask = jnp.where(f_dst != 0, jnp.left_shift(jnp.uint32(0xFFFF), wshift),
+                     jnp.uint32(0xFFFFFFFF))
+    put = jnp.left_shift(result, wshift)
+    new = _merge_words(sram, to_mem, word, mask, put, state.cycle)
+    # a packed fabric output sends lanes 0 and 1 in one wavelet
+    pair = result[..., 0] | jnp.where(lane_ok[..., 1], result[..., 1] << 16, jnp.uint32(0))
+    packed_out = (dst[..., O_CLS] == CLS_FABOUT) & (dst[..., O_STRIDE] == PACKED_STRIDE)
+    return jnp.where(to_mem, word, W), new, jnp.where(packed_out, pair, result[..., 0])
 
-    new_prog = prog + width
-    done = advanced & (new_prog >= length)
-    slot_prog = jnp.where(pick, new_prog[..., None], slot_prog)
-    slot_active = jnp.where(pick & done[..., None], 0, slot_active)
-    done_bit = jnp.where(done, bits.bit(sel[..., S_DONE_TASK]), jnp.uint32(0))
-    activated = activated | jnp.where(sel[..., S_DONE_KIND] == Done.ACTIVATE, done_bit, 0)
-    blocked = blocked & ~jnp.where(sel[..., S_DONE_KIND] == Done.UNBLOCK, done_bit, 0)
-    owner = jnp.where(advanced, jnp.where(done, -1, chosen), owner)
-    stalled = active.any(axis=-1) & ~advanced
-    return DatapathOut(sram, slot_active, slot_prog, owner, activated, blocked, iq_pop,
-                       push_color, push_data, advanced, stalled)
+
+def _merge_words(sram, to_mem, word, mask, put, cycle):
+    """The word each lane writes: the word as it is in SRAM with the bits (`mask`) of every
+    lane that writes it replaced by that lane's bits (`put`), so lanes writing the two halves
+    of one word agree on its new value. All [R, C, L]; returns uint32 [R, C, L]."""
+    # computed once: each lane's word, mask and value feed every other lane's merge
+    to_mem, word, mask, put = materialize((to_mem, word, mask, put), cycle)
+    merged_mask = jnp.zeros_like(put)
+    merged = jnp.zeros_like(put)
+    for j in range(word.shape[-1]):
+        same = to_mem[..., j:j + 1] & (word[..., j:j + 1] == word)
+        merged_mask = merged_mask | jnp.where(same, mask[..., j:j + 1], jnp.uint32(0))
+        merged = merged | jnp.where(same, put[..., j:j + 1], jnp.uint32(0))
+    old = jnp.take_along_axis(sram, jnp.clip(word, 0, sram.shape[-1] - 1), axis=-1)
+    return (old & ~merged_mask) | merged
+
+
+def _scatter_words(sram, index, new):
+    """sram[r, c, index[r, c, l]] = new[r, c, l] where index < W (others are dropped).
+
+    XLA:CPU scatters cost per index component: SRAM is seen as one flat axis when its size
+    fits int32, else as [R, C * W] (C * W fits int32 on any fabric)."""
+    R, C, W = sram.shape
+    if R * C * W < 2**31:
+        pe = (jnp.arange(R)[:, None] * C + jnp.arange(C)[None, :])[..., None] * W
+        flat = jnp.where(index < W, pe + index, R * C * W)
+        return sram.reshape(-1).at[flat].set(new, mode="drop").reshape(R, C, W)
+    at = jnp.where(index < W, jnp.arange(C)[None, :, None] * W + index, C * W)
+    return sram.reshape(R, C * W).at[jnp.arange(R)[:, None, None], at].set(
+        new, mode="drop").reshape(R, C, W)

@@ -16,6 +16,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import sys
 import time
@@ -29,10 +31,13 @@ from fabric import engine
 from fabric.build import build
 from fabric.config import FabricConfig
 from fabric.errors import CycleLimitError, DeadlockError, RunError
-from fabric.program import DTYPES, Program, Rect
+from fabric.numerics.packing import from_words, to_words, words_for
+from fabric.program import Program, Rect
 from fabric.report import deadlock_report, error_report
 from fabric.state import FabricState, init_state, state_bytes
 from fabric.stats import Stats
+from fabric.trace import DEFAULT_CHUNK, Trace
+from fabric.trace import record as record_trace
 
 _COMPILED: dict = {}
 PROGRESS_CHUNKS = 100  # engine calls of a run shown with a progress bar, at most
@@ -53,6 +58,22 @@ def compiled_run(config, tables, state, max_cycles, devices: int = 1):
     return exe, time.perf_counter() - start
 
 
+_TABLE_FLOOR: contextvars.ContextVar[tuple[int, int]] = contextvars.ContextVar(
+    "table_floor", default=(0, 0))
+
+
+@contextlib.contextmanager
+def table_floor(instr_rows: int, dsd_rows: int):
+    """Within the block, every new Simulator's tables have at least these many rows: a
+    sequence of programs of different sizes (the stages of a model) then shares one
+    compiled engine instead of compiling one per size bucket."""
+    token = _TABLE_FLOOR.set((int(instr_rows), int(dsd_rows)))
+    try:
+        yield
+    finally:
+        _TABLE_FLOOR.reset(token)
+
+
 class Simulator:
     """A loaded program on a simulated fabric."""
 
@@ -68,7 +89,7 @@ class Simulator:
         self.devices = devices
         self.config = config
         self.program = program
-        self.tables, self.info = build(config, program)
+        self.tables, self.info = build(config, program, _TABLE_FLOOR.get())
         self.state: FabricState = init_state(config, self.tables)
         self.host_cycles = 0
         self.compile_s = 0.0
@@ -107,6 +128,9 @@ class Simulator:
         """Write `data` into symbol `name` on every PE of `rect`.
 
         data: shape (rect.rows, rect.cols, *symbol.shape), or symbol.shape (same on every PE).
+            A 16-bit symbol takes np.float16 (f16) or ml_dtypes.bfloat16 (bf16) data as is;
+            other data is cast to fp32 and rounded to nearest even. Two 16-bit values travel
+            and sit in one 32-bit word (fabric.numerics.packing).
         """
         rect, sym, address = self._symbol_grid(name, rect)
         arr = np.asarray(data)
@@ -116,8 +140,7 @@ class Simulator:
         if arr.shape != full:
             raise ValueError(f"memcpy_h2d({name!r}): data has shape {arr.shape}; expected "
                              f"{full} or {sym.shape}")
-        words = np.ascontiguousarray(arr.astype(DTYPES[sym.dtype])).view(np.uint32)
-        words = words.reshape(rect.rows, rect.cols, -1)
+        words = to_words(arr.reshape(rect.rows, rect.cols, -1), sym.dtype)
         n = words.shape[-1]
         cols_idx = address[..., None] + np.arange(n)
         r_idx = np.arange(rect.row, rect.row_end)[:, None, None]
@@ -129,15 +152,20 @@ class Simulator:
         self.host_cycles += self._edge_cycles(rect, n)
 
     def memcpy_d2h(self, name: str, rect: Rect | None = None) -> np.ndarray:
-        """Read symbol `name` from every PE of `rect`: shape (rect.rows, rect.cols, *shape)."""
+        """Read symbol `name` from every PE of `rect`: shape (rect.rows, rect.cols, *shape).
+
+        16-bit symbols come back as np.float16 (f16), ml_dtypes.bfloat16 (bf16) or the exact
+        fp32 values (cb16, which has no numpy dtype)."""
         rect, sym, address = self._symbol_grid(name, rect)
-        n = int(np.prod(sym.shape))
+        size = int(np.prod(sym.shape))
+        n = words_for(sym.dtype, size)
         cols_idx = address[..., None] + np.arange(n)
         r_idx = np.arange(rect.row, rect.row_end)[:, None, None]
         c_idx = np.arange(rect.col, rect.col_end)[None, :, None]
         words = np.asarray(self.state.sram)[r_idx, c_idx, cols_idx]
         self.host_cycles += self._edge_cycles(rect, n)
-        return words.view(DTYPES[sym.dtype]).reshape(rect.rows, rect.cols, *sym.shape).copy()
+        values = from_words(words, sym.dtype, size)
+        return values.reshape(rect.rows, rect.cols, *sym.shape).copy()
 
     def launch(self, task: str, rect: Rect | None = None) -> None:
         """Activate local task `task` on every PE of `rect` (default: every PE with it)."""
@@ -228,6 +256,25 @@ class Simulator:
                 if not bool(engine.should_continue(self.config, self.tables, self.state,
                                                    jnp.int32(limit))):
                     return
+
+    def record(self, rect: Rect | None = None, links: bool = False,
+               max_cycles: int = 1_000_000, raise_on_limit: bool = True,
+               chunk_cycles: int = DEFAULT_CHUNK, progress: bool | None = None) -> Trace:
+        """`run`, recording what every PE of `rect` does in every cycle; returns a
+        `fabric.trace.Trace` (its `.stats` is what `run` returns; `.save(path)` writes
+        Chrome trace-event JSON for ui.perfetto.dev or chrome://tracing).
+
+        rect: PEs to record (default: the whole fabric). links: also record every wavelet
+            sent through a link of those PEs. chunk_cycles: cycles per engine call.
+        Results, cycle counts and counters are the same as `run`'s, bit for bit. An error
+        `run` would raise is raised with the trace up to it as `err.trace`.
+
+        Example:
+            >>> trace = sim.record(rect=Rect(0, 0, 2, 4), links=True)  # doctest: +SKIP
+            >>> trace.save("trace.json")                                 # doctest: +SKIP
+        """
+        return record_trace(self, rect, links, max_cycles, raise_on_limit, chunk_cycles,
+                            progress)
 
     # ---- checkpoints ----------------------------------------------------------------------
     def save(self, path) -> None:

@@ -5,6 +5,12 @@ All of them build frozen dataclasses (plain data); `build` turns them into table
 DSD ops run element by element on the datapath at the SIMD width of the op when every
 operand is in memory, and at one element per cycle when a fabric operand is involved;
 they stall while a fabric input is empty or a fabric output is full.
+
+The float builtins take `dtype`: "f32" (default) or a 16-bit format ("f16", "bf16", "cb16").
+A 16-bit builtin reads and writes 16-bit operands (memory symbols of that dtype, the low half
+of fabric wavelets and of scalars), computes in fp32 and rounds its result once to 16 bits.
+`fmachs` multiplies 16-bit values and accumulates in fp32; `to_half` / `to_f32` convert
+(docs/engine.md lists the rule of each builtin).
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ import dataclasses
 import numpy as np
 
 from fabric.isa import Done, Op
+from fabric.numerics.formats import HALF_DTYPES
+
+FLOAT_DTYPES = ("f32", *HALF_DTYPES)
 
 
 # ---- DSDs -----------------------------------------------------------------------------------
@@ -21,8 +30,9 @@ from fabric.isa import Done, Op
 class Mem:
     """Memory DSD over symbol `symbol`.
 
-    Element k sits at word `offset + (k % row_length) * stride + (k // row_length) * row_stride`
-    of the symbol (plus the value of `offset_reg`, when given). `length` defaults to the
+    Element k sits at element `offset + (k % row_length) * stride + (k // row_length) *
+    row_stride` of the symbol (plus the value of `offset_reg`, when given); elements are
+    32-bit words, or half-words for 16-bit symbols. `length` defaults to the
     whole symbol; `row_length` defaults to `length` (1D). `length_reg` takes the length from a
     register at issue time.
     """
@@ -39,20 +49,28 @@ class Mem:
 
 @dataclasses.dataclass(frozen=True)
 class FabIn:
-    """Fabric input DSD: `length` wavelets of `color` read from the CE's input queue."""
+    """Fabric input DSD: `length` wavelets of `color` read from the CE's input queue.
+
+    packed: (16-bit operands only) each wavelet carries two values, element 2k in its low
+    half and 2k+1 in its high half; `length` counts values, ceil(length / 2) wavelets."""
 
     color: int
     length: int
     length_reg: str | None = None
+    packed: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class FabOut:
-    """Fabric output DSD: `length` wavelets sent on `color` into the PE's router."""
+    """Fabric output DSD: `length` wavelets sent on `color` into the PE's router.
+
+    packed: as for `FabIn` (two 16-bit values per wavelet; an odd last one has a zero high
+    half)."""
 
     color: int
     length: int
     length_reg: str | None = None
+    packed: bool = False
 
 
 # ---- scalar operands ------------------------------------------------------------------------
@@ -105,6 +123,10 @@ class Instr:
     is_async: bool = False
     on_done: object = None
     target: str | None = None  # label of a branch
+    dtype: str = "f32"  # format of the builtin: "f32" or a 16-bit dtype
+    # how operands take `dtype`: "same" (all of them), "mixed" (fmachs: b and s; dst and a
+    # fp32), "to_half" (dst; a fp32), "to_f32" (a; dst fp32)
+    variant: str = "same"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,45 +142,72 @@ def _operand(x):
     return x
 
 
-def _dsd_op(op, dst, a, b=None, s=None, is_async=False, on_done=None):
+def _dsd_op(op, dst, a, b=None, s=None, is_async=False, on_done=None, dtype="f32",
+            variant="same"):
     if on_done is not None and not is_async:
         raise ValueError(f"{op.name}: on_done needs is_async=True (a sync op simply returns)")
-    return Instr(op, dst, _operand(a), _operand(b), _operand(s), is_async, on_done)
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{op.name}: dtype {dtype!r} is not one of {list(FLOAT_DTYPES)}")
+    if variant != "same" and dtype == "f32":
+        raise ValueError(f"{op.name} ({variant}): dtype must be a 16-bit dtype "
+                         f"{list(HALF_DTYPES)}, got 'f32'")
+    return Instr(op, dst, _operand(a), _operand(b), _operand(s), is_async, on_done,
+                 dtype=dtype, variant=variant)
 
 
-def mov(dst, src, *, is_async=False, on_done=None):
-    """dst = src (src: DSD or scalar, broadcast)."""
-    return _dsd_op(Op.MOV, dst, src, is_async=is_async, on_done=on_done)
+def mov(dst, src, *, dtype="f32", is_async=False, on_done=None):
+    """dst = src (src: DSD or scalar, broadcast); bits are copied unchanged."""
+    return _dsd_op(Op.MOV, dst, src, is_async=is_async, on_done=on_done, dtype=dtype)
 
 
-def add(dst, a, b, *, is_async=False, on_done=None):
+def add(dst, a, b, *, dtype="f32", is_async=False, on_done=None):
     """dst = a + b."""
-    return _dsd_op(Op.ADD, dst, a, b, is_async=is_async, on_done=on_done)
+    return _dsd_op(Op.ADD, dst, a, b, is_async=is_async, on_done=on_done, dtype=dtype)
 
 
-def sub(dst, a, b, *, is_async=False, on_done=None):
+def sub(dst, a, b, *, dtype="f32", is_async=False, on_done=None):
     """dst = a - b."""
-    return _dsd_op(Op.SUB, dst, a, b, is_async=is_async, on_done=on_done)
+    return _dsd_op(Op.SUB, dst, a, b, is_async=is_async, on_done=on_done, dtype=dtype)
 
 
-def mul(dst, a, b, *, is_async=False, on_done=None):
+def mul(dst, a, b, *, dtype="f32", is_async=False, on_done=None):
     """dst = a * b."""
-    return _dsd_op(Op.MUL, dst, a, b, is_async=is_async, on_done=on_done)
+    return _dsd_op(Op.MUL, dst, a, b, is_async=is_async, on_done=on_done, dtype=dtype)
 
 
-def fma(dst, a, b, s, *, is_async=False, on_done=None):
-    """dst = a + b * s (s a scalar: immediate, register or WAVELET)."""
-    return _dsd_op(Op.FMA, dst, a, b, s, is_async=is_async, on_done=on_done)
+def fma(dst, a, b, s, *, dtype="f32", is_async=False, on_done=None):
+    """dst = a + b * s (s a scalar: immediate, register or WAVELET). With a 16-bit dtype
+    (fmach) every operand is 16-bit and the fp32 result a + b * s is rounded to 16 bits."""
+    return _dsd_op(Op.FMA, dst, a, b, s, is_async=is_async, on_done=on_done, dtype=dtype)
 
 
-def max_(dst, a, b, *, is_async=False, on_done=None):
+def fmachs(dst, a, b, s, *, dtype="f16", is_async=False, on_done=None):
+    """dst = a + b * s with fp32 dst and a, 16-bit b and s of `dtype`: the product is exact
+    in fp32 and the sum is rounded to fp32, never to 16 bits (mixed-precision accumulate)."""
+    return _dsd_op(Op.FMA, dst, a, b, s, is_async=is_async, on_done=on_done, dtype=dtype,
+                   variant="mixed")
+
+
+def max_(dst, a, b, *, dtype="f32", is_async=False, on_done=None):
     """dst = max(a, b)."""
-    return _dsd_op(Op.MAX, dst, a, b, is_async=is_async, on_done=on_done)
+    return _dsd_op(Op.MAX, dst, a, b, is_async=is_async, on_done=on_done, dtype=dtype)
 
 
-def min_(dst, a, b, *, is_async=False, on_done=None):
+def min_(dst, a, b, *, dtype="f32", is_async=False, on_done=None):
     """dst = min(a, b)."""
-    return _dsd_op(Op.MIN, dst, a, b, is_async=is_async, on_done=on_done)
+    return _dsd_op(Op.MIN, dst, a, b, is_async=is_async, on_done=on_done, dtype=dtype)
+
+
+def to_half(dst, a, dtype, *, is_async=False, on_done=None):
+    """dst (16-bit `dtype`) = fp32 a rounded to nearest even (overflow to infinity)."""
+    return _dsd_op(Op.MOV, dst, a, is_async=is_async, on_done=on_done, dtype=dtype,
+                   variant="to_half")
+
+
+def to_f32(dst, a, dtype, *, is_async=False, on_done=None):
+    """dst (fp32) = 16-bit `dtype` a, exactly."""
+    return _dsd_op(Op.MOV, dst, a, is_async=is_async, on_done=on_done, dtype=dtype,
+                   variant="to_f32")
 
 
 def ftoi(dst, a, *, is_async=False, on_done=None):

@@ -46,10 +46,14 @@ class DsdKind(enum.IntEnum):
 
 
 class Op(enum.IntEnum):
-    """Opcodes. DSD ops run on the datapath; the others take one cycle of the main thread."""
+    """Opcodes. DSD ops run on the datapath; the others take one cycle of the main thread.
+
+    The float DSD ops (MOV .. MIN) read each operand in its own format (I_FMT: fp32 or a
+    16-bit format), compute in fp32 and round the result once to the destination's format;
+    a MOV between two formats is a conversion."""
 
     NOP = 0
-    # DSD (vector) ops, fp32 on memory and fabric operands
+    # DSD (vector) ops on memory and fabric operands
     MOV = 1  # dst = a
     ADD = 2  # dst = a + b
     SUB = 3  # dst = a - b
@@ -97,6 +101,18 @@ SIMD_NAME = {
 }
 
 
+# builtin names of the 16-bit variants in the SIMD table (all three 16-bit formats run on the
+# same 16-bit datapath, so they share the fp16 widths)
+SIMD_NAME_HALF = {
+    Op.MOV: ("mov", "f16"), Op.ADD: ("add", "f16"), Op.SUB: ("sub", "f16"),
+    Op.MUL: ("mul", "f16"), Op.FMA: ("fma", "f16"), Op.MAX: ("max", "f16"),
+    Op.MIN: ("max", "f16"),
+}
+HALF_OPS = tuple(SIMD_NAME_HALF)
+SIMD_MIXED = ("mul_acc32", "f16")  # fma: fp32 dst and a, 16-bit b and s (fmachs)
+SIMD_CONVERT = ("cvt", "f16")  # mov between fp32 and a 16-bit format
+
+
 class Done(enum.IntEnum):
     """What an async DSD op does to a task when it finishes."""
 
@@ -115,7 +131,10 @@ I_ASYNC = 9
 I_DONE_KIND, I_DONE_TASK = 10, 11
 I_TARGET = 12  # branch target (absolute row)
 I_SIMD = 13  # elements per cycle when every operand is in memory
-I_FIELDS = 14
+I_FMT = 14  # format code (fabric.numerics: 0 fp32, 1 f16, 2 bf16, 3 cb16) per operand:
+I_FIELDS = 15  # dst in bits 0-1, a in 2-3, b in 4-5, s in 6-7 (FMT_SHIFT)
+FMT_SHIFT = {"dst": 0, "a": 2, "b": 4, "s": 6}
+FMT_MASK = 3
 
 # ---- DSD table columns (int32) ---------------------------------------------------------------
 D_KIND = 0
@@ -124,7 +143,8 @@ D_BASE_REG = 2  # register added to D_BASE, -1 for none
 D_LENGTH = 3
 D_LENGTH_REG = 4  # register holding the length, -1 for none
 D_ROW_LENGTH = 5  # elements per row (2D); 0 for 1D (one row of `length`)
-D_STRIDE = 6  # word step between elements of a row
+D_STRIDE = 6  # word step between elements of a row; fabric DSDs: PACKED_STRIDE if packed
+PACKED_STRIDE = 2  # a fabric DSD carrying two 16-bit values per wavelet
 D_ROW_STRIDE = 7  # word step between rows
 D_COLOR = 8
 D_FIELDS = 9

@@ -22,8 +22,12 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from fabric.isa import Port
+from fabric.numerics.formats import HALF_DTYPES
+from fabric.numerics.packing import words_for
 
-DTYPES = {"f32": np.float32, "i32": np.int32, "u32": np.uint32}
+DTYPES = {"f32": np.float32, "i32": np.int32, "u32": np.uint32}  # one 32-bit word each
+# every symbol dtype: the 32-bit ones and the 16-bit formats, two to a word
+SYMBOL_DTYPES = (*DTYPES, *HALF_DTYPES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +76,13 @@ class Symbol:
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
+    def words(self) -> int:
+        """32-bit SRAM words the symbol occupies (16-bit dtypes: two elements per word)."""
+        return words_for(self.dtype, self.size)
+
+    @property
     def nbytes(self) -> int:
-        return 4 * self.size
+        return 4 * self.words
 
     def dsd(self, offset=0, length=None, stride=1, row_length=None, row_stride=None,
             offset_reg=None, length_reg=None):
@@ -108,9 +117,9 @@ class Tile:
     def symbol(self, name: str, dtype: str, shape: int | Sequence[int]) -> Symbol:
         if name in self.symbols:
             raise ValueError(f"tile {self.name!r}: symbol {name!r} is declared twice")
-        if dtype not in DTYPES:
+        if dtype not in SYMBOL_DTYPES:
             raise ValueError(f"tile {self.name!r}: symbol {name!r} has dtype {dtype!r}; "
-                             f"supported: {sorted(DTYPES)}")
+                             f"supported: {list(SYMBOL_DTYPES)}")
         shape = (shape,) if isinstance(shape, int) else tuple(int(s) for s in shape)
         if any(s < 1 for s in shape):
             raise ValueError(f"tile {self.name!r}: symbol {name!r} has shape {shape}")

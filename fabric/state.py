@@ -20,11 +20,13 @@ from fabric.config import FabricConfig
 CLS_NONE, CLS_MEM, CLS_FABIN, CLS_FABOUT, CLS_SCALAR = 0, 1, 2, 3, 4
 # Fields written once at issue; whether a slot is active and how far its op has got live
 # in `slot_active` / `slot_prog`, which change every cycle.
-S_OP, S_LEN, S_SIMD, S_DONE_KIND, S_DONE_TASK, S_SCALAR, S_ISSUED = range(7)
+# S_FMT: the operand formats of the op (isa.I_FMT); a 16-bit memory operand's base and
+# strides count half-words
+S_OP, S_LEN, S_SIMD, S_DONE_KIND, S_DONE_TASK, S_SCALAR, S_ISSUED, S_FMT = range(8)
 OPERAND_FIELDS = 6  # class, base (or scalar bits), row length, stride, row stride, color
 O_CLS, O_BASE, O_ROWLEN, O_STRIDE, O_ROWSTRIDE, O_COLOR = range(OPERAND_FIELDS)
-S_DST, S_A, S_B = 7, 7 + OPERAND_FIELDS, 7 + 2 * OPERAND_FIELDS
-SLOT_FIELDS = 7 + 3 * OPERAND_FIELDS
+S_DST, S_A, S_B = 8, 8 + OPERAND_FIELDS, 8 + 2 * OPERAND_FIELDS
+SLOT_FIELDS = 8 + 3 * OPERAND_FIELDS
 
 # ---- FIFO control words -------------------------------------------------------------------
 # Each per-color FIFO keeps its count (bits 0-3) and head slot (bits 4-6) in one int32, so a
