@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 
@@ -40,7 +39,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import median_time, write_json  # noqa: E402
+from harness import median_time, warm_up, write_json  # noqa: E402
 
 from fabric import FabricConfig, Port, Program, Rect, Simulator, Tile  # noqa: E402
 from fabric import instructions as ins  # noqa: E402
@@ -89,40 +88,56 @@ def loaded_simulator(config, repeats, devices=1):
 def measure(grid: int, cycles: int, repeats: int = 3, devices: int = 1) -> dict:
     config = FabricConfig.small(grid, grid)
     blocks = max(1, -(-cycles // BLOCK)) + 1  # enough work to stay busy for `cycles`
-    # warm-up: compiles the engine for this config and bucket (timed apart)
-    start = time.perf_counter()
+    # warm-up apart: compiles the engine for this config and bucket and runs it once
     warm = loaded_simulator(config, blocks, devices)
-    warm.run(max_cycles=4, raise_on_limit=False)
-    compile_s = time.perf_counter() - start
+    warmup_s = warm_up(lambda: warm.run(max_cycles=4, raise_on_limit=False, progress=False))
+    compile_s = warm.compile_s  # the XLA compile alone (0 if this process had it already)
     state_bytes_per_pe = warm.state_bytes_per_pe
-    del warm
+    warm = None  # free its state (GBs on large grids) before the timed runs
 
-    sims = []
-
-    def one_run():
+    def setup():
         sim = loaded_simulator(config, blocks, devices)
         jax.block_until_ready(sim.state)
-        t0 = time.perf_counter()
-        sim.run(max_cycles=cycles, raise_on_limit=False)
-        sims.append((sim.last_run_cycles, time.perf_counter() - t0, sim.stats()))
+        return sim
 
-    median_time(one_run, repeats)
-    walls = sorted(w for _, w, _ in sims)
-    wall = walls[len(walls) // 2]
-    ran, _, stats = sims[-1]
+    ran = []
+
+    def one_run(sim):
+        sim.run(max_cycles=cycles, raise_on_limit=False, progress=False)
+        ran.append((sim.last_run_cycles, sim.stats()))
+
+    wall, walls = median_time(one_run, repeats, setup=setup)
+    if len({c for c, _ in ran}) != 1:
+        raise RuntimeError(f"runs of one program differ in cycles: {[c for c, _ in ran]}")
+    cycles_ran, stats = ran[-1]
     return {
         "grid": [grid, grid],
         "devices": devices,
-        "cycles": ran,
+        "cycles": cycles_ran,
+        "repeats": repeats,
         "wall_s": wall,
-        "wall_s_all": [w for _, w, _ in sims],
+        "wall_s_all": walls,
         "compile_s": compile_s,
-        "pe_cycles_per_s": ran * grid * grid / wall,
-        "cycles_per_s": ran / wall,
-        "loop_iterations_per_s": ran / wall,  # one loop iteration per cycle in this workload
-        "utilization": stats.busy.sum() / (stats.cycles * grid * grid),
+        "warmup_s": warmup_s,
+        "pe_cycles_per_s": cycles_ran * grid * grid / wall,
+        "cycles_per_s": cycles_ran / wall,
+        "loop_iterations_per_s": cycles_ran / wall,  # one loop iteration per cycle here
+        "utilization": float(stats.busy.sum() / (stats.cycles * grid * grid)),
         "state_bytes_per_pe": state_bytes_per_pe,
     }
+
+
+def table(rows: list) -> dict:
+    return {"columns": ["grid", "devices", "cycles", "PE-cycles/s", "compile s", "run s (median)",
+                        "state B/PE"],
+            "rows": [[f"{r['grid'][0]}x{r['grid'][1]}", r["devices"], r["cycles"],
+                      f"{r['pe_cycles_per_s']:.3g}", f"{r['compile_s']:.1f}",
+                      f"{r['wall_s']:.3f}", f"{r['state_bytes_per_pe']:.0f}"] for r in rows]}
+
+
+def headline(row: dict) -> str:
+    return (f"{row['grid'][0]}x{row['grid'][1]}: {row['pe_cycles_per_s']:.3g} PE-cycles/s "
+            f"(median of {row['repeats']}, compile {row['compile_s']:.1f} s apart)")
 
 
 def plot_sweep(rows, path):
@@ -159,6 +174,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.grid < 2:
         parser.error("--grid must be at least 2")
+    if args.repeats < 1 or args.cycles < 1:
+        parser.error("--repeats and --cycles must be at least 1")
     if args.sweep:
         rows = []
         for grid in (8, 16, 32, 64, 128, 256):
@@ -168,11 +185,14 @@ def main(argv=None):
             rows.append(row)
         png = str(Path(args.json).with_suffix(".png"))
         plot_sweep(rows, png)
-        write_json(args.json, {"benchmark": "engine_speed", "sweep": rows, "png": png})
+        write_json(args.json, {"benchmark": "engine_speed", "sweep": rows, "png": png,
+                               "pngs": [png], "table": table(rows),
+                               "headline": [headline(rows[0]), headline(rows[-1])]})
         best = rows[-1]
     else:
         best = measure(args.grid, args.cycles, args.repeats, args.devices)
-        write_json(args.json, {"benchmark": "engine_speed", **best})
+        write_json(args.json, {"benchmark": "engine_speed", **best, "table": table([best]),
+                               "headline": [headline(best)]})
         print(f"grid {args.grid}x{args.grid}, {best['cycles']} cycles in {best['wall_s']:.3f} s "
               f"(compile {best['compile_s']:.1f} s), utilization {best['utilization']:.3f}, "
               f"state {best['state_bytes_per_pe']:.0f} B/PE")

@@ -9,6 +9,10 @@ the float64 product, with `exact_order` telling whether the result equals the fp
 reference in the kernel's summation order bit for bit). GEMV rows add
 efficiency_sram_bound: the local product's SRAM-bandwidth bound over the cycles.
 
+Timing (benchmarks/harness.py): per kernel, a warm-up (engine compile, reported as
+compile_s, plus one cycle) apart, then --repeats runs from a fresh load (default 3, 1 with
+--quick) whose engine wall time's median is run_s; the runs must agree in cycles.
+
 Every kernel runs on one 8 x 8 fabric (one engine compile per table bucket), on its
 rectangle. Kernel modules that are missing, or whose builders fail, are listed under
 "skipped" with the reason.
@@ -16,8 +20,8 @@ rectangle. Kernel modules that are missing, or whose builders fail, are listed u
     python benchmarks/kernels.py --quick --json benchmarks/results/kernels.json
 
 writes the JSON and, next to it, a PNG (cycles against model per kernel, and the GEMM
-efficiencies). --quick keeps a few sizes per kernel, the 8 x 8 GEMMs with 32 x 32 blocks
-(M = N = K = 256) included.
+efficiencies). --quick keeps a few sizes per kernel, the 8 x 8 GEMMs at M = N = K = 128
+(16 x 16 blocks); the full run adds 256 (32 x 32 blocks) and others.
 """
 
 from __future__ import annotations
@@ -33,10 +37,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import write_json  # noqa: E402
+from harness import median_time, warm_up, write_json  # noqa: E402
 
-from fabric import FabricConfig, Rect  # noqa: E402
-from fabric.kernels.base import run_kernel  # noqa: E402
+from fabric import FabricConfig, Rect, Simulator  # noqa: E402
+from fabric.kernels.base import KernelResult  # noqa: E402
 
 FABRIC = FabricConfig.small(8, 8)
 
@@ -95,9 +99,11 @@ def cases(quick: bool) -> list:
     """(name, module, rect, sizes, make) rows to run."""
     full8, quad = Rect(0, 0, 8, 8), Rect(0, 0, 4, 4)
     out = []
-    gemm_sizes = [(quad, 64, 64, 64), (Rect(0, 0, 3, 5), 50, 37, 45), (full8, 256, 256, 256)]
+    # quick keeps the 8 x 8 GEMM at 128^3 (16 x 16 blocks): 256^3 runs 280k cycles per
+    # algorithm, most of the quick suite's time budget on a 2-core machine
+    gemm_sizes = [(quad, 64, 64, 64), (Rect(0, 0, 3, 5), 50, 37, 45), (full8, 128, 128, 128)]
     if not quick:
-        gemm_sizes += [(full8, 128, 128, 128), (full8, 192, 192, 192), (quad, 128, 96, 80)]
+        gemm_sizes += [(full8, 256, 256, 256), (full8, 192, 192, 192), (quad, 128, 96, 80)]
     for rect, m, k, n in gemm_sizes:
         for name, builder, ref in (("gemm_summa", "build_gemm_summa", "summa_reference"),
                                    ("gemm_cannon", "build_gemm_cannon", "cannon_reference")):
@@ -146,12 +152,38 @@ def cases(quick: bool) -> list:
     return out
 
 
-def run_case(name, module, rect, sizes, make) -> dict:
+def loaded(kernel, inputs) -> tuple[Simulator, int]:
+    """A simulator with the kernel's inputs loaded and its entry tasks launched, and the
+    cycle its kernel run starts at (host I/O cycles are counted apart)."""
+    sim = Simulator(kernel.config, kernel.program)
+    kernel.load(sim, inputs)
+    kernel.launch(sim)
+    return sim, int(sim.state.cycle)
+
+
+def run_case(name, module, rect, sizes, make, repeats: int = 1) -> dict:
+    """One kernel: a warm-up (engine compile + one cycle) apart, then `repeats` full runs
+    from a fresh load, timed (engine only) and their median kept; every run must give the
+    same cycle count."""
     mod = importlib.import_module(module)
     kernel, inputs, check = make(mod, rect, tuple(sizes.values()))
+    warm, _ = loaded(kernel, inputs)
+    warmup_s = warm_up(lambda: warm.run(max_cycles=1, raise_on_limit=False, progress=False))
+    compile_s = warm.compile_s  # the XLA compile alone (0 when this bucket was compiled)
+    runs = []
+
+    def one_run(loaded_sim):
+        sim, start = loaded_sim
+        stats = sim.run(max_cycles=5_000_000, progress=False)
+        runs.append((sim, stats, stats.cycles - start))
+
     t0 = time.perf_counter()
-    result = run_kernel(kernel, inputs, max_cycles=5_000_000)
-    wall = time.perf_counter() - t0
+    run_s, run_s_all = median_time(one_run, repeats, setup=lambda: loaded(kernel, inputs))
+    wall = time.perf_counter() - t0 + warmup_s
+    if len({c for _, _, c in runs}) != 1:
+        raise RuntimeError(f"{name}: runs differ in cycles {[c for _, _, c in runs]}")
+    sim, stats, cycles = runs[-1]
+    result = KernelResult(kernel.read(sim), stats, cycles)
     err, extra = check(result.output)
     row = {
         "name": name,
@@ -165,8 +197,11 @@ def run_case(name, module, rect, sizes, make) -> dict:
         "efficiency": result.efficiency(kernel),
         "max_abs_err": err,
         "host_cycles": int(result.stats.host_cycles),
-        "compile_s": round(result.stats.compile_s, 2),
-        "run_s": round(result.stats.wall_s, 2),
+        "compile_s": round(compile_s, 2),
+        "warmup_s": round(warmup_s, 2),
+        "run_s": round(run_s, 3),
+        "run_s_all": [round(t, 3) for t in run_s_all],
+        "repeats": repeats,
         "wall_s": round(wall, 2),
     }
     bound = extra.pop("bound_cycles", None)
@@ -178,21 +213,52 @@ def run_case(name, module, rect, sizes, make) -> dict:
 
 def print_table(rows: list) -> None:
     head = (f"{'kernel':<16}{'grid':<6}{'sizes':<16}{'cycles':>9}{'model':>9}{'dev':>8}"
-            f"{'eff':>8}{'max err':>10}{'wall s':>8}  note")
+            f"{'eff':>8}{'max err':>10}{'run s':>8}  note")
     print(head)
     print("-" * len(head))
     for r in rows:
         sizes = "x".join(str(v) for v in r["sizes"].values())
         dev = f"{100 * r['model_error']:+.1f}%" if r["model_error"] is not None else "-"
         eff = f"{100 * r['efficiency']:.1f}%" if r["efficiency"] else "-"
-        note = ""
-        if "efficiency_sram_bound" in r:
-            note = f"{100 * r['efficiency_sram_bound']:.0f}% of the SRAM bound"
-        if "exact_order" in r:
-            note = "bit-exact in its k order" if r["exact_order"] else "not bit-exact"
+        note = _note(r)
         grid = f"{r['grid'][0]}x{r['grid'][1]}"
         print(f"{r['name']:<16}{grid:<6}{sizes:<16}{r['cycles']:>9}{r['model_cycles']:>9}"
-              f"{dev:>8}{eff:>8}{r['max_abs_err']:>10.2g}{r['wall_s']:>8.1f}  {note}")
+              f"{dev:>8}{eff:>8}{r['max_abs_err']:>10.2g}{r['run_s']:>8.2f}  {note}")
+
+
+def _note(r: dict) -> str:
+    if "exact_order" in r:
+        return "bit-exact in its k order" if r["exact_order"] else "not bit-exact"
+    if "efficiency_sram_bound" in r:
+        return f"{100 * r['efficiency_sram_bound']:.0f}% of the SRAM bound"
+    return ""
+
+
+def table(rows: list) -> dict:
+    """The rows as the README's table: kernel, grid, sizes, cycles against the model."""
+    return {"columns": ["kernel", "grid", "sizes", "cycles", "model", "dev", "fma eff",
+                        "max abs err", "run s", "note"],
+            "rows": [[r["name"], f"{r['grid'][0]}x{r['grid'][1]}",
+                      "x".join(str(v) for v in r["sizes"].values()), r["cycles"],
+                      r["model_cycles"],
+                      f"{100 * r['model_error']:+.1f}%" if r["model_error"] is not None else "-",
+                      f"{100 * r['efficiency']:.1f}%" if r["efficiency"] else "-",
+                      f"{r['max_abs_err']:.2g}", f"{r['run_s']:.2f}", _note(r)] for r in rows]}
+
+
+def headline(rows: list, skipped: list) -> list[str]:
+    if not rows:
+        return [f"no kernel ran; {len(skipped)} skipped"]
+    devs = [abs(r["model_error"]) for r in rows if r["model_error"] is not None]
+    out = [f"{len(rows)} kernel runs on {FABRIC.name}, {len(skipped)} skipped; cycles within "
+           f"{100 * max(devs):.1f}% of each kernel's model"]
+    gemms = [r for r in rows if r["name"].startswith("gemm")]
+    if gemms:
+        best = max(gemms, key=lambda r: r["efficiency"])
+        out.append(f"best GEMM: {best['name']} {best['grid'][0]}x{best['grid'][1]} at "
+                   f"{100 * best['efficiency']:.1f}% of the fp32 fma peak")
+    out.append(f"max abs error against numpy {max(r['max_abs_err'] for r in rows):.2g}")
+    return out
 
 
 def plot(rows: list, path: Path) -> None:
@@ -230,6 +296,7 @@ def plot(rows: list, path: Path) -> None:
            title="fma efficiency")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv=None) -> int:
@@ -237,7 +304,12 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="a few sizes per kernel")
     parser.add_argument("--json", default="benchmarks/results/kernels.json")
     parser.add_argument("--only", default="", help="comma-separated kernel names to run")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="timed runs per kernel, median kept (default 3; 1 with --quick)")
     args = parser.parse_args(argv)
+    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
+    if repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {repeats}")
     only = {s for s in args.only.split(",") if s}
 
     rows, skipped = [], []
@@ -247,7 +319,7 @@ def main(argv=None) -> int:
             continue
         what = f"{name} {rect.rows}x{rect.cols} {sizes}"
         try:
-            row = run_case(name, module, rect, sizes, make)
+            row = run_case(name, module, rect, sizes, make, repeats)
         except ModuleNotFoundError as err:
             skipped.append({"case": what, "reason": f"module missing: {err.name}"})
             print(f"skipped {what}: module {err.name} missing", flush=True)
@@ -265,10 +337,14 @@ def main(argv=None) -> int:
     print_table(rows)
     print(f"\ntotal {total:.0f} s; skipped {len(skipped)}")
     out = Path(args.json)
-    write_json(out, {"benchmark": "kernels", "fabric": FABRIC.name, "quick": args.quick,
-                     "total_wall_s": round(total, 1), "rows": rows, "skipped": skipped})
+    pngs = [str(out.with_suffix(".png"))] if rows else []
     if rows:
         plot(rows, out.with_suffix(".png"))
+    write_json(out, {"benchmark": "kernels", "fabric": FABRIC.name, "quick": args.quick,
+                     "repeats": repeats, "total_wall_s": round(total, 1), "rows": rows,
+                     "skipped": skipped, "headline": headline(rows, skipped),
+                     "table": table(rows), "pngs": pngs})
+    if rows:
         print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0
 
