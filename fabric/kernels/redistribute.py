@@ -1,0 +1,520 @@
+"""Moving a tensor from one layout (`WordMap`) to another over the simulated mesh.
+
+`plan_redistribution(config, src, dst)` gives every destination word a source word
+holding its element (the same PE if it has one, else the nearest PE holding it; ties go
+to the PE sending least so far), then groups the moves:
+- words staying on a PE: local memory-to-memory movs (`split_runs` joint runs, 2D when the
+  addresses allow), on the "local" chain;
+- words crossing PEs: one flow per (source PE, destination PE) pair, its words in the
+  order (source or destination addresses) that needs fewer DSD ops; the sender reads them
+  with memory DSDs straight into a fabric output ("send" chain), the receiver writes its
+  fabric input into place ("recv" chain). Pairs of one source PE carrying the same source
+  words (a duplicated element set) are one multicast flow.
+In the programs the source symbols are named "s_<name>" and the destination symbols
+"d_<name>", so the two maps may share names, PEs and rectangles.
+Flows go on L routes (`traffic_routes.route_tree`) with one color each; flows whose routes
+share a PE need distinct colors. Flows are colored greedily (longest route first, "xy"
+then "yx" order, lowest free color of the palette) into rounds: a flow that finds no free
+color in round r goes to round r + 1. Each round is its own Program, run after the
+previous one; the local moves run in round 0.
+
+No deadlock: every chain issues its ops one at a time in one global order (round, flow,
+run); the lowest unfinished flow has both ends on it, and its receiver's datapath goes to
+it whenever the op holding the datapath stalls (docs/engine.md, datapath).
+
+Cycle model (`model_cycles`, a lower bound), per round, L = hop latency:
+    max( D_max + 1,  W_max + 1,  max over flows (n + h L + L + 2) )
+D: a PE's datapath cycles (one element per cycle per fabric op, local movs at the mov SIMD
+width capped by their row length), +1 for the task start in cycle 0; W: the busiest
+link's wavelets; the last term the exact cycles of each flow alone (docs/engine.md). The
+plan's total is the sum over rounds. `estimate_cycles` adds the chains' main-thread
+dispatch (`chain_cycles`) per op to D, and takes the busiest link's wavelets plus the
+farthest flow's latency, W_max + h_max L + L + 2, as `traffic` does (measured within
+0.85x-1.35x of it, random layouts included).
+
+Between two kernel steps, PE memory stays where it is: take the producer's words from its
+session and put the moved words into the consumer's (`layout.read_words`/`write_words`,
+host-side, no cycles); the redistribution's own cycles are the fabric's.
+
+Example:
+    >>> plan = plan_redistribution(config, src_map, dst_map)           # doctest: +SKIP
+    >>> words, cycles, stats = plan.run(read_words(producer_sim, src_map))  # doctest: +SKIP
+    >>> write_words(consumer_sim, dst_map, words)                      # doctest: +SKIP
+    >>> plan.report()  # rounds, flows, colors, model and estimated cycles  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from fabric import instructions as ins
+from fabric.config import FabricConfig
+from fabric.host import Simulator
+from fabric.isa import Port
+from fabric.kernels.base import pick_colors
+from fabric.kernels.layout import WordMap
+from fabric.kernels.redistribute_code import Run, chain_code, chain_cycles, split_runs
+from fabric.kernels.traffic_routes import XY, YX, Flow, cut_bound, link_loads, route_tree
+from fabric.program import Program, Rect, Tile
+from fabric.stats import Stats
+
+SRC, DST = "s_", "d_"  # prefixes of the source and destination symbols in the programs
+CHAINS = ("recv", "send", "local")  # task order = priority of an idle CE
+COUNTER = {"recv": "rk", "send": "sk", "local": "lk"}
+
+Cell = tuple[int, int]
+
+
+@dataclasses.dataclass
+class Move:
+    """One flow of a round: the same `n` words from PE `src` to every PE of `dsts`
+    (absolute; several = a multicast along the L routes' tree) on `color`."""
+
+    src: Cell
+    dsts: tuple
+    n: int
+    order: str
+    color: int
+    round: int
+    send: list  # [Run] in the source's `s_` symbols
+    recv: dict  # dst cell -> [Run] in its `d_` symbols
+
+    @property
+    def hops(self) -> int:
+        return max(abs(self.src[0] - d[0]) + abs(self.src[1] - d[1]) for d in self.dsts)
+
+    def flow(self, name: str, order: str | None = None) -> Flow:
+        return Flow(name, self.src, tuple(self.dsts), self.n, order or self.order)
+
+
+@dataclasses.dataclass
+class Round:
+    program: Program
+    tasks: list  # chain tasks to launch
+    moves: list  # [Move]
+    local: dict  # cell -> [(dst Run, src Run)] (round 0 only)
+    datapath: dict  # cell -> datapath cycles
+    ops: dict  # cell -> {chain: number of ops}
+    model_cycles: int
+    estimate_cycles: int
+    busiest_link: int
+
+
+@dataclasses.dataclass
+class Redistribution:
+    """A plan moving `src`'s elements into `dst`'s words; see the module docstring.
+
+    rounds: the Programs run one after another (empty when nothing moves).
+    model_cycles: the lower bound (sum over rounds); estimate_cycles: with chain overheads.
+    """
+
+    config: FabricConfig
+    src: WordMap
+    dst: WordMap
+    rounds: list
+    local_words: int
+    remote_words: int
+
+    @property
+    def model_cycles(self) -> int:
+        return sum(r.model_cycles for r in self.rounds)
+
+    @property
+    def estimate_cycles(self) -> int:
+        return sum(r.estimate_cycles for r in self.rounds)
+
+    @property
+    def colors_used(self) -> int:
+        """Most colors any round uses."""
+        return max((len({m.color for m in r.moves}) for r in self.rounds), default=0)
+
+    @property
+    def flows(self) -> list[dict]:
+        """Every flow: src, dsts (absolute PEs), words, hops, color, round, ops per end."""
+        return [{"src": m.src, "dsts": list(m.dsts), "words": m.n, "hops": m.hops,
+                 "color": m.color, "round": m.round, "order": m.order,
+                 "send_ops": len(m.send), "recv_ops": {d: len(v) for d, v in m.recv.items()}}
+                for r in self.rounds for m in r.moves]
+
+    def report(self) -> dict:
+        """Figures for reports (JSON-ready)."""
+        moves = [m for r in self.rounds for m in r.moves]
+        return {"rounds": len(self.rounds), "flows": len(moves),
+                "colors_used": self.colors_used, "local_words": self.local_words,
+                "remote_words": self.remote_words, "model_cycles": self.model_cycles,
+                "estimate_cycles": self.estimate_cycles,
+                "busiest_link": max((r.busiest_link for r in self.rounds), default=0),
+                "cut_bound": (cut_bound([m.flow(f"f{i}") for i, m in enumerate(moves)],
+                                        self.config.rows, self.config.cols)["cycles"]
+                              if moves else 0)}
+
+    def run(self, src_words: Mapping[str, np.ndarray],
+            max_cycles: int | None = None) -> tuple[dict[str, np.ndarray], int, list[Stats]]:
+        """Move the words. src_words: {src symbol: raw words (rows, cols, words)} of any
+        32-bit dtype. Returns ({dst symbol: uint32 (rows, cols, words)}, kernel cycles over
+        all rounds, the Stats of each round); dst words the map does not name are 0."""
+        words = _check_words(self.src, src_words)
+        if not self.rounds:
+            if self.src.same_placement(self.dst):  # the words are where they belong
+                return ({k: np.where(a >= 0, words[k], np.uint32(0))
+                         for k, a in self.dst.symbols.items()}, 0, [])
+            return {k: np.zeros(a.shape, np.uint32) for k, a in self.dst.symbols.items()}, 0, []
+        out = {k: np.zeros(a.shape, np.uint32) for k, a in self.dst.symbols.items()}
+        cycles, stats = 0, []
+        for rnd in self.rounds:
+            sim = Simulator(self.config, rnd.program)
+            for k, w in words.items():
+                sim.memcpy_h2d(SRC + k, w, self.src.rect)
+            for task in rnd.tasks:
+                sim.launch(task)
+            limit = max_cycles or 20 * rnd.estimate_cycles + 10_000
+            st = sim.run(max_cycles=limit, progress=False)
+            for k in out:
+                # each dst word is written in exactly one round; the others leave it 0
+                out[k] |= sim.memcpy_d2h(DST + k, self.dst.rect).view(np.uint32)
+            cycles += st.cycles
+            stats.append(st)
+        for k, a in self.dst.symbols.items():
+            out[k] = np.where(a >= 0, out[k], np.uint32(0))
+        return out, cycles, stats
+
+
+def _check_words(src: WordMap, src_words: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    out = {}
+    for k, a in src.symbols.items():
+        if k not in src_words:
+            raise ValueError(f"redistribution: no words for source symbol {k!r} "
+                             f"(given: {sorted(src_words)})")
+        w = np.ascontiguousarray(np.asarray(src_words[k]))
+        if w.shape != a.shape or w.dtype.itemsize != 4:
+            raise ValueError(f"redistribution: source symbol {k!r} words are {w.shape} "
+                             f"{w.dtype}; expected {a.shape} of a 32-bit type")
+        out[k] = w.view(np.uint32)
+    return out
+
+
+# ---- planning --------------------------------------------------------------------------------
+def plan_redistribution(config: FabricConfig, src: WordMap, dst: WordMap,
+                        colors: Sequence[int] | None = None) -> Redistribution:
+    """A plan moving every element of `src` to every `dst` word holding it.
+
+    Args:
+        config: the fabric (both rectangles must lie on it).
+        src, dst: the maps (same number of elements; dst element e = src element e).
+        colors: the palette the flows may use (default: every color of `config`).
+
+    Raises:
+        ValueError: sizes differ, a rectangle leaves the fabric, a dst element that no src
+            word holds (named with its PE, symbol and word), or SRAM overflow.
+    """
+    if src.size != dst.size:
+        raise ValueError(f"redistribution: src has {src.size} elements {src.shape}, dst "
+                         f"{dst.size} {dst.shape}")
+    for what, m in (("src", src), ("dst", dst)):
+        if m.rect.row_end > config.rows or m.rect.col_end > config.cols:
+            raise ValueError(f"redistribution: {what} rectangle {m.rect} lies outside the "
+                             f"{config.rows}x{config.cols} fabric {config.name}")
+    palette = (list(range(config.num_colors)) if colors is None
+               else pick_colors(config, len(set(colors)), colors))
+    if src.same_placement(dst):
+        return Redistribution(config, src, dst, [], 0, 0)
+    local, pairs = _assign(src, dst)
+    _check_sram(config, src, dst)
+    moves = _color(_moves(pairs), palette)
+    if not moves and not local:  # dst holds no element
+        return Redistribution(config, src, dst, [], 0, 0)
+    n_rounds = max((m.round for m in moves), default=0) + 1
+    local_runs = {cell: split_best(items, joint=True)
+                  for cell, items in local.items()}
+    rounds = [_round(config, src, dst, [m for m in moves if m.round == r],
+                     local_runs if r == 0 else {}) for r in range(n_rounds)]
+    return Redistribution(config, src, dst, rounds,
+                          local_words=sum(len(v) for v in local.values()),
+                          remote_words=sum(m.n * len(m.dsts) for m in moves))
+
+
+def _assign(src: WordMap, dst: WordMap):
+    """Source word of every dst word. Returns (local {cell: [((sym, w) dst, (sym, w) src)]},
+    pairs {(src cell, dst cell): [((sym, w) src, (sym, w) dst)]})."""
+    # every src word holding an element, sorted by element
+    rows, cols, syms, wds, els = [], [], [], [], []
+    names = list(src.symbols)
+    for i, a in enumerate(src.symbols.values()):
+        r, c, w = np.nonzero(a >= 0)
+        rows.append(r + src.rect.row)
+        cols.append(c + src.rect.col)
+        syms.append(np.full(r.size, i))
+        wds.append(w)
+        els.append(a[r, c, w])
+    e_all = np.concatenate(els)
+    order = np.argsort(e_all, kind="stable")
+    e_all = e_all[order]
+    r_all, c_all = np.concatenate(rows)[order], np.concatenate(cols)[order]
+    s_all, w_all = np.concatenate(syms)[order], np.concatenate(wds)[order]
+    lo = np.searchsorted(e_all, np.arange(src.size), "left")
+    hi = np.searchsorted(e_all, np.arange(src.size), "right")
+
+    local: dict = {}
+    pairs: dict = {}
+    sent: dict = {}
+    for k, a in dst.symbols.items():
+        r, c, w = np.nonzero(a >= 0)
+        for dr, dc, dw in zip(r.tolist(), c.tolist(), w.tolist()):
+            e = int(a[dr, dc, dw])
+            cell = (dr + dst.rect.row, dc + dst.rect.col)
+            if lo[e] == hi[e]:
+                raise ValueError(_missing_message(src, dst, k, cell, dw, e))
+            best, best_key = None, None
+            for j in range(lo[e], hi[e]):
+                s_cell = (int(r_all[j]), int(c_all[j]))
+                dist = abs(s_cell[0] - cell[0]) + abs(s_cell[1] - cell[1])
+                key = (dist, (s_cell, cell) not in pairs, sent.get(s_cell, 0), j)
+                if best_key is None or key < best_key:
+                    best, best_key = j, key
+            s_cell = (int(r_all[best]), int(c_all[best]))
+            s_word = (names[int(s_all[best])], int(w_all[best]))
+            if s_cell == cell:
+                local.setdefault(cell, []).append(((k, dw), s_word))
+            else:
+                pairs.setdefault((s_cell, cell), []).append((s_word, (k, dw)))
+                sent[s_cell] = sent.get(s_cell, 0) + 1
+    return local, pairs
+
+
+def _missing_message(src, dst, sym, cell, word, e):
+    idx = np.unravel_index(e, dst.shape) if dst.shape else ()
+    missing = np.setdiff1d(np.unique(np.concatenate(
+        [a[a >= 0] for a in dst.symbols.values()])), np.flatnonzero(src.coverage() > 0))
+    return (f"redistribution: dst word {word} of symbol {sym!r} on PE {cell} holds element "
+            f"{e} (index {tuple(int(i) for i in idx)} of {dst.shape}), which no src word "
+            f"holds; {missing.size} dst elements are missing from src (first: "
+            f"{missing[:8].tolist()})")
+
+
+def _check_sram(config, src, dst):
+    s_words = sum(a.shape[2] for a in src.symbols.values())
+    d_words = sum(a.shape[2] for a in dst.symbols.values())
+    overlap = (src.rect.row < dst.rect.row_end and dst.rect.row < src.rect.row_end
+               and src.rect.col < dst.rect.col_end and dst.rect.col < src.rect.col_end)
+    need = max(s_words + d_words if overlap else 0, s_words, d_words)
+    if need > config.sram_words:
+        sizes = {what + k: 4 * a.shape[2] for what, m in (("src ", src), ("dst ", dst))
+                 for k, a in m.symbols.items()}
+        raise ValueError(f"redistribution: a PE needs {4 * need} B for the symbols {sizes} "
+                         f"(bytes), above its {config.sram_bytes} B of SRAM")
+
+
+def split_best(items, joint=False):
+    """Runs of a pair sequence [(a, b)] ordered by a or by b, whichever needs fewer ops
+    (sends + receives, or joint local runs). Returns [(Run a, Run b)] when `joint`, else
+    (runs of a, runs of b)."""
+    best = None
+    for key in (0, 1):
+        seq = sorted(items, key=lambda it: it[key])
+        if joint:
+            runs = split_runs(seq)
+            cost = len(runs)
+        else:
+            runs = (split_runs([(a,) for a, _ in seq]), split_runs([(b,) for _, b in seq]))
+            cost = len(runs[0]) + len(runs[1])
+        if best is None or cost < best[0]:
+            best = (cost, runs)
+    if joint:
+        return best[1]
+    return [r for (r,) in best[1][0]], [r for (r,) in best[1][1]]
+
+
+def _moves(pairs) -> list[Move]:
+    """One move per source PE and word sequence: pairs (src, dst) whose words are the same
+    source words (a duplicated element set) become one multicast move."""
+    groups: dict = {}
+    for (s, d), items in pairs.items():
+        key = (s, tuple(sorted(a for a, _ in items)))
+        groups.setdefault(key, []).append((d, items))
+    moves = []
+    for (s, _), ends in groups.items():
+        if len(ends) == 1:
+            d, items = ends[0]
+            send, recv = split_best(items)
+            moves.append(Move(s, (d,), len(items), XY, -1, -1, send, {d: recv}))
+            continue
+        # a multicast: every receiver takes the words in the sender's order
+        recv = {}
+        for d, items in ends:
+            seq = sorted(items)
+            recv[d] = [r for (r,) in split_runs([(b,) for _, b in seq])]
+        seq = sorted(ends[0][1])
+        send = [r for (r,) in split_runs([(a,) for a, _ in seq])]
+        moves.append(Move(s, tuple(sorted(d for d, _ in ends)), len(seq), XY, -1, -1, send,
+                          recv))
+    return moves
+
+
+def _color(moves, palette) -> list[Move]:
+    """Colors and rounds of the moves (see the module docstring), sorted in the global
+    order every chain follows: (round, source, destinations)."""
+    used: list[dict] = []  # per round: cell -> colors taken
+    trees = {id(m): {o: route_tree(m.flow("f", o)) for o in (XY, YX)} for m in moves}
+    prefer = _balanced_orders(moves, trees)
+    for m in sorted(moves, key=lambda m: (-len(trees[id(m)][XY]), m.src, m.dsts)):
+        r = 0
+        while m.color < 0:
+            if r == len(used):
+                used.append({})
+            for order in prefer[id(m)]:
+                cells = list(trees[id(m)][order])
+                taken = set().union(*(used[r].get(c, set()) for c in cells))
+                free = [c for c in palette if c not in taken]
+                if free:
+                    m.color, m.round, m.order = free[0], r, order
+                    for c in cells:
+                        used[r].setdefault(c, set()).add(free[0])
+                    break
+            r += 1
+    # flows of one offset (dst - src) form a shift: each PE sends and receives at most one
+    # of them, so PEs taking the offsets in one order pair up phase by phase
+    moves.sort(key=lambda m: (m.round, m.dsts[0][0] - m.src[0], m.dsts[0][1] - m.src[1],
+                              m.src, m.dsts))
+    return moves
+
+
+def _balanced_orders(moves, trees) -> dict:
+    """Per move, its two route orders, the one first that keeps the busiest link lighter:
+    moves taken largest first, each picks the order whose busiest link (loads of the moves
+    placed so far plus its own words) is lower ("xy" on ties). Moves between two tiles
+    then share both the rows and the columns between them."""
+    load: dict = {}
+    prefer = {}
+    for m in sorted(moves, key=lambda m: (-m.n, m.src, m.dsts)):
+        links = {o: [(cell, p) for cell, (_, tx) in trees[id(m)][o].items() for p in tx
+                     if p != Port.RAMP] for o in (XY, YX)}
+        peak = {o: max((load.get(k, 0) for k in links[o]), default=0) for o in (XY, YX)}
+        best = YX if peak[YX] < peak[XY] else XY
+        for k in links[best]:
+            load[k] = load.get(k, 0) + m.n
+        prefer[id(m)] = (best, YX if best == XY else XY)
+    return prefer
+
+
+# ---- one round's program ---------------------------------------------------------------------
+def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict) -> Round:
+    chains: dict[Cell, dict[str, list]] = {}
+    for m in moves:
+        send = chains.setdefault(m.src, {}).setdefault("send", [])
+        send += [_send_op(m.color, run) for run in m.send]
+        for d, runs in m.recv.items():
+            recv = chains.setdefault(d, {}).setdefault("recv", [])
+            recv += [_recv_op(m.color, run) for run in runs]
+    for cell, runs in local.items():
+        chains.setdefault(cell, {})["local"] = [_local_op(d, s) for d, s in runs]
+
+    simd = config.simd_width("mov", "f32")
+    elems: dict[Cell, dict[str, int]] = {}  # datapath cycles per PE and chain
+    for m in moves:
+        e = elems.setdefault(m.src, {})
+        e["send"] = e.get("send", 0) + m.n
+        for d in m.dsts:
+            e = elems.setdefault(d, {})
+            e["recv"] = e.get("recv", 0) + m.n
+    for cell, runs in local.items():
+        elems.setdefault(cell, {})["local"] = sum(d.mov_cycles(simd) for d, _ in runs)
+    datapath = {cell: sum(e.values()) for cell, e in elems.items()}
+    ops = {cell: {k: len(v) for k, v in ch.items()} for cell, ch in chains.items()}
+
+    prog = Program(config)
+    specs = {}
+    for cell in set(src.rect.pes()) | set(dst.rect.pes()) | set(chains):
+        specs[cell] = _tile_spec(src, dst, cell, chains.get(cell, {}))
+    for rect, spec in _group(specs):
+        prog.place(_tile(f"redist_{rect.row}_{rect.col}", spec), rect)
+    for m in moves:
+        for (r, c), (rx, tx) in route_tree(m.flow("f")).items():
+            prog.route(Rect(r, c, 1, 1), m.color, rx, sorted(tx))
+
+    L = config.hop_latency
+    loads = {k: v for k, v in link_loads([m.flow("f") for m in moves]).items()
+             if k[2] != Port.RAMP}
+    busiest = max(loads.values(), default=0)
+    stream = max((m.n + m.hops * L + L + 2 for m in moves), default=0)
+    d_max = max(datapath.values(), default=0)
+    model = max(d_max + 1, busiest + 1, stream)
+    # the estimate: a chain's ops run one after another, each after its dispatch; a PE's
+    # chains share one datapath and one main thread
+    busy = 0
+    for cell, o in ops.items():
+        thread = {k: n * chain_cycles(n) for k, n in o.items()}
+        busy = max(busy, datapath[cell], sum(thread.values()),
+                   *(elems[cell][k] + thread[k] for k in o))
+    # as traffic.py's model: the busiest link's wavelets, then the farthest flow's latency
+    h_max = max((m.hops for m in moves), default=0)
+    link_term = busiest + h_max * L + L + 2 if moves else 0
+    estimate = max(model, busy + 1, link_term)
+    tasks = sorted({k for ch in chains.values() for k in ch}, key=CHAINS.index)
+    return Round(prog, tasks, moves, local, datapath, ops, model, estimate, busiest)
+
+
+def _send_op(color, run: Run):
+    return lambda done: ins.mov(ins.FabOut(color, run.length), _mem(SRC, run), is_async=True,
+                                on_done=done)
+
+
+def _recv_op(color, run: Run):
+    return lambda done: ins.mov(_mem(DST, run), ins.FabIn(color, run.length), is_async=True,
+                                on_done=done)
+
+
+def _local_op(d: Run, s: Run):
+    return lambda done: ins.mov(_mem(DST, d), _mem(SRC, s), is_async=True, on_done=done)
+
+
+def _mem(prefix: str, run: Run) -> ins.Mem:
+    return dataclasses.replace(run.mem(), symbol=prefix + run.symbol)
+
+
+def _tile_spec(src, dst, cell, chains):
+    """What a PE holds and runs: its symbols [(name, words)] and its chains' code."""
+    symbols = []
+    if src.rect.contains(*cell):
+        symbols += [(SRC + k, a.shape[2]) for k, a in src.symbols.items()]
+    if dst.rect.contains(*cell):
+        symbols += [(DST + k, a.shape[2]) for k, a in dst.symbols.items()]
+    code = tuple((k, tuple(chain_code(k, COUNTER[k], chains[k]))) for k in CHAINS
+                 if k in chains)
+    return tuple(symbols), code
+
+
+def _tile(name, spec) -> Tile:
+    symbols, code = spec
+    tile = Tile(name)
+    for sym, words in symbols:
+        tile.symbol(sym, "u32", words)
+    for task, body in code:
+        tile.local_task(task, body)
+    return tile
+
+
+def _group(specs: dict):
+    """Rectangles of PEs with identical specs: runs along each row, merged with the
+    identical runs of the rows below. Yields (Rect, spec)."""
+    runs = []
+    for r in sorted({r for r, _ in specs}):
+        cs = sorted(c for rr, c in specs if rr == r)
+        start = 0
+        for i in range(1, len(cs) + 1):
+            if (i == len(cs) or cs[i] != cs[i - 1] + 1
+                    or specs[(r, cs[i])] != specs[(r, cs[start])]):
+                runs.append([r, cs[start], 1, i - start, specs[(r, cs[start])]])
+                start = i
+    merged: list = []
+    for run in runs:
+        prev = next((m for m in merged if m[1] == run[1] and m[3] == run[3]
+                     and m[0] + m[2] == run[0] and m[4] == run[4]), None)
+        if prev is not None:
+            prev[2] += 1
+        else:
+            merged.append(run)
+    for r, c, h, w, spec in merged:
+        yield Rect(r, c, h, w), spec
