@@ -15,11 +15,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch first, pinned: the CPU build; an unpinned torch would pull a CUDA build
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,hf]"
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m fabric.demo --out out
+	$(PY) -m frontend.demo --out out
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

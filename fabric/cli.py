@@ -1,8 +1,11 @@
-"""The `wafer` command line: machine figures, the main demo and the benchmark scripts.
+"""The `wafer` command line: machine figures, the main demo, the benchmark scripts and
+timelines of the demo (traces).
 
     wafer info [--preset wse2|wse3|small] [--grid RxC] [--json]
-    wafer run [--grid RxC] [--n N] [--out DIR] [--quiet]
+    wafer run [MODULE:FACTORY | --model mlp|gpt] [--preset P] [--grid RxC] [--dtype fp32]
+              [--out DIR] [--quiet]          (--fabric-demo [--n N]: the fabric-level demo)
     wafer bench [--quick] [--only NAME ...]
+    wafer trace [--grid RxC] [--n N] [--rect R,C,H,W] [--links] [--out FILE]
 
 Bad arguments print one line on stderr and exit with code 2.
 """
@@ -21,6 +24,7 @@ from pathlib import Path
 from fabric.config import FabricConfig
 
 PRESETS = ("wse2", "wse3", "small")
+DEFAULT_RUN_GRID = (12, 12)
 
 # Figures that public documents do not confirm, as fabric/config.py marks them.
 UNVERIFIED_SIMD = frozenset(
@@ -33,6 +37,7 @@ BENCHMARKS = {
     "engine_speed": ["--grid", "32", "--cycles", "200"],
     "kernels": ["--quick"],
     "fabric_fidelity": [],  # one fixed size: nothing to shorten
+    "models": ["--quick"],
 }
 
 
@@ -128,24 +133,127 @@ def cmd_info(args, parser) -> int:
 
 
 # ---- run -------------------------------------------------------------------------------
+def load_factory(spec: str, parser):
+    """'package.module:factory' -> (model, example_inputs) from calling factory()."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        parser.error(f"model must be MODULE:FACTORY, like mypkg.models:make; got {spec!r}")
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        parser.error(f"cannot load {spec!r}: {exc}")
+    made = factory()
+    if not (isinstance(made, tuple) and len(made) == 2):
+        parser.error(f"{spec} must return (model, example_inputs), got {type(made).__name__}")
+    model, inputs = made
+    return model, tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+
+
+def _run_quietly(fn, quiet: bool) -> int:
+    if not quiet:
+        return fn()
+    # under --quiet the output shows only when the check fails, where it explains why
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        code = fn()
+    if code != 0:
+        sys.stdout.write(captured.getvalue())
+    return code
+
+
 def cmd_run(args, parser) -> int:
+    rows, cols = args.grid
+    if args.fabric_demo:
+        if cols < 2:
+            parser.error(f"the fabric demo needs at least 2 columns, got --grid {rows}x{cols}")
+        if args.n < 1:
+            parser.error(f"--n must be >= 1, got {args.n}")
+        from fabric import demo
+
+        argv = ["--rows", str(rows), "--cols", str(cols), "--n", str(args.n), "--out",
+                args.out]
+        return _run_quietly(lambda: demo.main(argv), args.quiet)
+    if args.dtype != "fp32":
+        parser.error(f"--dtype {args.dtype}: the frontend runs fp32 (16-bit formats run in "
+                     "fabric programs; mixed precision in the frontend is not available)")
+    if args.preset != "small" and args.grid != DEFAULT_RUN_GRID:
+        parser.error("--grid applies to the small preset only")
+    from frontend import demo as model_demo
+
+    if args.model_spec:
+        model, inputs = load_factory(args.model_spec, parser)
+        model.eval()
+    else:
+        model, inputs = model_demo.demo_model(args.model)
+    config = preset_config(args.preset, args.grid)
+    return _run_quietly(lambda: model_demo.run_model(model, inputs, config, args.out),
+                        args.quiet)
+
+
+# ---- trace -----------------------------------------------------------------------------
+def parse_rect(text: str) -> tuple[int, int, int, int]:
+    """'R,C,H,W' -> (row, col, rows, cols): corner >= 0, sides >= 1."""
+    try:
+        row, col, rows, cols = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"rect must be ROW,COL,ROWS,COLS, like 0,0,2,4; got {text!r}") from None
+    if row < 0 or col < 0 or rows < 1 or cols < 1:
+        raise argparse.ArgumentTypeError(
+            f"rect needs ROW, COL >= 0 and ROWS, COLS >= 1; got {text!r}")
+    return row, col, rows, cols
+
+
+def cmd_trace(args, parser) -> int:
     rows, cols = args.grid
     if cols < 2:
         parser.error(f"the demo needs at least 2 columns, got --grid {rows}x{cols}")
     if args.n < 1:
         parser.error(f"--n must be >= 1, got {args.n}")
-    from fabric import demo
+    if args.max_cycles < 1:
+        parser.error(f"--max-cycles must be >= 1, got {args.max_cycles}")
+    row, col, h, w = args.rect or (0, 0, rows, cols)
+    if row + h > rows or col + w > cols:
+        parser.error(f"--rect {row},{col},{h},{w} reaches outside the {rows}x{cols} grid")
+    import numpy as np
 
-    argv = ["--rows", str(rows), "--cols", str(cols), "--n", str(args.n), "--out", args.out]
-    if not args.quiet:
-        return demo.main(argv)
-    # under --quiet the summary shows only when the check fails, where it explains why
-    captured = io.StringIO()
-    with contextlib.redirect_stdout(captured):
-        code = demo.main(argv)
-    if code != 0:
-        sys.stdout.write(captured.getvalue())
-    return code
+    from fabric import FabricError, Rect, Simulator
+    from fabric.demo import reference, row_reduce_program
+
+    # the program and data of `wafer run`, recorded instead of run
+    config = FabricConfig.small(rows, cols)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((rows, cols, args.n), dtype=np.float32)
+    v = rng.standard_normal((rows, args.n), dtype=np.float32)
+    sim = Simulator(config, row_reduce_program(config, args.n))
+    for c in range(cols):
+        sim.memcpy_h2d("a", a[:, c:c + 1], rect=Rect(0, c, rows, 1))
+    sim.memcpy_h2d("v", v[:, None, :], rect=Rect(0, 0, rows, 1))
+    sim.launch("main")
+    try:
+        trace = sim.record(rect=Rect(row, col, h, w), links=args.links,
+                           max_cycles=args.max_cycles)
+    except FabricError as err:
+        # the timeline up to the failure is saved: it is what explains the failure
+        path = err.trace.save(args.out)
+        print(f"wafer trace: {str(err).splitlines()[0]}", file=sys.stderr)
+        print(f"trace up to cycle {err.trace.end_cycle} written to {path.resolve()}",
+              file=sys.stderr)
+        return 1
+    y = sim.memcpy_d2h("w", rect=Rect(0, 0, rows, 1))[:, 0]
+    ok = np.array_equal(y, reference(a, v))  # same operation order: equal to the last bit
+    path = trace.save(args.out)
+    timed = sum(1 for e in trace.events if e["ph"] == "X")
+    print(f"recorded {trace.rect} of {config.name}, cycles {trace.start_cycle}.."
+          f"{trace.end_cycle}: {timed} events{' (links included)' if args.links else ''}")
+    print(f"check vs numpy    {'exact match' if ok else 'MISMATCH'}")
+    print(f"trace written to  {path.resolve()} ({path.stat().st_size / 1024:.0f} KiB)")
+    print("open it at https://ui.perfetto.dev ('Open trace file') or in chrome://tracing; "
+          "1 us on the timeline = 1 simulated cycle")
+    return 0 if ok else 1
 
 
 # ---- bench -----------------------------------------------------------------------------
@@ -197,13 +305,27 @@ def build_parser() -> Parser:
     info.set_defaults(handler=cmd_info, parser=info)
 
     run = commands.add_parser(
-        "run", help="run the main demo",
-        description="Run the main demo on a small fabric: a row broadcast, a multiply and a "
-                    "chain reduction, checked against numpy; prints a summary and saves a "
-                    "PNG of busy cycles per PE. Exits 1 if the result does not match.")
-    run.add_argument("--grid", type=parse_grid, default=(8, 8), metavar="RxC",
-                     help="fabric size, at least 2 columns (default 8x8)")
-    run.add_argument("--n", type=int, default=64, help="fp32 values per PE (default 64)")
+        "run", help="compile a PyTorch model to the fabric, run and check it",
+        description="Compile a PyTorch model (the main demo's MLP or GPT block, or your "
+                    "MODULE:FACTORY returning (model, example_inputs)) to a simulated "
+                    "fabric, run it, compare every node with eager PyTorch, print the "
+                    "report and save the placement PNG. Exits 1 if a node differs. "
+                    "--fabric-demo runs the fabric-level demo instead (a row broadcast, "
+                    "multiply and chain reduction checked against numpy).")
+    run.add_argument("model_spec", nargs="?", metavar="MODULE:FACTORY",
+                     help="a function returning (model, example_inputs)")
+    run.add_argument("--model", choices=["mlp", "gpt"], default="mlp",
+                     help="built-in demo model when no MODULE:FACTORY (default mlp)")
+    run.add_argument("--preset", choices=PRESETS, default="small",
+                     help="machine preset (default small)")
+    run.add_argument("--grid", type=parse_grid, default=DEFAULT_RUN_GRID, metavar="RxC",
+                     help="size of the small preset (default 12x12)")
+    run.add_argument("--dtype", choices=["fp32", "fp16", "bf16", "cb16"], default="fp32",
+                     help="precision of the model (fp32)")
+    run.add_argument("--fabric-demo", action="store_true",
+                     help="run the fabric-level demo instead of a model")
+    run.add_argument("--n", type=int, default=64,
+                     help="fp32 values per PE of the fabric demo (default 64)")
     run.add_argument("--out", default="out", help="folder for the PNG (default out)")
     run.add_argument("--quiet", action="store_true", help="print nothing unless the check fails")
     run.set_defaults(handler=cmd_run, parser=run)
@@ -218,6 +340,26 @@ def build_parser() -> Parser:
     bench.add_argument("--only", nargs="+", choices=list(BENCHMARKS), metavar="NAME",
                        help=f"run these only: {', '.join(BENCHMARKS)}")
     bench.set_defaults(handler=cmd_bench, parser=bench)
+
+    trace = commands.add_parser(
+        "trace", help="record a timeline of the demo (Perfetto / chrome://tracing)",
+        description="Run the main demo (as 'wafer run' does) while recording what every PE of "
+                    "a rectangle does each cycle: tasks, DSD ops, busy and stall cycles and, "
+                    "with --links, every wavelet on their links. Writes Chrome trace-event "
+                    "JSON for ui.perfetto.dev or chrome://tracing. Exits 1 if the result does "
+                    "not match numpy.")
+    trace.add_argument("--grid", type=parse_grid, default=(8, 8), metavar="RxC",
+                       help="fabric size, at least 2 columns (default 8x8)")
+    trace.add_argument("--n", type=int, default=64, help="fp32 values per PE (default 64)")
+    trace.add_argument("--rect", type=parse_rect, metavar="R,C,H,W",
+                       help="PEs to record: top-left row and column, rows, cols "
+                            "(default: the whole grid)")
+    trace.add_argument("--links", action="store_true",
+                       help="also record every wavelet sent through the rect's links")
+    trace.add_argument("--out", default="trace.json", help="JSON file (default trace.json)")
+    trace.add_argument("--max-cycles", type=int, default=100_000,
+                       help="cycle limit of the run (default 100000)")
+    trace.set_defaults(handler=cmd_trace, parser=trace)
     return parser
 
 

@@ -45,14 +45,32 @@ def test_info_small_grid(capsys):
 
 
 def test_run_writes_png(tmp_path):
-    proc = wafer("run", "--grid", "2x3", "--n", "8", "--out", str(tmp_path))
+    proc = wafer("run", "--fabric-demo", "--grid", "2x3", "--n", "8", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "exact match" in proc.stdout
     assert (tmp_path / "busy_heatmap.png").stat().st_size > 1000
 
 
+def test_run_user_factory(tmp_path):
+    (tmp_path / "tiny_model.py").write_text(
+        "import torch\n"
+        "def make():\n"
+        "    torch.manual_seed(0)\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU()), "
+        "(torch.randn(3, 6),)\n")
+    proc = subprocess.run([*WAFER, "run", "tiny_model:make", "--grid", "12x12", "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "all nodes within tolerance" in proc.stdout and "aten.addmm.default" in proc.stdout
+    assert (tmp_path / "out" / "placement.png").stat().st_size > 1000
+
+
 @pytest.mark.parametrize("args, words", [
     (["run", "--grid", "8y8"], "8y8"),
+    (["run", "nocolon"], "MODULE:FACTORY"),
+    (["run", "no_such_module_xyz:make"], "cannot load"),
+    (["run", "--dtype", "fp16"], "fp32"),
     (["nosuch"], "nosuch"),
 ])
 def test_bad_arguments_one_line_exit_2(args, words):
@@ -64,7 +82,8 @@ def test_bad_arguments_one_line_exit_2(args, words):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["run", "--grid", "4x1"], "at least 2 columns"),
+    (["run", "--fabric-demo", "--grid", "4x1"], "at least 2 columns"),
+    (["run", "--preset", "wse2", "--grid", "4x4"], "small preset only"),
     (["info", "--preset", "wse2", "--grid", "2x2"], "small preset only"),
     (["bench", "--only", "nosuch"], "invalid choice: 'nosuch'"),
 ])

@@ -47,7 +47,7 @@ from fabric.instructions import Mem
 from fabric.isa import SIMD_NAME, Op
 from fabric.kernels import mathlib as ml
 from fabric.kernels.base import Kernel, split
-from fabric.program import Program, Rect, Tile
+from fabric.program import Rect
 
 SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 GELU_A = float(np.float32(-2 * SQRT_2_OVER_PI))
@@ -208,27 +208,6 @@ def build_gelu(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
     del colors
     if dtype != "f32":
         raise ValueError(f"gelu: dtype {dtype!r} is not supported (f32 only)")
-    blocks = Blocks.of(rect, m, n)
-    words = blocks.mb * blocks.nb
-    check_sram(config, "gelu", GELU_WORDS * words,
-               f"a block of {blocks.mb} x {blocks.nb} (tensor {m} x {n} on {rect.rows} x "
-               f"{rect.cols} PEs, {GELU_WORDS} words per element)")
-    tile = Tile("gelu")
-    # every DSD takes its length from register "n": each PE's own element count
-    vec = {name: Mem(tile.symbol(name, "f32", words).name, length_reg="n")
-           for name in ("x", "y", "t", "s0", "s1")}
-    tile.local_task("main", gelu_code(vec["y"], vec["x"], [vec["t"], vec["s0"], vec["s1"]]))
-    prog = Program(config)
-    counts = blocks.counts()
-    prog.place(tile, rect, params={"n": counts.astype(np.int32)})
+    from fabric.kernels.unary import build_blockwise  # (unary builds on this module)
 
-    def load(sim, inputs):
-        sim.memcpy_h2d("x", blocks.scatter(inputs["x"]), rect)
-
-    def read(sim):
-        return blocks.gather(sim.memcpy_d2h("y", rect))
-
-    model = 2 + gelu_cycles(config, int(counts.max()))
-    return Kernel("gelu", config, rect, prog, load, read,
-                  lambda sim: sim.launch("main", rect), model, 0,
-                  {"m": m, "n": n, "block": (blocks.mb, blocks.nb)})
+    return build_blockwise(config, rect, m, n, "gelu", gelu_code, GELU_WORDS - 2, gelu_cycles)

@@ -1,0 +1,75 @@
+"""Capture: a torch.nn.Module (or a GraphModule from torch.compile) to a core-ATen FX graph
+with its constants (parameters, buffers, lifted tensors) apart from the user's inputs.
+
+`torch.export.export(...).run_decompositions()` gives the core ATen graph; its placeholders
+are the parameters, buffers and constants first, then the user's inputs (in the graph
+signature's order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+import torch.fx
+
+from frontend.errors import FrontendError
+
+
+@dataclasses.dataclass
+class Captured:
+    """graph_module: the ATen graph; constants: placeholder name -> tensor (parameters,
+    buffers, lifted constants); user_inputs: placeholder names of the user's inputs, in
+    call order; out_spec: the pytree spec of the model's outputs (to rebuild the structure)."""
+
+    graph_module: torch.fx.GraphModule
+    constants: dict[str, torch.Tensor]
+    user_inputs: list[str]
+    out_spec: object
+
+    @property
+    def graph(self) -> torch.fx.Graph:
+        return self.graph_module.graph
+
+
+def capture_module(model: torch.nn.Module, example_inputs: Sequence) -> Captured:
+    """Export `model` on `example_inputs` and decompose it to core ATen."""
+    example_inputs = tuple(example_inputs)
+    was_training = model.training
+    try:
+        exported = torch.export.export(model, example_inputs)
+    except Exception as exc:  # export's own message says what it could not trace
+        raise FrontendError(f"torch.export could not capture {type(model).__name__}: "
+                            f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        model.train(was_training)
+    exported = exported.run_decompositions()
+    return from_exported(exported)
+
+
+def from_exported(exported) -> Captured:
+    sig = exported.graph_signature
+    state = exported.state_dict
+    lifted = dict(exported.constants)
+    constants: dict[str, torch.Tensor] = {}
+    users: list[str] = []
+    for spec in sig.input_specs:
+        name = spec.arg.name
+        kind = spec.kind.name
+        if kind == "USER_INPUT":
+            users.append(name)
+        elif kind in ("PARAMETER", "BUFFER"):
+            constants[name] = state[spec.target].detach() if spec.target in state \
+                else lifted[spec.target].detach()
+        elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ"):
+            constants[name] = lifted[spec.target].detach()
+        else:
+            raise FrontendError(f"input {name!r} of kind {kind} is not supported")
+    return Captured(exported.graph_module, constants, users, exported.call_spec.out_spec)
+
+
+def from_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Captured:
+    """The torch.compile path: dynamo hands a GraphModule whose placeholders are the user's
+    inputs (parameters are attributes); it is exported and decomposed like a module."""
+    return capture_module(gm, example_inputs)

@@ -1,0 +1,152 @@
+"""`frontend.compile`: an nn.Module to a model that runs on the simulated fabric."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+
+from fabric.config import FabricConfig
+from frontend.capture import Captured, capture_module
+from frontend.errors import FrontendError
+from frontend.lowering import lower
+from frontend.placement import place
+from frontend.runtime import Execution, prepare, table_rows
+from frontend.values import Ref
+
+
+def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (public name)
+            config: FabricConfig | None = None, max_cycles: int = 5_000_000) -> CompiledModel:
+    """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
+    `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
+
+    The returned model runs on the simulated fabric when called; shapes are those of the
+    example inputs (as `torch.export` captures them)."""
+    config = config or FabricConfig.small(32, 32)
+    return CompiledModel(capture_module(model, example_inputs), config, max_cycles)
+
+
+class CompiledModel:
+    """A model lowered, placed and ready to run on a simulated fabric."""
+
+    def __init__(self, captured: Captured, config: FabricConfig, max_cycles: int):
+        t0 = time.perf_counter()
+        self.captured = captured
+        self.config = config
+        self.max_cycles = max_cycles
+        self.lowered = lower(captured)
+        self.edges = _edges(self.lowered)
+        self.placement = place(self.lowered.stages, config, self.edges)
+        self.prepared = prepare(self.lowered.stages, self.placement.rects,
+                                self.lowered.tensors, config)
+        self.table_rows = table_rows(config, self.prepared)
+        self.compile_s = time.perf_counter() - t0
+        self.last: Execution | None = None
+        self.last_inputs: dict[str, torch.Tensor] | None = None
+
+    # ---- running ---------------------------------------------------------------------------
+    def _inputs(self, args) -> dict[str, torch.Tensor]:
+        names = self.captured.user_inputs
+        flat, _ = torch.utils._pytree.tree_flatten(list(args))
+        if len(flat) != len(names):
+            raise FrontendError(f"the model was compiled for {len(names)} input tensors "
+                                f"({', '.join(names)}), got {len(flat)}")
+        out = {}
+        for name, value in zip(names, flat):
+            want = self.captured.graph.find_nodes(op="placeholder", target=name)[0].meta["val"]
+            if not isinstance(value, torch.Tensor):
+                raise FrontendError(f"input {name!r} must be a tensor, got {type(value)}")
+            if tuple(value.shape) != tuple(want.shape) or value.dtype != want.dtype:
+                raise FrontendError(f"input {name!r} is {tuple(value.shape)} {value.dtype}; "
+                                    f"the model was compiled for {tuple(want.shape)} "
+                                    f"{want.dtype} (shapes are static)")
+            out[name] = value.detach()
+        return out
+
+    def run(self, *args) -> Execution:
+        inputs = self._inputs(args)
+        self.last = Execution(self.config, self.prepared, self.lowered.tensors, inputs,
+                              self.max_cycles, self.table_rows)
+        self.last_inputs = inputs
+        return self.last
+
+    def __call__(self, *args):
+        self.run(*args)
+        return self.outputs()
+
+    def outputs(self):
+        """The model's outputs (torch tensors, the model's structure) of the last call."""
+        self._need_run()
+        ex = self.last
+        outs = []
+        for v, node_val in zip(self.lowered.outputs, _output_vals(self.captured)):
+            if isinstance(v, Ref):
+                outs.append(ex.value(v.index).to(node_val.dtype))
+            elif hasattr(v, "value"):
+                outs.append(v.value.clone())
+            else:
+                raise FrontendError(f"output of type {type(v).__name__} is not supported")
+        return torch.utils._pytree.tree_unflatten(outs, self.captured.out_spec)
+
+    # ---- figures ---------------------------------------------------------------------------
+    @property
+    def cycles(self) -> int:
+        """Simulated cycles of the last call (kernels and data movement; host I/O apart)."""
+        self._need_run()
+        return sum(r.kernel_cycles + r.move_cycles for r in self.last.results)
+
+    @property
+    def host_cycles(self) -> int:
+        self._need_run()
+        return sum(r.host_cycles for r in self.last.results)
+
+    @property
+    def fmas(self) -> int:
+        return sum(s.fmas for s in self.lowered.stages)
+
+    @property
+    def utilization(self) -> float:
+        """Useful multiply-adds over the whole fabric's fp32 fma peak for the cycles run."""
+        peak = self.config.simd_width("fma", "f32") * self.config.rows * self.config.cols
+        return self.fmas / (peak * max(1, self.cycles))
+
+    def _need_run(self):
+        if self.last is None:
+            raise FrontendError("call the compiled model first (no run yet)")
+
+    def report(self) -> str:
+        from frontend.report import report
+
+        return report(self)
+
+    def validate(self, *args, raise_on_mismatch: bool = True):
+        from frontend.validate import validate
+
+        return validate(self, args, raise_on_mismatch)
+
+    def plot_placement(self, path=None):
+        from frontend.report import plot_placement
+
+        return plot_placement(self, path)
+
+
+def _output_vals(captured: Captured) -> list:
+    out = captured.graph.find_nodes(op="output")[0]
+    flat, _ = torch.utils._pytree.tree_flatten(out.args[0])
+    return [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in flat]
+
+
+def _edges(lowered) -> list[tuple[str, str]]:
+    """(producer stage, consumer stage) for every runtime operand."""
+    owners = {t.name: t for t in lowered.tensors.values() if t.kind == "stage"}
+    edges = []
+    for s in lowered.stages:
+        for op in s.operands:
+            if op.index is None:
+                continue
+            gids = op.index.reshape(-1)
+            for t in owners.values():
+                if bool(((gids >= t.base) & (gids < t.base + t.numel)).any()):
+                    edges.append((t.name, s.name))
+    return sorted(set(edges))

@@ -1,0 +1,198 @@
+"""The lowering driver: walks the ATen graph, folds constants, applies a rule per op and
+collects the stages.
+
+A rule is `rule(low: Lowering, node, *args, **kwargs) -> value` where FX-node arguments
+arrive as values (`Const`, `Ref`, or what an earlier rule returned); it returns a value (or a
+tuple of values for multi-output ops). Rules live in small files by op family and register
+with `@rule(aten.op.overload, ...)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.fx
+
+from frontend.capture import Captured
+from frontend.errors import UnsupportedOpError
+from frontend.sources import describe, target_name
+from frontend.stages import Limits, Operand, Stage
+from frontend.values import Const, Gather, Ref, Symbolic, Tensor
+
+RULES: dict[object, Callable] = {}
+
+
+def rule(*targets):
+    """Register a lowering rule for ATen overloads."""
+
+    def wrap(fn):
+        for t in targets:
+            RULES[t] = fn
+        return fn
+
+    return wrap
+
+
+def supported_ops() -> list[str]:
+    return sorted({_name(t) for t in RULES})
+
+
+def _name(target) -> str:
+    if hasattr(target, "_schema"):
+        return f"aten.{target._schema.name.split('::')[-1]}.{target._overloadname}"
+    return getattr(target, "__name__", str(target))
+
+
+class Unavailable:
+    """A secondary output the lowering does not compute (layernorm's mean, pooling indices):
+    using it is an error naming the node."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+
+@dataclasses.dataclass
+class Lowered:
+    captured: Captured
+    stages: list[Stage]
+    tensors: dict[str, Tensor]  # by name: user inputs and stage outputs
+    env: dict[str, object]  # FX node name -> value
+    outputs: list[object]  # the graph's output values, flattened
+
+
+class Lowering:
+    """State of one lowering: the global element space and the stages made so far."""
+
+    def __init__(self, captured: Captured):
+        self.captured = captured
+        self.stages: list[Stage] = []
+        self.tensors: dict[str, Tensor] = {}
+        self.next_base = 0
+        self.node: torch.fx.Node | None = None
+
+    # ---- the global element space --------------------------------------------------------
+    def new_tensor(self, name: str, shape, kind: str) -> Tensor:
+        t = Tensor(name, self.next_base, tuple(int(s) for s in shape), kind)
+        self.next_base += t.numel
+        self.tensors[name] = t
+        return t
+
+    def owner(self, gid: int) -> Tensor:
+        for t in self.tensors.values():
+            if t.base <= gid < t.base + t.numel:
+                return t
+        raise KeyError(gid)
+
+    # ---- stages ----------------------------------------------------------------------------
+    def stage(self, kind: str, shape, build, operands: list[Operand], work: int,
+              limits: Limits, fmas: int = 0, words_per_element: int = 3,
+              suffix: str = "") -> Ref:
+        """Add a stage producing a tensor of `shape` (its kernel's output shape); returns
+        the Ref of that tensor."""
+        node = self.node
+        name, i = f"{node.name}{suffix}", 1
+        while name in self.tensors:  # a rule may add several stages of one kind
+            name, i = f"{node.name}{suffix}_{i}", i + 1
+        tensor = self.new_tensor(name, shape, "stage")
+        self.stages.append(Stage(name, node, kind, tensor, build, operands, int(work), limits,
+                                 int(fmas), words_per_element))
+        return tensor.ref()
+
+    def operand(self, name: str, value, shape) -> Operand:
+        """Kernel input `name` of `shape` from a value (its elements in C order)."""
+        shape = tuple(int(s) for s in shape)
+        if isinstance(value, Const):
+            v = value.value.detach().to(torch.float32).reshape(shape)
+            return Operand(name, shape, const=v.numpy().astype(np.float32))
+        if isinstance(value, Gather):
+            return Operand(name, shape, gather=value)
+        if isinstance(value, Ref):
+            return Operand(name, shape, index=value.index.reshape(shape))
+        raise self.unsupported(f"an input of type {type(value).__name__}")
+
+    def unsupported(self, what: str) -> UnsupportedOpError:
+        return UnsupportedOpError(f"{describe(self.node)}: {what} is not supported")
+
+
+def lower(captured: Captured) -> Lowered:
+    from frontend.lowering import families  # noqa: F401  (registers the rules)
+
+    low = Lowering(captured)
+    env: dict[str, object] = {}
+    outputs: list[object] = []
+    for node in captured.graph.nodes:
+        low.node = node
+        if node.op == "placeholder":
+            if node.name in captured.constants:
+                env[node.name] = Const(captured.constants[node.name])
+            else:
+                val = node.meta.get("val")
+                env[node.name] = low.new_tensor(node.name, tuple(val.shape), "input").ref()
+                env[node.name].dtype = val.dtype
+        elif node.op == "call_function":
+            env[node.name] = _call(low, node, env)
+        elif node.op == "output":
+            outputs = _flatten_outputs(node.args[0], env, node)
+        else:
+            raise UnsupportedOpError(f"{describe(node)}: FX op {node.op!r} is not supported")
+    return Lowered(captured, low.stages, low.tensors, env, outputs)
+
+
+def _flatten_outputs(args, env, node) -> list:
+    flat, _ = torch.utils._pytree.tree_flatten(args)
+    return [_value(a, env, node) for a in flat]
+
+
+def _value(a, env, node):
+    if isinstance(a, torch.fx.Node):
+        v = env[a.name]
+        if isinstance(v, Unavailable):
+            raise UnsupportedOpError(f"{describe(a)}: {v.what} is not computed on the fabric "
+                                     f"(used by {node.name!r})")
+        return v
+    if isinstance(a, (list, tuple)):
+        return type(a)(_value(x, env, node) for x in a)
+    return a
+
+
+def _call(low: Lowering, node: torch.fx.Node, env):
+    args = _value(node.args, env, node)
+    kwargs = {k: _value(v, env, node) for k, v in node.kwargs.items()}
+    if node.target is operator.getitem:
+        seq, i = args
+        if isinstance(seq, Const):
+            return Const(seq.value[i])
+        return seq[i]
+    flat, _ = torch.utils._pytree.tree_flatten((args, kwargs))
+    if not any(isinstance(a, (Ref, Gather, Symbolic)) for a in flat):
+        return _fold(node, args, kwargs)
+    fn = RULES.get(node.target)
+    if fn is None:
+        raise UnsupportedOpError(
+            f"{describe(node)}: ATen op {target_name(node)} has no lowering to the fabric.\n"
+            f"Supported ops: {', '.join(supported_ops())}")
+    return fn(low, node, *args, **kwargs)
+
+
+def _fold(node, args, kwargs):
+    """Evaluate an op whose inputs are all known at compile time (constant folding)."""
+
+    def unwrap(a):
+        if isinstance(a, Const):
+            return a.value
+        if isinstance(a, (list, tuple)):
+            return type(a)(unwrap(x) for x in a)
+        return a
+
+    out = node.target(*unwrap(args), **{k: unwrap(v) for k, v in kwargs.items()})
+    if isinstance(out, (tuple, list)):
+        return tuple(Const(o) if isinstance(o, torch.Tensor) else o for o in out)
+    return Const(out) if isinstance(out, torch.Tensor) else out
+
+
+def limits_2d(m: int, n: int, **kw) -> Limits:
+    return Limits(rows=m, cols=n, **kw)

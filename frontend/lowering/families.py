@@ -1,0 +1,12 @@
+"""Imports every rule family so that its rules register."""
+
+from frontend.lowering import (  # noqa: F401
+    conv,
+    elementwise,
+    embedding,
+    layout,
+    masks,
+    matmul,
+    norms,
+    reductions,
+)

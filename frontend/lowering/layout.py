@@ -1,0 +1,84 @@
+"""Layout-only ops: they change how elements are indexed, not their values, so they act on
+the index map (`Ref`) and move nothing until a kernel needs the data in its own layout."""
+
+from __future__ import annotations
+
+import torch
+
+from frontend.lowering.common import relayout
+from frontend.lowering.core import rule
+from frontend.values import Const, Ref
+
+aten = torch.ops.aten
+
+
+@rule(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def view(low, node, x, shape):
+    return relayout(x, lambda t: t.reshape(shape))
+
+
+@rule(aten.permute.default)
+def permute(low, node, x, dims):
+    return relayout(x, lambda t: t.permute(dims))
+
+
+@rule(aten.t.default)
+def t(low, node, x):
+    return relayout(x, lambda v: v.t())
+
+
+@rule(aten.transpose.int)
+def transpose(low, node, x, d0, d1):
+    return relayout(x, lambda t: t.transpose(d0, d1))
+
+
+@rule(aten.expand.default)
+def expand(low, node, x, shape, implicit=False):
+    return relayout(x, lambda t: t.expand(shape))
+
+
+@rule(aten.clone.default, aten.alias.default, aten.detach.default, aten.lift_fresh_copy.default)
+def identity(low, node, x, **kwargs):
+    return x
+
+
+@rule(aten._to_copy.default)
+def to_copy(low, node, x, dtype=None, **kwargs):
+    if dtype not in (None, torch.float32) and isinstance(x, Ref) and \
+            x.dtype.is_floating_point:
+        raise low.unsupported(f"a cast to {dtype} (fp32 only)")
+    return x
+
+
+@rule(aten.slice.Tensor)
+def slice_(low, node, x, dim=0, start=None, end=None, step=1):
+    return relayout(x, lambda t: aten.slice.Tensor(t, dim, start, end, step))
+
+
+@rule(aten.select.int)
+def select(low, node, x, dim, index):
+    return relayout(x, lambda t: t.select(dim, index))
+
+
+@rule(aten.unsqueeze.default)
+def unsqueeze(low, node, x, dim):
+    return relayout(x, lambda t: t.unsqueeze(dim))
+
+
+@rule(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def squeeze(low, node, x, dim=None):
+    return relayout(x, lambda t: node.target(t) if dim is None else node.target(t, dim))
+
+
+@rule(aten.split_with_sizes.default, aten.split.Tensor)
+def split(low, node, x, sizes, dim=0):
+    parts = node.target(x.value if isinstance(x, Const) else x.index, sizes, dim)
+    wrap = (lambda p: Const(p)) if isinstance(x, Const) else (lambda p: Ref(p, x.dtype))
+    return tuple(wrap(p) for p in parts)
+
+
+@rule(aten.cat.default)
+def cat(low, node, tensors, dim=0):
+    if not all(isinstance(v, Ref) for v in tensors):
+        raise low.unsupported("cat of constants with runtime tensors")
+    return Ref(torch.cat([v.index for v in tensors], dim), tensors[0].dtype)

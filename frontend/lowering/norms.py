@@ -1,0 +1,63 @@
+"""Softmax and layer norm over the last dimension(s) (`fabric.kernels.rownorm`), batch norm
+in eval mode (a per-channel scale and shift, two elementwise stages)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from fabric.kernels.rownorm import build_layernorm, build_softmax
+from frontend.lowering.common import CYCLES_PER_ELEMENT, as2d, out_shape
+from frontend.lowering.core import Unavailable, rule
+from frontend.lowering.elementwise import _binary
+from frontend.stages import Limits
+from frontend.values import Const, Ref
+
+aten = torch.ops.aten
+
+
+@rule(aten._softmax.default)
+def softmax(low, node, x, dim, half_to_float=False):
+    moved = x.index.movedim(dim, -1)
+    m, n = as2d(moved.shape)
+    ref = low.stage("softmax", (m, n), lambda cfg, rect: build_softmax(cfg, rect, m, n),
+                    [low.operand("x", Ref(moved), (m, n))],
+                    m * n * CYCLES_PER_ELEMENT["softmax"], Limits(m, n),
+                    words_per_element=2)
+    return Ref(ref.index.reshape(moved.shape).movedim(-1, dim))
+
+
+@rule(aten.native_layer_norm.default)
+def layer_norm(low, node, x, normalized_shape, weight, bias, eps):
+    n = math.prod(normalized_shape)
+    m = x.index.numel() // n
+    gamma = weight if weight is not None else Const(torch.ones(n))
+    beta = bias if bias is not None else Const(torch.zeros(n))
+    ref = low.stage("layernorm", (m, n),
+                    lambda cfg, rect: build_layernorm(cfg, rect, m, n, eps=float(eps)),
+                    [low.operand("x", x, (m, n)), low.operand("gamma", gamma, (n,)),
+                     low.operand("beta", beta, (n,))],
+                    m * n * CYCLES_PER_ELEMENT["layernorm"], Limits(m, n),
+                    words_per_element=2)
+    return (Ref(ref.index.reshape(x.shape)), Unavailable("layer norm's mean"),
+            Unavailable("layer norm's rstd"))
+
+
+@rule(aten._native_batch_norm_legit_no_training.default)
+def batch_norm(low, node, x, weight, bias, mean, var, momentum, eps):
+    for name, v in (("weight", weight), ("bias", bias), ("running_mean", mean),
+                    ("running_var", var)):
+        if v is not None and not isinstance(v, Const):
+            raise low.unsupported(f"batch norm with a runtime {name}")
+    channels = x.shape[1]
+    w = weight.value if weight is not None else torch.ones(channels)
+    b = bias.value if bias is not None else torch.zeros(channels)
+    # eval batch norm is y = x * scale + shift per channel; folded as PyTorch folds it
+    scale = w / torch.sqrt(var.value + eps)
+    shift = b - mean.value * scale
+    view = (1, channels) + (1,) * (len(x.shape) - 2)
+    shape = out_shape(node)
+    y = _binary(low, x, Const(scale.reshape(view)), "mul", shape)
+    y = _binary(low, y, Const(shift.reshape(view)), "add", shape)
+    return y, Unavailable("batch norm's saved mean"), Unavailable("batch norm's saved rstd")

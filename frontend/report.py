@@ -1,0 +1,68 @@
+"""The per-node report of a compiled model and its placement picture."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from frontend.sources import target_name
+
+
+def node_rows(cm) -> list[dict]:
+    """One row per FX node that has stages: op, kernels, tiles, PEs, SRAM, cycles, error."""
+    results = {r.name: r for r in cm.last.results} if cm.last else {}
+    errors = getattr(cm, "last_errors", {})
+    by_node = defaultdict(list)
+    for p in cm.prepared:
+        by_node[p.stage.node.name].append(p)
+    rows = []
+    for node in cm.captured.graph.nodes:
+        preps = by_node.get(node.name)
+        if not preps:
+            continue
+        res = [results.get(p.stage.name) for p in preps]
+        err = errors.get(node.name)
+        rows.append({
+            "node": node.name, "op": target_name(node),
+            "kernels": sorted({p.stage.kind for p in preps}),
+            "tiles": [_rect(p.rect) for p in preps],
+            "pes": sum(p.rect.rows * p.rect.cols for p in preps),
+            "sram_bytes": max((r.sram_bytes for r in res if r), default=0),
+            "kernel_cycles": sum(r.kernel_cycles for r in res if r),
+            "move_cycles": sum(r.move_cycles for r in res if r),
+            "max_abs_error": err.max_abs if err else None,
+        })
+    return rows
+
+
+def _rect(rect) -> str:
+    return f"{rect.row},{rect.col} {rect.rows}x{rect.cols}"
+
+
+def report(cm) -> str:
+    rows = node_rows(cm)
+    lines = [f"{'node':24} {'op':30} {'kernel':16} {'tile':18} {'PEs':>4} "
+             f"{'SRAM B':>7} {'cycles':>7} {'moves':>6} {'max err':>9}"]
+    for r in rows:
+        tile = r["tiles"][0] if len(r["tiles"]) == 1 else f"{len(r['tiles'])} tiles"
+        err = "-" if r["max_abs_error"] is None else f"{r['max_abs_error']:.2e}"
+        lines.append(f"{r['node'][:24]:24} {r['op'][:30]:30} {','.join(r['kernels'])[:16]:16} "
+                     f"{tile[:18]:18} {r['pes']:4d} {r['sram_bytes']:7d} "
+                     f"{r['kernel_cycles']:7d} {r['move_cycles']:6d} {err:>9}")
+    cfg = cm.config
+    lines.append("")
+    if cm.last is not None:
+        lines.append(f"fabric {cfg.name} {cfg.rows}x{cfg.cols}: {cm.placement.pes_used} of "
+                     f"{cfg.rows * cfg.cols} PEs in {len(cm.prepared)} tiles; "
+                     f"{cm.cycles} cycles ({cm.cycles / cfg.clock_hz * 1e6:.2f} us at "
+                     f"{cfg.clock_hz / 1e6:.0f} MHz), host I/O {cm.host_cycles} cycles; "
+                     f"fma utilization {100 * cm.utilization:.2f} %")
+    return "\n".join(lines)
+
+
+def plot_placement(cm, path=None):
+    from fabric.viz import placement_map
+
+    regions = [(p.stage.name, p.rect) for p in cm.prepared]
+    return placement_map(cm.config, regions, cm.edges,
+                         title=f"placement on {cm.config.name} ({len(regions)} tiles)",
+                         path=path)

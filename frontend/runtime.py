@@ -1,0 +1,222 @@
+"""Runs a placed, lowered graph on the simulated fabric.
+
+Every stage is one engine run of its kernel's program on its tile (the rest of the fabric
+idle); stages run one after another in graph order. Before a stage runs, its runtime inputs
+arrive in its kernel's own layout: from the tiles of the stages that produced them, moved
+over the mesh by a redistribution program (`fabric.kernels.redistribute`, simulated cycle
+by cycle), or from the host for the model's inputs (host I/O). Between runs, each tile's
+SRAM words carry over unchanged (the next program on those PEs starts from them).
+
+Cycles: kernel cycles of every stage plus the cycles of every movement, summed (one input
+flows through the layers one stage at a time); host I/O cycles apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+
+from fabric.build import build
+from fabric.config import FabricConfig
+from fabric.host import Simulator, table_floor
+from fabric.kernels.base import Kernel
+from fabric.kernels.layout import (
+    WordMap,
+    probe_inputs,
+    probe_output,
+    read_words,
+    write_words,
+)
+from fabric.kernels.redistribute import Redistribution, plan_redistribution
+from fabric.program import Rect
+from frontend.errors import PlacementError
+from frontend.sources import describe
+from frontend.stages import Operand, Stage
+from frontend.values import Tensor
+
+# Table rows every program of a model gets at least: models of common sizes then share one
+# compiled engine per fabric config (larger tables cost nothing per cycle: they are indexed).
+TABLE_FLOOR = (512, 512)
+
+
+@dataclasses.dataclass
+class Source:
+    """The part of one runtime operand that one materialized tensor supplies: `dst` maps
+    the operand's kernel words to that tensor's elements; `plan` moves them (None for a
+    user input, which the host writes)."""
+
+    tensor: Tensor
+    dst: WordMap
+    plan: Redistribution | None
+
+
+@dataclasses.dataclass
+class PreparedStage:
+    stage: Stage
+    rect: Rect
+    kernel: Kernel
+    in_maps: dict[str, WordMap]
+    out_map: WordMap
+    consts: dict[str, np.ndarray]
+    sources: dict[str, list[Source]]  # operand name -> its sources (static operands)
+
+
+@dataclasses.dataclass
+class StageResult:
+    name: str
+    kernel_cycles: int
+    move_cycles: int
+    host_cycles: int
+    moved_words: int
+    busy: float  # busy PE-cycles of the kernel run
+    sram_bytes: int  # max SRAM bytes used per PE of the tile
+    wall_s: float
+
+
+def prepare(stages: list[Stage], rects: dict[str, Rect], tensors: dict[str, Tensor],
+            config: FabricConfig) -> list[PreparedStage]:
+    out: dict[str, PreparedStage] = {}
+    for s in stages:
+        rect = rects[s.name]
+        try:
+            kernel = s.build(config, rect)
+        except ValueError as exc:
+            raise PlacementError(f"{describe(s.node)}: stage {s.name!r} ({s.kind}) does not "
+                                 f"fit its tile {rect}: {exc}") from exc
+        in_maps = probe_inputs(kernel, {op.name: op.shape for op in s.operands})
+        out_map = probe_output(kernel)
+        if out_map.size != s.tensor.numel:
+            raise AssertionError(f"{s.name}: kernel output {out_map.shape} vs {s.tensor.shape}")
+        out_map = WordMap(s.tensor.shape, out_map.rect, out_map.symbols)
+        consts = {op.name: op.const for op in s.operands if op.const is not None}
+        sources = {op.name: _sources(op, in_maps[op.name], tensors, out, config)
+                   for op in s.operands if op.index is not None}
+        out[s.name] = PreparedStage(s, rect, kernel, in_maps, out_map, consts, sources)
+    return list(out.values())
+
+
+def table_rows(config: FabricConfig, prepared: list[PreparedStage]) -> tuple[int, int]:
+    """The largest (instruction, DSD) table sizes of every program a call runs (stages and
+    static data movement), so that they all share one compiled engine."""
+    programs = [p.kernel.program for p in prepared]
+    programs += [rnd.program for p in prepared for srcs in p.sources.values() for src in srcs
+                 if src.plan is not None for rnd in src.plan.rounds]
+    rows = [build(config, prog)[0] for prog in programs]
+    return (max([TABLE_FLOOR[0], *(t.instr.shape[0] for t in rows)]),
+            max([TABLE_FLOOR[1], *(t.dsd.shape[0] for t in rows)]))
+
+
+def _relabel(dst: WordMap, gids: np.ndarray, tensor: Tensor) -> WordMap | None:
+    """`dst` (in the operand's elements) re-labelled in `tensor`'s elements, keeping only the
+    words `tensor` supplies; None when it supplies none."""
+    symbols, any_word = {}, False
+    for name, a in dst.symbols.items():
+        g = np.where(a >= 0, gids[np.maximum(a, 0)], -1)
+        mine = (g >= tensor.base) & (g < tensor.base + tensor.numel)
+        any_word |= bool(mine.any())
+        symbols[name] = np.where(mine, g - tensor.base, -1)
+    return WordMap(tensor.shape, dst.rect, symbols) if any_word else None
+
+
+def _sources(op: Operand, dst: WordMap, tensors, prepared, config) -> list[Source]:
+    gids = op.index.reshape(-1).numpy()
+    out = []
+    for t in tensors.values():
+        if not ((gids >= t.base) & (gids < t.base + t.numel)).any():
+            continue
+        m = _relabel(dst, gids, t)
+        if m is None:
+            continue
+        plan = None
+        if t.kind == "stage":
+            plan = plan_redistribution(config, prepared[t.name].out_map, m)
+        out.append(Source(t, m, plan))
+    return out
+
+
+def host_cycles(config: FabricConfig, rect: Rect, words_per_pe: int) -> int:
+    """Edge transfer cycles of a host write or read (as `Simulator` charges them)."""
+    return math.ceil(rect.cols * words_per_pe / config.edge_bandwidth) + rect.col_end
+
+
+class Execution:
+    """One call: runs every stage, keeps the words of every materialized tensor."""
+
+    def __init__(self, config: FabricConfig, prepared: list[PreparedStage],
+                 tensors: dict[str, Tensor], inputs: dict[str, torch.Tensor],
+                 max_cycles: int, rows: tuple[int, int] = (0, 0)):
+        self.config = config
+        self.tensors = tensors
+        self.inputs = inputs
+        self.words: dict[str, dict[str, np.ndarray]] = {}
+        self.maps: dict[str, WordMap] = {}
+        self.results: list[StageResult] = []
+        with table_floor(*rows):
+            for p in prepared:
+                self.results.append(self._run(p, max_cycles))
+
+    def _run(self, p: PreparedStage, max_cycles: int) -> StageResult:
+        import time
+
+        t0 = time.perf_counter()
+        sim = Simulator(self.config, p.kernel.program)
+        zeros = {op.name: np.zeros(op.shape, np.float32) for op in p.stage.operands
+                 if op.const is None}
+        p.kernel.load(sim, {**zeros, **p.consts})
+        host = sim.host_cycles
+        move, moved = 0, 0
+        for op in p.stage.operands:
+            if op.const is not None:
+                continue
+            sources = (self._gather_sources(p, op) if op.gather is not None
+                       else p.sources.get(op.name, []))
+            for src in sources:
+                if src.plan is None:  # a user input: the host writes it
+                    values = self.inputs[src.tensor.name].detach().contiguous()
+                    words = src.dst.to_words(values.to(torch.float32).numpy()
+                                             if values.dtype.is_floating_point
+                                             else values.to(torch.int32).numpy())
+                    host += host_cycles(self.config, p.rect, max(
+                        int(w.shape[-1]) for w in words.values()))
+                else:
+                    words, cycles, _ = src.plan.run(self.words[src.tensor.name])
+                    move += cycles
+                    moved += src.plan.remote_words + src.plan.local_words
+                write_words(sim, src.dst, words, mapped_only=True)
+        p.kernel.launch(sim)
+        stats = sim.run(max_cycles=max_cycles, progress=False) if p.stage.kind != "resident" \
+            else sim.stats()
+        self.words[p.stage.name] = read_words(sim, p.out_map)
+        self.maps[p.stage.name] = p.out_map
+        r = p.rect
+        busy = float(stats.busy[r.row:r.row_end, r.col:r.col_end].sum())
+        sram = int(stats.sram_bytes_used[r.row:r.row_end, r.col:r.col_end].max())
+        return StageResult(p.stage.name, int(stats.cycles), move, host, moved, busy, sram,
+                           time.perf_counter() - t0)
+
+    def _gather_sources(self, p: PreparedStage, op: Operand) -> list[Source]:
+        """An embedding's rows: planned for this call's indices."""
+        gids = op.gather.resolve(self.inputs).reshape(-1).numpy()
+        table = next(t for t in self.tensors.values() if t.base == op.gather.table_base)
+        dst = _relabel(p.in_maps[op.name], gids, table)
+        plan = plan_redistribution(self.config, self.maps[table.name], dst)
+        return [Source(table, dst, plan)]
+
+    def value(self, gids: torch.Tensor) -> torch.Tensor:
+        """The tensor whose elements are the global ids `gids` (-1: zero)."""
+        flat = gids.reshape(-1).numpy()
+        out = np.zeros(flat.shape, np.uint32)
+        for t in self.tensors.values():
+            mine = (flat >= t.base) & (flat < t.base + t.numel)
+            if not mine.any():
+                continue
+            if t.kind == "input":
+                src = self.inputs[t.name].detach().contiguous().to(torch.float32).numpy()
+                out[mine] = src.reshape(-1).view(np.uint32)[flat[mine] - t.base]
+            else:
+                full = self.maps[t.name].from_words(self.words[t.name]).reshape(-1)
+                out[mine] = full.view(np.uint32)[flat[mine] - t.base]
+        return torch.from_numpy(out.view(np.float32).reshape(tuple(gids.shape)).copy())

@@ -1,0 +1,90 @@
+"""What a graph value is during lowering.
+
+- `Const`: a tensor known at compile time (a parameter, a buffer, a folded constant such as
+  the causal mask). Constants reach kernels through host I/O when the model is loaded, as
+  weights do on a wafer.
+- `Ref`: a runtime tensor as an index map into the global element space of materialized
+  tensors (the user's inputs and the outputs of kernels): `index` has the value's shape and
+  holds, per element, the global id of the element it equals (-1: the value 0, e.g. a
+  convolution's padding). Layout-only ops (view, permute, expand, slice, ...) act on the
+  index map alone, so they cost nothing until a kernel needs the data in another layout;
+  then the data moves on the fabric (`fabric.kernels.redistribute`).
+- `Gather`: a runtime tensor whose index map depends on the values of an integer user input
+  (embedding): resolved on every call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+
+@dataclasses.dataclass
+class Const:
+    value: torch.Tensor
+
+
+@dataclasses.dataclass
+class Ref:
+    index: torch.Tensor  # int64, the value's shape; global element ids, -1 = zero
+    dtype: torch.dtype = torch.float32
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.index.shape)
+
+
+@dataclasses.dataclass
+class Gather:
+    """table[idx]: rows of the materialized 2D table (global base `table_base`, row length
+    `row`) picked by the integer user input `idx_name`; shape = idx shape + (row,)."""
+
+    table_base: int
+    table_rows: int
+    row: int
+    idx_name: str
+    idx_pick: torch.Tensor  # flat positions in the input `idx_name` of the indices used
+    idx_shape: tuple[int, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (*self.idx_shape, self.row)
+
+    def resolve(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Global ids (tokens, row) of the picked rows for this call's inputs."""
+        given = inputs[self.idx_name]
+        if given.dtype.is_floating_point or given.dtype == torch.bool:
+            raise TypeError(f"embedding indices {self.idx_name!r} must be integers, got "
+                            f"{given.dtype}")
+        idx = given.reshape(-1)[self.idx_pick.reshape(-1)].to(torch.int64)
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.table_rows):
+            raise IndexError(f"embedding index out of range [0, {self.table_rows}) in input "
+                             f"{self.idx_name!r}: min {int(idx.min())}, max {int(idx.max())}")
+        return self.table_base + idx[:, None] * self.row + torch.arange(self.row)
+
+
+@dataclasses.dataclass
+class Tensor:
+    """A materialized tensor of the global element space: a user input or a stage's
+    output. Its elements have global ids base .. base + numel - 1 (C order)."""
+
+    name: str
+    base: int
+    shape: tuple[int, ...]
+    kind: str  # "input" | "stage"
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def ref(self) -> Ref:
+        return Ref(self.base + torch.arange(self.numel).reshape(self.shape))
+
+
+class Symbolic:
+    """Base of runtime values that are neither tensors nor constants (the predicates of
+    the attention mask guard, see `lowering.masks`)."""
