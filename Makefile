@@ -28,7 +28,7 @@ test: $(STAMP) lint
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
-	$(PY) benchmarks/engine_speed.py --grid 128 --cycles 2000 --json benchmarks/results/engine_speed.json
+	$(PY) benchmarks/engine_speed.py --grid 128 --cycles 2000 --json benchmarks/results/engine_speed_128.json
 
 clean-venv:
 	rm -rf $(VENV)

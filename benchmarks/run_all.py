@@ -5,8 +5,8 @@
     python benchmarks/run_all.py --only kernels --no-readme
 
 Each script of REGISTRY runs as its own process (`python SCRIPT --json RESULTS/NAME.json
-ARGS...`), writing its JSON (and PNGs) through benchmarks/harness.py; --quick results go to
-benchmarks/results/quick/, apart from the full figures the docs quote. The table between
+ARGS...`), writing its JSON (and PNGs) through benchmarks/harness.py into benchmarks/results/
+(each JSON records the arguments it ran with; the table names the mode). The table between
 the README's `<!-- results:begin -->` and `<!-- results:end -->` markers is then rebuilt
 from the JSON files: one line per registered script (a script that is not there reads
 "not present", a failed one "failed" with its exit code), each script's headline, its
@@ -221,7 +221,7 @@ def main(argv=None, registry=REGISTRY, bench_dir: Path = HERE) -> int:
                         help=f"run these only: {', '.join(b.name for b in registry)}")
     parser.add_argument("--results", type=Path, default=None,
                         help="folder for JSON, PNG and logs (default benchmarks/results, "
-                             "or benchmarks/results/quick with --quick)")
+                             "in both modes)")
     parser.add_argument("--readme", type=Path, default=bench_dir / "README.md")
     parser.add_argument("--no-readme", action="store_true", help="leave the README alone")
     parser.add_argument("--no-run", action="store_true",
@@ -233,7 +233,7 @@ def main(argv=None, registry=REGISTRY, bench_dir: Path = HERE) -> int:
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; registered: {names}")
     chosen = [b for b in registry if not args.only or b.name in args.only]
-    results = (args.results or (bench_dir / "results" / ("quick" if args.quick else ""))).resolve()
+    results = (args.results or (bench_dir / "results")).resolve()
     results.mkdir(parents=True, exist_ok=True)
 
     start = time.perf_counter()
