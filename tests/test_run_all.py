@@ -82,7 +82,7 @@ def test_run_writes_json_and_the_table_with_a_missing_script(bench_dir):
     readme = bench_dir / "README.md"
     code = run_all.main(["--quick"], registry=REGISTRY, bench_dir=bench_dir)
     assert code == 0
-    results = bench_dir / "results" / "quick"
+    results = bench_dir / "results"  # both modes write there
     assert json.loads((results / "good.json").read_text())["benchmark"] == "fake"
     assert (results / "good.log").read_text().startswith("$ ")
     text = readme.read_text()
@@ -97,8 +97,8 @@ def test_run_writes_json_and_the_table_with_a_missing_script(bench_dir):
     assert "Mode `quick`" in text and "the whole run took" in text
     assert "Machine: Test CPU, 2 cores, Linux; Python 3.11, JAX 0.0 on cpu." in text
     assert "| case | value |" in text and "| b | 2 |" in text
-    assert "![good](results/quick/good.png)" in text
-    assert "JSON: `results/quick/good.json`" in text
+    assert "![good](results/good.png)" in text
+    assert "JSON: `results/good.json`" in text
 
 
 def test_full_mode_uses_the_full_arguments_and_results_folder(bench_dir):
