@@ -63,6 +63,4 @@ def plot_placement(cm, path=None):
     from fabric.viz import placement_map
 
     regions = [(p.stage.name, p.rect) for p in cm.prepared]
-    return placement_map(cm.config, regions, cm.edges,
-                         title=f"placement on {cm.config.name} ({len(regions)} tiles)",
-                         path=path)
+    return placement_map(cm.config, regions, cm.edges, title="placement", path=path)
