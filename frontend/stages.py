@@ -41,13 +41,12 @@ class Operand:
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """What tile shapes a kernel accepts: at most `rows` x `cols` PEs (its tensor must give
-    every PE a block), `cols_fixed` (1 for one-column kernels), `max_perimeter` (rows + cols
-    for kernels that need a color per tile row and column)."""
+    every PE a block), `cols_fixed` (1 for one-column kernels). Colors are the placement's
+    concern (SUMMA needs one per tile row and column)."""
 
     rows: int
     cols: int
     cols_fixed: int | None = None
-    max_perimeter: int | None = None
 
 
 @dataclasses.dataclass

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from frontend.values import Const, Ref
 
 # Single-PE cycles per element of each kernel (fp32, WSE-2 widths; the kernels' cycle
@@ -48,13 +46,3 @@ def shape_of(value) -> tuple[int, ...]:
     if isinstance(value, Const):
         return tuple(value.value.shape)
     return tuple(value.shape)
-
-
-def is_tensor(value) -> bool:
-    return isinstance(value, (Const, Ref))
-
-
-def to_f32(value):
-    if isinstance(value, Const):
-        return Const(value.value.to(torch.float32))
-    return value

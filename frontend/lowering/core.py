@@ -192,7 +192,3 @@ def _fold(node, args, kwargs):
     if isinstance(out, (tuple, list)):
         return tuple(Const(o) if isinstance(o, torch.Tensor) else o for o in out)
     return Const(out) if isinstance(out, torch.Tensor) else out
-
-
-def limits_2d(m: int, n: int, **kw) -> Limits:
-    return Limits(rows=m, cols=n, **kw)

@@ -23,7 +23,7 @@ def gemm(low, a, b, suffix=""):
     return low.stage(
         "gemm_summa", (m, n), lambda cfg, rect: build_gemm_summa(cfg, rect, m, k, n),
         [low.operand("A", a, (m, k)), low.operand("B", b, (k, n))], m * k * n,
-        Limits(m, n, max_perimeter=None), fmas=m * k * n,
+        Limits(m, n), fmas=m * k * n,
         words_per_element=max(3, 2 * k // max(1, min(m, n))), suffix=suffix)
 
 
