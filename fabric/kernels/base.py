@@ -100,3 +100,28 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
         out.append((start, size))
         start += size
     return out
+
+
+def rect_groups(specs: Mapping):
+    """Rectangles of cells with identical specs, so that one Tile serves each: vertical runs
+    in every column, merged with identical runs of the next columns. specs: {(row, col):
+    spec} (specs compared with ==). Yields (Rect, spec)."""
+    runs = []
+    for c in sorted({c for _, c in specs}):
+        rows = sorted(r for r, cc in specs if cc == c)
+        start = 0
+        for i in range(1, len(rows) + 1):
+            if (i == len(rows) or rows[i] != rows[i - 1] + 1
+                    or specs[(rows[i], c)] != specs[(rows[start], c)]):
+                runs.append([rows[start], c, i - start, 1, specs[(rows[start], c)]])
+                start = i
+    merged: list = []
+    for run in runs:
+        prev = next((m for m in merged if m[0] == run[0] and m[2] == run[2]
+                     and m[1] + m[3] == run[1] and m[4] == run[4]), None)
+        if prev is not None:
+            prev[3] += 1
+        else:
+            merged.append(run)
+    for r, c, h, w, spec in merged:
+        yield Rect(r, c, h, w), spec

@@ -54,7 +54,7 @@ from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.host import Simulator
 from fabric.isa import Port
-from fabric.kernels.base import pick_colors
+from fabric.kernels.base import pick_colors, rect_groups
 from fabric.kernels.layout import WordMap
 from fabric.kernels.redistribute_code import Run, chain_code, chain_cycles, split_runs
 from fabric.kernels.traffic_routes import XY, YX, Flow, cut_bound, link_loads, route_tree
@@ -428,7 +428,7 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict) -
     specs = {}
     for cell in set(src.rect.pes()) | set(dst.rect.pes()) | set(chains):
         specs[cell] = _tile_spec(src, dst, cell, chains.get(cell, {}))
-    for rect, spec in _group(specs):
+    for rect, spec in rect_groups(specs):
         prog.place(_tile(f"redist_{rect.row}_{rect.col}", spec), rect)
     for m in moves:
         for (r, c), (rx, tx) in route_tree(m.flow("f")).items():
@@ -496,25 +496,3 @@ def _tile(name, spec) -> Tile:
     return tile
 
 
-def _group(specs: dict):
-    """Rectangles of PEs with identical specs: runs along each row, merged with the
-    identical runs of the rows below. Yields (Rect, spec)."""
-    runs = []
-    for r in sorted({r for r, _ in specs}):
-        cs = sorted(c for rr, c in specs if rr == r)
-        start = 0
-        for i in range(1, len(cs) + 1):
-            if (i == len(cs) or cs[i] != cs[i - 1] + 1
-                    or specs[(r, cs[i])] != specs[(r, cs[start])]):
-                runs.append([r, cs[start], 1, i - start, specs[(r, cs[start])]])
-                start = i
-    merged: list = []
-    for run in runs:
-        prev = next((m for m in merged if m[1] == run[1] and m[3] == run[3]
-                     and m[0] + m[2] == run[0] and m[4] == run[4]), None)
-        if prev is not None:
-            prev[2] += 1
-        else:
-            merged.append(run)
-    for r, c, h, w, spec in merged:
-        yield Rect(r, c, h, w), spec

@@ -43,7 +43,7 @@ from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.host import Simulator
 from fabric.isa import Port
-from fabric.kernels.base import Kernel, pick_colors
+from fabric.kernels.base import Kernel, pick_colors, rect_groups
 from fabric.kernels.traffic_routes import (  # noqa: F401  (public names of this module)
     XY,
     YX,
@@ -114,7 +114,7 @@ def build_traffic(config: FabricConfig, rect: Rect, flows: Sequence[Flow], dtype
     specs = {cell: _pe_spec(cell, e, flows, chunk) for cell, e in ends.items()}
 
     prog = Program(config)
-    for block, spec in _group(specs):
+    for block, spec in rect_groups(specs):
         prog.place(_tile(f"{name}_{block.row}_{block.col}", spec, dtype), block)
     for i, f in enumerate(flows):
         for (r, c), (rx, tx) in route_tree(f).items():
@@ -246,30 +246,6 @@ def _chain_code(kind, n, step, chain_ends):
     if e > 1:
         code += [ins.iadd(k, k, 1), ins.branch_if_less(k, e, "done"), ins.set_reg(k, 0)]
     return code + [ins.iadd(o, o, step), ins.label("done")]
-
-
-def _group(ops: dict[Cell, list]):
-    """Rectangles of PEs with identical op lists: vertical runs in each column, merged with
-    identical runs of the next columns. Yields (Rect, spec)."""
-    runs = []
-    for c in sorted({c for _, c in ops}):
-        rows = sorted(r for r, cc in ops if cc == c)
-        start = 0
-        for i in range(1, len(rows) + 1):
-            if (i == len(rows) or rows[i] != rows[i - 1] + 1
-                    or ops[(rows[i], c)] != ops[(rows[start], c)]):
-                runs.append([rows[start], c, i - start, 1, tuple(ops[(rows[start], c)])])
-                start = i
-    merged: list = []
-    for run in runs:
-        prev = next((m for m in merged if m[0] == run[0] and m[2] == run[2]
-                     and m[1] + m[3] == run[1] and m[4] == run[4]), None)
-        if prev is not None:
-            prev[3] += 1
-        else:
-            merged.append(run)
-    for r, c, h, w, spec in merged:
-        yield Rect(r, c, h, w), spec
 
 
 def _chain_thread_cycles(kind, n, step, chain_ends) -> int:
