@@ -28,6 +28,15 @@ Numerics: each step's rounding and the mathlib bounds give, for t = x (A + B x^2
                   + 3),  s = e^t / (1 + e^t) <= 1, u = 2^-24,
 plus 1e-29 |x| for t > GELU_T_MAX (`gelu_tolerance` computes it).
 
+16-bit storage (dtype "f16", "bf16" or "cb16", acc_dtype "f32" only: the exp and reciprocal
+polynomials need fp32): x and y are 16-bit symbols; x is widened exactly (`to_f32`) into an
+fp32 working vector, the fp32 code above runs unchanged, and y is rounded once (`to_half`):
+    T = 2 + 2 ceil(e_max / w_cvt) + gelu_cycles(config, e_max)     (w_cvt: ("cvt", "f16"))
+The result is the fp32 kernel's output on the same (16-bit) inputs, rounded to dtype; with
+the fp32 bound far below half a 16-bit ulp, it is the correctly rounded gelu except near
+ties (at most 1 ulp of dtype off). bf16 subnormal inputs (below 2^-126) widen exactly but
+the fp32 ops flush them to zero.
+
 Example:
     >>> k = build_gelu(FabricConfig.small(4, 4), Rect(0, 0, 3, 4), 50, 37)  # doctest: +SKIP
     >>> y = run_kernel(k, {"x": x}).output                                   # doctest: +SKIP
@@ -47,7 +56,10 @@ from fabric.instructions import Mem
 from fabric.isa import SIMD_NAME, Op
 from fabric.kernels import mathlib as ml
 from fabric.kernels.base import Kernel, split
+from fabric.numerics.formats import HALF_DTYPES
 from fabric.program import Rect
+
+DTYPES = ("f32", *HALF_DTYPES)
 
 SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 GELU_A = float(np.float32(-2 * SQRT_2_OVER_PI))
@@ -133,6 +145,27 @@ def check_sram(config: FabricConfig, what: str, words: int, sizes: str) -> None:
                          f"{config.sram_bytes // 1024} KiB of a PE; use a larger rectangle")
 
 
+def check_dtypes(what: str, dtype: str, acc_dtype: str, half_acc: bool = True) -> None:
+    """ValueError naming the kernel and the parameter unless `dtype` is "f32" or a 16-bit
+    format and `acc_dtype` is "f32" or `dtype` (only "f32" when `half_acc` is False: the
+    kernel computes in fp32 only)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"{what}: dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    allowed = ["f32", dtype] if half_acc and dtype != "f32" else ["f32"]
+    if acc_dtype not in allowed:
+        why = ("" if half_acc or dtype == "f32" else
+               f"; {what} computes in fp32 only (its polynomials need fp32 precision), widening "
+               "16-bit inputs and rounding the output once")
+        raise ValueError(f"{what}: acc_dtype must be one of {allowed} with dtype {dtype!r}, "
+                         f"got {acc_dtype!r}{why}")
+
+
+def simd_key(dtype: str) -> str:
+    """The dtype under which `config.simd_width` lists ops of `dtype` (16-bit formats share
+    the "f16" widths)."""
+    return "f32" if dtype == "f32" else "f16"
+
+
 # ---- the elementwise code ---------------------------------------------------------------
 def gelu_code(y: Mem, x: Mem, scratch: Sequence[Mem]) -> list:
     """Instructions computing y = gelu(x) elementwise (tanh form, see the module docstring).
@@ -192,13 +225,15 @@ def gelu_tolerance(x: np.ndarray) -> np.ndarray:
 
 # ---- the kernel ---------------------------------------------------------------------------
 def build_gelu(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f32",
-               colors: Sequence[int] | None = None) -> Kernel:
-    """gelu of an (m, n) fp32 tensor in 2D blocks on `rect` (no communication).
+               acc_dtype: str = "f32", colors: Sequence[int] | None = None) -> Kernel:
+    """gelu of an (m, n) tensor in 2D blocks on `rect` (no communication).
 
     Args:
         config, rect: the fabric and the rectangle of PEs to use.
         m, n: tensor sizes; rows split over rect.rows, columns over rect.cols (`split`).
-        dtype: "f32" only.
+        dtype: storage format of x and y: "f32", "f16", "bf16" or "cb16".
+        acc_dtype: "f32" only (16-bit inputs are widened, computed in fp32 and rounded
+            once; a 16-bit computation raises ValueError).
         colors: unused (the kernel routes nothing); accepted for the common signature.
 
     Returns:
@@ -206,8 +241,8 @@ def build_gelu(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
         docstring's formula.
     """
     del colors
-    if dtype != "f32":
-        raise ValueError(f"gelu: dtype {dtype!r} is not supported (f32 only)")
+    check_dtypes("gelu", dtype, acc_dtype, half_acc=False)
     from fabric.kernels.unary import build_blockwise  # (unary builds on this module)
 
-    return build_blockwise(config, rect, m, n, "gelu", gelu_code, GELU_WORDS - 2, gelu_cycles)
+    return build_blockwise(config, rect, m, n, "gelu", gelu_code, GELU_WORDS - 2, gelu_cycles,
+                           dtype)

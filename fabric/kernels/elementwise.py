@@ -20,8 +20,29 @@ Cycle model (exact): one DSD op of L = m_p n_q elements at the op's SIMD width w
 plus, with a multicast vector, its broadcast first (`Fragment.exit_times`):
     T = max over PEs [ (h + 1) H + len(v block) + ceil(L / w) ] + 5
 (h: the PE's hops from its source, H the hop latency; 5 = task start, branch, the
-consuming read, jump, end). Results are bit-exact against
+consuming read, jump, end). A broadcast op's width is capped at the vector's row length
+(the block width nb: an element group never spans two rows). Results are bit-exact against
 numpy's float32 ops (one rounding per element, as numpy).
+
+16-bit storage (dtype "f16", "bf16" or "cb16"): x, y, z and a loaded vector v are 16-bit
+symbols (element slot i holding what word i holds in fp32) and the ops are the 16-bit
+builtins at the ("op", "f16") widths (4 for add/sub/mul/max on WSE-2): each computes the fp32
+result of its 16-bit inputs and rounds it once to dtype, which is PyTorch's fp16 / bf16
+elementwise op (fp32 opmath, one rounding). For one op, acc_dtype "f32" (widen, compute in
+fp32, round once) and acc_dtype = dtype give the same numbers, so both build that builtin:
+    T = ceil(L_max / w16_op) + 2
+Exceptions:
+- build_map "add" / "mul" with acc_dtype "f32" and a scalar s not exact in dtype: PyTorch
+  computes x * s with s in fp32 (x + s too on CUDA; on CPU it rounds the scalar of an add
+  to the tensor's dtype first, which is acc_dtype = dtype here), so the kernel widens x
+  (to_f32 into an fp32 vector), applies the fp32 op with the fp32 s and rounds once
+  (to_half): T = 2 ceil(L_max / w_cvt) + ceil(L_max / w32_op) + 2 (w_cvt: ("cvt", "f16")).
+  With acc_dtype = dtype, s is rounded to dtype when the program is built and the 16-bit
+  builtin runs. relu / max / min need no
+  widening: rounding is monotone, so max(x, round(s)) = round(max(x, s)).
+- a multicast vector travels as fp32 words (the collectives move 32-bit words); every PE
+  rounds it to dtype (to_half, the host's rounding) before the op: T = max over PEs [(h + 1)
+  H + len + ceil(len / w_cvt) + ceil(L / w16_op)] + 5.
 
 Example:
     >>> k = build_elementwise(FabricConfig.small(4, 4), Rect(0, 0, 4, 4), 30, 17, "add")
@@ -39,7 +60,10 @@ import numpy as np
 from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.kernels import collectives as co
+from fabric.kernels.activations import check_dtypes, simd_key
 from fabric.kernels.base import Kernel, pick_colors, split
+from fabric.numerics.convert import round_to
+from fabric.numerics.packing import words_for
 from fabric.program import Program, Rect, Tile
 
 BINARY = {"add": (ins.add, np.add), "sub": (ins.sub, np.subtract),
@@ -107,21 +131,27 @@ def from_blocks(parts: list[np.ndarray], classes: list[BlockClass], rect: Rect, 
     return out
 
 
-def _check(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str, arrays: int,
-           what: str) -> list[BlockClass]:
-    if dtype != "f32":
-        raise ValueError(f"{what}: dtype {dtype!r} is not supported (f32 only)")
+def _check(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str, acc_dtype: str,
+           arrays: int, what: str, f32_blocks: int = 0, f32_vector: bool = False
+           ) -> list[BlockClass]:
+    """The block classes, after checking the dtypes and that `arrays` blocks of `dtype`, a
+    vector of max(mb, nb) of `dtype`, `f32_blocks` fp32 blocks and (f32_vector) an fp32
+    vector of max(mb, nb) fit in a PE."""
+    check_dtypes(what, dtype, acc_dtype)
     classes = block_classes(rect, m, n)
     big = classes[0]
-    words = arrays * big.mb * big.nb + max(big.mb, big.nb)
+    size = big.mb * big.nb
+    words = (arrays * words_for(dtype, size) + words_for(dtype, max(big.mb, big.nb))
+             + f32_blocks * size + int(f32_vector) * max(big.mb, big.nb))
     if words > config.sram_words:
-        raise ValueError(f"{what}: {arrays} blocks of {big.mb} x {big.nb} need {4 * words} B "
-                         f"per PE, above the {config.sram_bytes // 1024} KiB of a PE "
-                         f"({m} x {n} on {rect.rows} x {rect.cols} PEs)")
+        raise ValueError(f"{what}: {arrays} blocks of {big.mb} x {big.nb} ({dtype}) need "
+                         f"{4 * words} B per PE, above the {config.sram_bytes // 1024} KiB "
+                         f"of a PE ({m} x {n} on {rect.rows} x {rect.cols} PEs)")
     return classes
 
 
-def _kernel(name, config, rect, m, n, prog, classes, inputs, op_key, model, info):
+def _kernel(name, config, rect, m, n, prog, classes, inputs, op_key, model, info, dtype,
+            acc_dtype):
     def load(sim, values):
         for key in inputs:
             x = np.asarray(values[key], np.float32)
@@ -132,76 +162,112 @@ def _kernel(name, config, rect, m, n, prog, classes, inputs, op_key, model, info
                 sim.memcpy_h2d(key, to_blocks(x, cls, rect), cls.rect)
 
     def read(sim):
-        parts = [sim.memcpy_d2h("z", cls.rect) for cls in classes]
+        parts = [np.asarray(sim.memcpy_d2h("z", cls.rect), np.float32) for cls in classes]
         return from_blocks(parts, classes, rect, m, n)
 
     return Kernel(name, config, rect, prog, load, read,
                   lambda sim: sim.launch("main", rect), model, 0,
-                  {"m": m, "n": n, "op": op_key, **info})
+                  {"m": m, "n": n, "op": op_key, "dtype": dtype, "acc_dtype": acc_dtype,
+                   **info})
 
 
-def _op_cycles(config, op, length):
-    return math.ceil(length / config.simd_width(SIMD[op], "f32"))
+def _op_cycles(config, op, length, dtype="f32"):
+    return math.ceil(length / config.simd_width(SIMD[op], simd_key(dtype)))
+
+
+def _cvt_cycles(config, length):
+    return math.ceil(length / config.simd_width("cvt", "f16"))
 
 
 def build_elementwise(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "add",
-                      dtype: str = "f32", colors: Sequence[int] | None = None) -> Kernel:
+                      dtype: str = "f32", acc_dtype: str = "f32",
+                      colors: Sequence[int] | None = None) -> Kernel:
     """z = x op y for x, y of shape (m, n) in blocks on `rect`; op "add", "sub" or "mul".
 
-    Model (exact): T = ceil(L_max / w_op) + 2, L_max the largest block's element count.
+    dtype: storage of x, y, z ("f32", "f16", "bf16", "cb16"); acc_dtype "f32" or dtype (the
+    same numbers: one 16-bit builtin, see the module docstring).
+    Model (exact): T = ceil(L_max / w_op) + 2, L_max the largest block's element count,
+    w_op the op's width in dtype.
     """
     if op not in BINARY:
-        raise ValueError(f"op must be one of {sorted(BINARY)}, got {op!r}")
-    classes = _check(config, rect, m, n, dtype, 3, "elementwise")
+        raise ValueError(f"elementwise: op must be one of {sorted(BINARY)}, got {op!r}")
+    classes = _check(config, rect, m, n, dtype, acc_dtype, 3, "elementwise")
     prog = Program(config)
     for i, cls in enumerate(classes):
         size = cls.mb * cls.nb
         tile = Tile(f"{op}{i}")
-        x, y, z = (tile.symbol(s, "f32", size) for s in ("x", "y", "z"))
-        tile.local_task("main", [BINARY[op][0](z.dsd(), x.dsd(), y.dsd())])
+        x, y, z = (tile.symbol(s, dtype, size) for s in ("x", "y", "z"))
+        tile.local_task("main", [BINARY[op][0](z.dsd(), x.dsd(), y.dsd(), dtype=dtype)])
         prog.place(tile, cls.rect)
-    model = _op_cycles(config, op, classes[0].mb * classes[0].nb) + 2
-    return _kernel("elementwise", config, rect, m, n, prog, classes, ("x", "y"), op, model, {})
+    model = _op_cycles(config, op, classes[0].mb * classes[0].nb, dtype) + 2
+    return _kernel("elementwise", config, rect, m, n, prog, classes, ("x", "y"), op, model, {},
+                   dtype, acc_dtype)
 
 
 def build_map(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "relu",
-              scalar: float = 0.0, dtype: str = "f32",
+              scalar: float = 0.0, dtype: str = "f32", acc_dtype: str = "f32",
               colors: Sequence[int] | None = None) -> Kernel:
     """z = op(x, scalar) for x (m, n): "relu" (max(x, 0)), "add", "mul", "max", "min".
 
-    Model (exact): T = ceil(L_max / w_op) + 2.
+    dtype: storage of x and z ("f32", "f16", "bf16", "cb16"). acc_dtype "f32": the scalar
+    is used in fp32 (as PyTorch's x * s for a 16-bit x, and x + s on CUDA); acc_dtype =
+    dtype: the scalar is rounded to dtype (PyTorch's CPU x + s). info["widened"] says
+    whether the fp32 path (to_f32, fp32 op, to_half) was built (see the module docstring).
+    Model (exact): T = ceil(L_max / w_op) + 2, or 2 ceil(L_max / w_cvt) + ceil(L_max /
+    w32_op) + 2 when widened.
     """
     if op != "relu" and op not in MAPS:
-        raise ValueError(f"op must be 'relu' or one of {sorted(MAPS)}, got {op!r}")
+        raise ValueError(f"map: op must be 'relu' or one of {sorted(MAPS)}, got {op!r}")
     make, s = (ins.max_, 0.0) if op == "relu" else (MAPS[op][0], float(scalar))
-    classes = _check(config, rect, m, n, dtype, 2, "map")
+    s32 = np.float32(s)
+    # fp32 with a scalar that dtype cannot hold exactly: widen (the builtin would round s)
+    widen = (dtype != "f32" and acc_dtype == "f32" and op in ("add", "mul")
+             and not round_to(s32, dtype) == s32)
+    classes = _check(config, rect, m, n, dtype, acc_dtype, 2, "map", int(widen))
     prog = Program(config)
     for i, cls in enumerate(classes):
+        size = cls.mb * cls.nb
         tile = Tile(f"{op}{i}")
-        x, z = (tile.symbol(name, "f32", cls.mb * cls.nb) for name in ("x", "z"))
-        tile.local_task("main", [make(z.dsd(), x.dsd(), s)])
+        x, z = (tile.symbol(name, dtype, size) for name in ("x", "z"))
+        if widen:
+            w = tile.symbol("w", "f32", size).dsd()
+            code = [ins.to_f32(w, x.dsd(), dtype), make(w, w, s),
+                    ins.to_half(z.dsd(), w, dtype)]
+        else:
+            code = [make(z.dsd(), x.dsd(), s, dtype=dtype)]
+        tile.local_task("main", code)
         prog.place(tile, cls.rect)
-    model = _op_cycles(config, op, classes[0].mb * classes[0].nb) + 2
+    size = classes[0].mb * classes[0].nb
+    if widen:
+        model = 2 * _cvt_cycles(config, size) + _op_cycles(config, op, size) + 2
+    else:
+        model = _op_cycles(config, op, size, dtype) + 2
     return _kernel("map", config, rect, m, n, prog, classes, ("x",), op, model,
-                   {"scalar": s})
+                   {"scalar": s, "widened": widen}, dtype, acc_dtype)
 
 
 def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "add",
                        vector: str = "row", mode: str = "load", dtype: str = "f32",
-                       colors: Sequence[int] | None = None) -> Kernel:
+                       acc_dtype: str = "f32", colors: Sequence[int] | None = None
+                       ) -> Kernel:
     """z = x op v[None, :] (vector "row": v of n values) or x op v[:, None] (vector "col":
     v of m values), op "add", "sub" or "mul".
 
     mode "load": the host writes v's block to every PE that uses it; "multicast": to the
     top PE of every column (west PE of every row), which multicasts it (one color).
+    dtype: storage of x, z and v ("f32", "f16", "bf16", "cb16"; a multicast v travels in
+    fp32 and is rounded on every PE); acc_dtype "f32" or dtype (the same numbers).
     Inputs: "x" (m, n), "v". Model (exact): see the module docstring.
     """
     if op not in BINARY:
-        raise ValueError(f"op must be one of {sorted(BINARY)}, got {op!r}")
+        raise ValueError(f"broadcast_op: op must be one of {sorted(BINARY)}, got {op!r}")
     if vector not in ("row", "col") or mode not in ("load", "multicast"):
-        raise ValueError(f"vector must be 'row' or 'col' and mode 'load' or 'multicast', got "
-                         f"{vector!r}, {mode!r}")
-    classes = _check(config, rect, m, n, dtype, 2, "broadcast_op")
+        raise ValueError(f"broadcast_op: vector must be 'row' or 'col' and mode 'load' or "
+                         f"'multicast', got {vector!r}, {mode!r}")
+    # a multicast 16-bit vector travels in fp32: an fp32 copy "v", rounded into "vh"
+    cast = dtype != "f32" and mode == "multicast"
+    classes = _check(config, rect, m, n, dtype, acc_dtype, 2, "broadcast_op",
+                     f32_vector=cast)
     prog = Program(config)
     vlen = np.zeros((rect.rows, rect.cols), np.int64)  # v block length per PE
     for cls in classes:
@@ -216,13 +282,19 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
     for i, cls in enumerate(classes):
         size = cls.mb * cls.nb
         tile = Tile(f"{op}{vector}{i}")
-        x, z = tile.symbol("x", "f32", size), tile.symbol("z", "f32", size)
-        tile.symbol("v", "f32", cls.nb if vector == "row" else cls.mb)
+        x, z = tile.symbol("x", dtype, size), tile.symbol("z", dtype, size)
+        vsym = tile.symbol("v", "f32" if cast else dtype, cls.nb if vector == "row" else cls.mb)
+        code = []
+        if cast:
+            vh = tile.symbol("vh", dtype, vsym.shape)
+            code = [ins.to_half(vh.dsd(), vsym.dsd(), dtype)]
+            vsym = vh
         # v[j] for element (i, j) of a row-major block: stride 1 within a row, rows restart
         # at 0 (row vector); or stride 0 within a row, one step per row (column vector)
         stride, row_stride = (1, 0) if vector == "row" else (0, 1)
-        v = ins.Mem("v", 0, size, stride=stride, row_length=cls.nb, row_stride=row_stride)
-        code = [BINARY[op][0](z.dsd(), x.dsd(), v)]
+        v = ins.Mem(vsym.name, 0, size, stride=stride, row_length=cls.nb,
+                    row_stride=row_stride)
+        code = [*code, BINARY[op][0](z.dsd(), x.dsd(), v, dtype=dtype)]
         params = {}
         if frag is not None:
             code = [*frag.code_for(cls.rect), *code]
@@ -233,10 +305,16 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
         prog.place(tile, cls.rect, params=params)
 
     size = np.zeros((rect.rows, rect.cols), np.int64)
+    width = np.zeros((rect.rows, rect.cols), np.int64)
     for cls in classes:
         r0, c0 = cls.rect.row - rect.row, cls.rect.col - rect.col
         size[r0:r0 + cls.rect.rows, c0:c0 + cls.rect.cols] = cls.mb * cls.nb
-    op_cycles = -(-size // config.simd_width(SIMD[op], "f32"))
+        # the width is capped at v's row length nb (no element group spans two rows)
+        width[r0:r0 + cls.rect.rows, c0:c0 + cls.rect.cols] = min(
+            config.simd_width(SIMD[op], simd_key(dtype)), cls.nb)
+    op_cycles = -(-size // width)
+    if cast:
+        op_cycles += -(-vlen // config.simd_width("cvt", "f16"))
     start = np.ones((rect.rows, rect.cols), np.int64)
     if frag is not None:
         start = frag.exit_times(start)
@@ -256,7 +334,7 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
             sim.memcpy_h2d("v", v[s0:s0 + ln], Rect(r, c, 1, 1))
 
     kernel = _kernel("broadcast_op", config, rect, m, n, prog, classes, ("x",), op, model,
-                     {"vector": vector, "mode": mode})
+                     {"vector": vector, "mode": mode}, dtype, acc_dtype)
     load_x = kernel.load
 
     def load_all(sim, values):
@@ -277,17 +355,26 @@ def _vector_sources(rect: Rect, vector: str, mode: str) -> list[tuple[int, int]]
 
 
 # ---- numpy references ---------------------------------------------------------------------------
-def elementwise_reference(x, y, op="add"):
-    return BINARY[op][1](np.asarray(x, np.float32), np.asarray(y, np.float32))
+def _as(values, dtype):
+    """float32 values rounded to `dtype` (fp32: unchanged)."""
+    values = np.asarray(values, np.float32)
+    return values if dtype == "f32" else round_to(values, dtype)
 
 
-def map_reference(x, op="relu", scalar=0.0):
-    x = np.asarray(x, np.float32)
-    if op == "relu":
-        return np.maximum(x, np.float32(0.0))
-    return MAPS[op][1](x, np.float32(scalar))
+def elementwise_reference(x, y, op="add", dtype="f32"):
+    """Inputs rounded to dtype, the float32 op, the result rounded once to dtype."""
+    return _as(BINARY[op][1](_as(x, dtype), _as(y, dtype)), dtype)
 
 
-def broadcast_op_reference(x, v, op="add", vector="row"):
-    x, v = np.asarray(x, np.float32), np.asarray(v, np.float32)
-    return BINARY[op][1](x, v[None, :] if vector == "row" else v[:, None])
+def map_reference(x, op="relu", scalar=0.0, dtype="f32", acc_dtype="f32"):
+    """As elementwise_reference, with the scalar in fp32 (acc_dtype "f32") or rounded to
+    dtype (acc_dtype = dtype)."""
+    x = _as(x, dtype)
+    s = np.float32(0.0 if op == "relu" else scalar)
+    s = s if acc_dtype == "f32" else _as(s, dtype)
+    return _as((np.maximum if op == "relu" else MAPS[op][1])(x, s), dtype)
+
+
+def broadcast_op_reference(x, v, op="add", vector="row", dtype="f32"):
+    x, v = _as(x, dtype), _as(v, dtype)
+    return _as(BINARY[op][1](x, v[None, :] if vector == "row" else v[:, None]), dtype)

@@ -6,6 +6,16 @@ Cycle model (exact): T = 2 + tanh_cycles(e_max) or exp_cycles(e_max) (task start
 one straight list of synchronous ops over the PE's e elements; `mathlib` gives the
 formulas). Numerics: within `mathlib.TANH_ULPS` / `EXP_ULPS` ulps of the exact value.
 
+16-bit storage (dtype "f16", "bf16" or "cb16"; acc_dtype "f32" only, the polynomials need
+fp32): x and y are 16-bit symbols; x is widened exactly (`to_f32`) into an fp32 working
+vector, the fp32 code runs unchanged on it (in place) and y is rounded once (`to_half`):
+    T = 2 + 2 ceil(e_max / w_cvt) + tanh_cycles(e_max) or exp_cycles(e_max)
+(w_cvt: the ("cvt", "f16") width). The result is the fp32 kernel's output on the same
+inputs rounded to dtype: a few fp32 ulps from the exact value, so the correctly rounded
+16-bit value except near ties (at most 1 ulp of dtype off). exp overflows to infinity in
+fp16 above about 11.09 (cbfloat16: 22.18), as the rounding of the fp32 result. bf16
+subnormal inputs (below 2^-126) widen exactly but the fp32 ops flush them to zero.
+
 Example:
     >>> k = build_unary(FabricConfig.small(4, 4), Rect(0, 0, 2, 2), 10, 6, "tanh")
     >>> y = run_kernel(k, {"x": x}).output                       # doctest: +SKIP
@@ -13,13 +23,17 @@ Example:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
 from fabric.kernels import mathlib as ml
-from fabric.kernels.activations import Blocks, check_sram
+from fabric.kernels.activations import Blocks, check_dtypes, check_sram
 from fabric.kernels.base import Kernel
+from fabric.numerics.packing import words_for
 from fabric.program import Program, Rect, Tile
 
 FUNCTIONS = {
@@ -29,29 +43,46 @@ FUNCTIONS = {
 
 
 def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tanh",
-                dtype: str = "f32") -> Kernel:
-    """y = fn(x) for x of shape (m, n); fn "tanh" or "exp". Inputs {"x"}; output (m, n)."""
+                dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
+    """y = fn(x) for x of shape (m, n); fn "tanh" or "exp". Inputs {"x"}; output (m, n).
+
+    dtype: storage format of x and y ("f32", "f16", "bf16", "cb16"); acc_dtype: "f32" only
+    (a 16-bit computation raises ValueError; see the module docstring)."""
     if fn not in FUNCTIONS:
         raise ValueError(f"unary: fn must be one of {sorted(FUNCTIONS)}, got {fn!r}")
-    if dtype != "f32":
-        raise ValueError(f"unary: dtype {dtype!r} is not supported (f32 only)")
-    return build_blockwise(config, rect, m, n, fn, *FUNCTIONS[fn])
+    check_dtypes(f"unary {fn}", dtype, acc_dtype, half_acc=False)
+    return build_blockwise(config, rect, m, n, fn, *FUNCTIONS[fn], dtype)
 
 
 def build_blockwise(config: FabricConfig, rect: Rect, m: int, n: int, fn: str, code_of,
-                    scratch: int, cycles_of) -> Kernel:
+                    scratch: int, cycles_of, dtype: str = "f32") -> Kernel:
     """The kernel of one straight code sequence y = f(x) over every PE's block:
-    code_of(y, x, scratch DSDs) gives the code, cycles_of(config, e) its cycles."""
+    code_of(y, x, scratch DSDs) gives the code, cycles_of(config, e) its cycles.
+
+    dtype "f32": x, y and the scratch vectors are fp32 symbols. A 16-bit dtype: x and y
+    are 16-bit symbols, and the code runs in place on an fp32 vector "w" between
+    to_f32(w, x) and to_half(y, w) (code_of must allow y == x)."""
+    check_dtypes(fn, dtype, "f32")
     blocks = Blocks.of(rect, m, n)
-    words = blocks.mb * blocks.nb
-    check_sram(config, fn, (2 + scratch) * words,
+    size = blocks.mb * blocks.nb
+    half = dtype != "f32"
+    f32_vectors = scratch + (1 if half else 2)
+    words = 2 * words_for(dtype, size) + (f32_vectors - (0 if half else 2)) * size
+    check_sram(config, fn, words,
                f"a block of {blocks.mb} x {blocks.nb} ({m} x {n} on {rect.rows} x "
-               f"{rect.cols} PEs, {2 + scratch} words per element)")
+               f"{rect.cols} PEs, dtype {dtype}, {f32_vectors} fp32 words per element)")
     tile = Tile(fn)
     # every DSD takes its length from register "n": each PE's own element count
-    names = ["x", "y"] + [f"s{i}" for i in range(scratch)]
-    vec = {name: Mem(tile.symbol(name, "f32", words).name, length_reg="n") for name in names}
-    tile.local_task("main", code_of(vec["y"], vec["x"], [vec[k] for k in names[2:]]))
+    names = ["x", "y"] + (["w"] if half else []) + [f"s{i}" for i in range(scratch)]
+    vec = {name: Mem(tile.symbol(name, dtype if name in ("x", "y") else "f32", size).name,
+                     length_reg="n") for name in names}
+    work = [vec[k] for k in names[3 if half else 2:]]
+    if half:
+        code = [ins.to_f32(vec["w"], vec["x"], dtype), *code_of(vec["w"], vec["w"], work),
+                ins.to_half(vec["y"], vec["w"], dtype)]
+    else:
+        code = code_of(vec["y"], vec["x"], work)
+    tile.local_task("main", code)
     prog = Program(config)
     counts = blocks.counts()
     prog.place(tile, rect, params={"n": counts.astype(np.int32)})
@@ -60,8 +91,11 @@ def build_blockwise(config: FabricConfig, rect: Rect, m: int, n: int, fn: str, c
         sim.memcpy_h2d("x", blocks.scatter(inputs["x"]), rect)
 
     def read(sim):
-        return blocks.gather(sim.memcpy_d2h("y", rect))
+        return blocks.gather(np.asarray(sim.memcpy_d2h("y", rect), np.float32))
 
-    model = 2 + cycles_of(config, int(counts.max()))
+    e = int(counts.max())
+    convert = 2 * math.ceil(e / config.simd_width("cvt", "f16")) if half else 0
+    model = 2 + convert + cycles_of(config, e)
     return Kernel(fn, config, rect, prog, load, read, lambda sim: sim.launch("main", rect),
-                  model, 0, {"m": m, "n": n, "block": (blocks.mb, blocks.nb)})
+                  model, 0, {"m": m, "n": n, "block": (blocks.mb, blocks.nb), "dtype": dtype,
+                             "acc_dtype": "f32"})

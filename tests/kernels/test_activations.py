@@ -82,8 +82,8 @@ def test_bad_sizes_are_named():
         act.build_gelu(CONFIG, Rect(0, 0, 1, 1), 100, 100)
     with pytest.raises(ValueError, match="need m >= 3"):
         act.build_gelu(CONFIG, Rect(0, 0, 3, 3), 2, 9)
-    with pytest.raises(ValueError, match="f32 only"):
-        act.build_gelu(CONFIG, Rect(0, 0, 2, 2), 4, 4, dtype="f16")
+    with pytest.raises(ValueError, match="acc_dtype"):
+        act.build_gelu(CONFIG, Rect(0, 0, 2, 2), 4, 4, dtype="f16", acc_dtype="f16")
 
 
 def test_blocks_round_trip():

@@ -80,8 +80,8 @@ def test_errors_name_sizes_and_ops():
         ew.build_map(CONFIG, Rect(0, 0, 4, 4), 3, 8)
     with pytest.raises(ValueError, match="op must be"):
         ew.build_elementwise(CONFIG, Rect(0, 0, 2, 2), 4, 4, "div")
-    with pytest.raises(ValueError, match="f32 only"):
-        ew.build_map(CONFIG, Rect(0, 0, 2, 2), 4, 4, dtype="f16")
+    with pytest.raises(ValueError, match="acc_dtype"):
+        ew.build_map(CONFIG, Rect(0, 0, 2, 2), 4, 4, dtype="f16", acc_dtype="bf16")
     kernel = ew.build_elementwise(CONFIG, Rect(0, 0, 2, 2), 4, 4)
     with pytest.raises(ValueError, match="expected"):
         run_kernel(kernel, {"x": np.zeros((4, 4)), "y": np.zeros((4, 5))})
