@@ -43,6 +43,22 @@ Numerics (u = 2^-24): see `softmax_tolerance` and `layernorm_tolerance`; both fo
 rounding of each step, the mathlib ulp bounds and the depth of the fabric's summation
 order (a term passes at most nb - 1 + rect.cols - 1 additions).
 
+16-bit storage (dtype h = "f16", "bf16" or "cb16", acc_dtype "f32", as PyTorch computes fp16
+and bf16 softmax / layer_norm: fp32 inside, the output rounded once): the symbols the host
+loads and reads (x, and layernorm's gamma, beta) are h, holding in half-word slot i what the
+fp32 symbols hold in word i. The kernel widens them exactly into fp32 work copies (to_f32),
+runs the fp32 code above unchanged (same ops, order and collectives) and rounds the result
+once into x (to_half); so the output is the fp32 kernel's output on the rounded inputs,
+rounded to h: the fp32 error bounds above are far below half an ulp of h, so the result is
+the correctly rounded one or its neighbour (1 ulp of h), except where the fp32 error is
+absolute (layernorm outputs that cancel against beta; softmax outputs under exp's floor of
+1.2e-38 / sum, which only bf16 resolves). Softmax pads with -max(h) (-FLT_MAX would round to
+-inf, and a padding row would give -inf - -inf = NaN). SRAM per element: 3.5 words for
+softmax, 2.5 for layernorm (fp32: 3 and 2). The model adds c_cvt(e) to A (layernorm also
+2 c_cvt(nb) for gamma, beta) and c_cvt(e) to C, c_cvt at the ("cvt", "f16") width: about
+18 e and 7 e on WSE-2. acc_dtype = h raises ValueError: sums of exponentials and variances
+in 16 bits are not what frameworks compute.
+
 Example:
     >>> k = build_softmax(FabricConfig.small(4, 4), Rect(0, 0, 3, 4), 10, 37)  # doctest: +SKIP
     >>> y = run_kernel(k, {"x": x}).output                                      # doctest: +SKIP
@@ -58,11 +74,12 @@ import numpy as np
 from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
-from fabric.isa import SIMD_NAME, Op
+from fabric.isa import SIMD_CONVERT, SIMD_NAME, Op
 from fabric.kernels import collectives as coll
 from fabric.kernels import mathlib as ml
-from fabric.kernels.activations import Blocks, check_sram
+from fabric.kernels.activations import Blocks, check_dtypes, check_sram
 from fabric.kernels.base import Kernel, pick_colors
+from fabric.numerics import FORMATS, words_for
 from fabric.program import Program, Rect, Tile
 
 U = 2.0**-24
@@ -72,6 +89,11 @@ SOFTMAX_FILL = -FLT_MAX
 
 def _c(config: FabricConfig, op: Op, e: int) -> int:
     return math.ceil(e / config.simd_width(*SIMD_NAME[op]))
+
+
+def _cvt(config: FabricConfig, e: int) -> int:
+    """Cycles of a to_f32 / to_half over e elements."""
+    return math.ceil(e / config.simd_width(*SIMD_CONVERT))
 
 
 def _row(sym: str, mb: int, nb: int) -> Mem:
@@ -87,15 +109,21 @@ def _col(sym: str, mb: int, nb: int) -> Mem:
 class _Plan:
     """Sizes, tile and program shared by the two kernels."""
 
-    def __init__(self, what, config, rect, m, n, dtype, colors, algo, words_per_elem,
-                 extra_words):
-        if dtype != "f32":
-            raise ValueError(f"{what}: dtype {dtype!r} is not supported (f32 only)")
+    def __init__(self, what, config, rect, m, n, dtype, acc_dtype, colors, algo,
+                 words_per_elem, extra_words, io_vectors=0):
+        """words_per_elem fp32 work words per element, extra_words(mb, nb) more fp32
+        words; 16-bit dtype: the x symbol and io_vectors nb-vectors in h on top."""
+        check_dtypes(what, dtype, acc_dtype, half_acc=False)
         self.blocks = b = Blocks.of(rect, m, n)
         self.mb, self.nb, self.e = b.mb, b.nb, b.mb * b.nb
-        check_sram(config, what, words_per_elem * self.e + extra_words(b.mb, b.nb),
-                   f"a block of {b.mb} x {b.nb} (tensor {m} x {n} on {rect.rows} x "
-                   f"{rect.cols} PEs)")
+        self.dtype, self.half = dtype, dtype != "f32"
+        # fp32 work copy of x: x itself in fp32, else a separate symbol
+        self.w = "xf" if self.half else "x"
+        words = words_per_elem * self.e + extra_words(b.mb, b.nb)
+        if self.half:
+            words += words_for(dtype, self.e) + io_vectors * words_for(dtype, b.nb)
+        check_sram(config, what, words, f"a block of {b.mb} x {b.nb} (tensor {m} x {n} on "
+                   f"{rect.rows} x {rect.cols} PEs, {dtype})")
         need = coll.colors_needed("allreduce", rect, "row", algo)
         self.colors = pick_colors(config, need, colors)
         self.config, self.rect, self.algo, self.what = config, rect, algo, what
@@ -121,34 +149,62 @@ class _Plan:
         return Kernel(self.what, self.config, rect, self.prog, load, read,
                       lambda sim: sim.launch("main", rect), model, 0,
                       {"m": self.blocks.m, "n": self.blocks.n, "block": (self.mb, self.nb),
-                       "algo": self.algo, "colors": tuple(self.colors)})
+                       "algo": self.algo, "colors": tuple(self.colors),
+                       "dtype": self.dtype, "acc_dtype": "f32"})
+
+    def widen(self) -> list:
+        """16-bit dtype: x (h) -> its fp32 work copy; fp32: nothing."""
+        if not self.half:
+            return []
+        return [ins.to_f32(Mem(self.w, 0, self.e), Mem("x", 0, self.e), self.dtype)]
+
+    def narrow(self) -> list:
+        """16-bit dtype: the fp32 result rounded once into x (h); fp32: nothing."""
+        if not self.half:
+            return []
+        return [ins.to_half(Mem("x", 0, self.e), Mem(self.w, 0, self.e), self.dtype)]
+
+    def convert_cycles(self, e: int) -> int:
+        """Cycles of one widen or narrow over e elements (0 for fp32)."""
+        return _cvt(self.config, e) if self.half else 0
+
+    def read(self, sim) -> np.ndarray:
+        """The (m, n) output as float32 (exact values of the 16-bit results)."""
+        return self.blocks.gather(np.asarray(sim.memcpy_d2h("x", self.rect), np.float32),
+                                  packed=False)
 
 
 # ---- softmax ---------------------------------------------------------------------------------
 def build_softmax(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f32",
-                  colors: Sequence[int] | None = None, algo: str = "chain") -> Kernel:
-    """Softmax of every row of an (m, n) fp32 tensor, rows spread over the PEs of each row
-    of `rect`.
+                  colors: Sequence[int] | None = None, algo: str = "chain",
+                  acc_dtype: str = "f32") -> Kernel:
+    """Softmax of every row of an (m, n) tensor, rows spread over the PEs of each row of
+    `rect`.
 
     Args:
         config, rect: the fabric and the rectangle of PEs.
         m, n: tensor sizes (m >= rect.rows, n >= rect.cols; uneven splits are fine).
+        dtype: storage format of x (input and output): "f32", "f16", "bf16" or "cb16".
         colors: `collectives.colors_needed("allreduce", rect, "row", algo)` colors
             (default the lowest).
         algo: "chain" or "tree", the row allreduce's reduction.
+        acc_dtype: "f32" only (16-bit x is widened, computed in fp32 and rounded once).
 
     Returns:
-        a Kernel: inputs {"x": (m, n)}, output (m, n); model in the module docstring.
+        a Kernel: inputs {"x": (m, n)}, output (m, n) float32; model in the module
+        docstring.
     """
-    p = _Plan("softmax", config, rect, m, n, dtype, colors, algo, 3, lambda mb, nb: 4 * mb)
-    mb, nb, e, t = p.mb, p.nb, p.e, p.tile
-    for name, size in (("x", e), ("s0", e), ("s1", e), ("mx", mb), ("sm", mb), ("r", mb),
-                       ("rs", mb)):
-        t.symbol(name, "f32", size)
-    x = Mem("x", 0, e)
-    first_col = Mem("x", 0, mb, stride=nb)
+    p = _Plan("softmax", config, rect, m, n, dtype, acc_dtype, colors, algo, 3,
+              lambda mb, nb: 4 * mb)
+    mb, nb, e, t, w = p.mb, p.nb, p.e, p.tile, p.w
+    for name, size in dict.fromkeys((("x", e), (w, e), ("s0", e), ("s1", e), ("mx", mb),
+                                     ("sm", mb), ("r", mb), ("rs", mb))):
+        t.symbol(name, dtype if name == "x" else "f32", size)
+    x = Mem(w, 0, e)
+    first_col = Mem(w, 0, mb, stride=nb)
     fmax, fsum = p.allreduce("mx", "max", "amax"), p.allreduce("sm", "add", "asum")
-    phase_a = [ins.mov(Mem("mx", 0, mb), first_col),
+    phase_a = [*p.widen(),
+               ins.mov(Mem("mx", 0, mb), first_col),
                ins.max_(_row("mx", mb, nb), _row("mx", mb, nb), x)]
     phase_b = [ins.sub(x, x, _row("mx", mb, nb)),
                *ml.exp(x, x, (Mem("s0", 0, e), Mem("s1", 0, e)), hi=None),  # x <= 0
@@ -156,24 +212,25 @@ def build_softmax(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str =
                ins.add(_row("sm", mb, nb), _row("sm", mb, nb), x)]
     phase_c = [*ml.reciprocal(Mem("r", 0, mb), Mem("sm", 0, mb), (Mem("rs", 0, mb),),
                               refined=True),
-               ins.mul(x, x, _row("r", mb, nb))]
+               ins.mul(x, x, _row("r", mb, nb)),
+               *p.narrow()]
     code = [*phase_a, *fmax.code, *phase_b, *fsum.code, *phase_c]
 
     def c(op, k=e):
         return _c(config, op, k)
 
-    costs = [c(Op.MOV, mb) + e,
+    costs = [p.convert_cycles(e) + c(Op.MOV, mb) + e,
              c(Op.SUB) + ml.exp_cycles(config, e, False) + c(Op.MOV, mb) + e,
-             ml.reciprocal_cycles(config, mb, refined=True) + c(Op.MUL)]
+             ml.reciprocal_cycles(config, mb, refined=True) + c(Op.MUL) + p.convert_cycles(e)]
     blocks = p.blocks
+    # padding: exp(fill - max) vanishes next to a row sum >= 1; in 16 bits -FLT_MAX would
+    # round to -inf and an all-padding row would compute -inf - -inf = NaN
+    fill = -FORMATS[dtype].max if p.half else SOFTMAX_FILL
 
     def load(sim, inputs):
-        sim.memcpy_h2d("x", blocks.scatter(inputs["x"], SOFTMAX_FILL, packed=False), rect)
+        sim.memcpy_h2d("x", blocks.scatter(inputs["x"], fill, packed=False), rect)
 
-    def read(sim):
-        return blocks.gather(sim.memcpy_d2h("x", rect), packed=False)
-
-    return p.finish(code, [fmax, fsum], costs, {}, load, read)
+    return p.finish(code, [fmax, fsum], costs, {}, load, p.read)
 
 
 def softmax_reference(x: np.ndarray) -> np.ndarray:
@@ -210,52 +267,64 @@ def softmax_tolerance(x: np.ndarray, blocks: Blocks) -> np.ndarray:
 # ---- layernorm -------------------------------------------------------------------------------
 def build_layernorm(config: FabricConfig, rect: Rect, m: int, n: int, eps: float = 1e-5,
                     dtype: str = "f32", colors: Sequence[int] | None = None,
-                    algo: str = "chain") -> Kernel:
-    """Layernorm of every row of an (m, n) fp32 tensor: (x - mean) rsqrt(var + eps) gamma
+                    algo: str = "chain", acc_dtype: str = "f32") -> Kernel:
+    """Layernorm of every row of an (m, n) tensor: (x - mean) rsqrt(var + eps) gamma
     + beta, with the population variance and gamma, beta of n values (per column).
 
     Args:
         config, rect, m, n, colors, algo: as `build_softmax`.
         eps: added to the variance.
+        dtype: storage format of x, gamma, beta and the output ("f32", "f16", "bf16",
+            "cb16").
+        acc_dtype: "f32" only (16-bit data is widened, computed in fp32, rounded once).
 
     Returns:
-        a Kernel: inputs {"x": (m, n), "gamma": (n,), "beta": (n,)}, output (m, n); model
-        in the module docstring.
+        a Kernel: inputs {"x": (m, n), "gamma": (n,), "beta": (n,)}, output (m, n)
+        float32; model in the module docstring.
     """
-    p = _Plan("layernorm", config, rect, m, n, dtype, colors, algo, 2,
-              lambda mb, nb: 2 * nb + 4 * mb)
-    mb, nb, e, t = p.mb, p.nb, p.e, p.tile
-    for name, size in (("x", e), ("q", e), ("gamma", nb), ("beta", nb), ("sm", mb),
-                       ("vr", mb), ("rs", mb), ("tmp", mb)):
-        t.symbol(name, "f32", size)
-    x = Mem("x", 0, e)
+    p = _Plan("layernorm", config, rect, m, n, dtype, acc_dtype, colors, algo, 2,
+              lambda mb, nb: 2 * nb + 4 * mb, io_vectors=2)
+    mb, nb, e, t, w = p.mb, p.nb, p.e, p.tile, p.w
+    # gamma, beta as loaded (dtype) and their fp32 work copies (the same symbols in fp32)
+    g, bt = ("gammaf", "betaf") if p.half else ("gamma", "beta")
+    io = {"x", "gamma", "beta"}  # symbols in dtype; the rest fp32 (the fp32 order first)
+    for name, size in dict.fromkeys((("x", e), (w, e), ("q", e), ("gamma", nb), ("beta", nb),
+                                     (g, nb), (bt, nb), ("sm", mb), ("vr", mb), ("rs", mb),
+                                     ("tmp", mb))):
+        t.symbol(name, dtype if name in io else "f32", size)
+    x = Mem(w, 0, e)
     fmean, fvar = p.allreduce("sm", "add", "amean"), p.allreduce("vr", "add", "avar")
     inv_n = float(np.float32(1 / n))
     # the padding column of x - mean, on PEs whose block is one column narrower
     pad_rows = np.array([[mb if cs < nb else 0 for _, cs in p.blocks.cols]
                          for _ in p.blocks.rows], np.int32)
-    phase_a = [ins.mov(Mem("sm", 0, mb), 0.0),
+    widen_gb = [ins.to_f32(Mem(f, 0, nb), Mem(h, 0, nb), dtype)
+                for f, h in ((g, "gamma"), (bt, "beta"))] if p.half else []
+    phase_a = [*p.widen(), *widen_gb,
+               ins.mov(Mem("sm", 0, mb), 0.0),
                ins.add(_row("sm", mb, nb), _row("sm", mb, nb), x)]
     phase_b = [ins.mul(Mem("sm", 0, mb), Mem("sm", 0, mb), inv_n),  # mean
                ins.sub(x, x, _row("sm", mb, nb)),
-               ins.mov(Mem("x", nb - 1, stride=nb, length_reg="padrows"), 0.0),
+               ins.mov(Mem(w, nb - 1, stride=nb, length_reg="padrows"), 0.0),
                ins.mul(Mem("q", 0, e), x, x),
                ins.mov(Mem("vr", 0, mb), 0.0),
                ins.add(_row("vr", mb, nb), _row("vr", mb, nb), Mem("q", 0, e))]
     phase_c = [ins.fma(Mem("vr", 0, mb), float(np.float32(eps)), Mem("vr", 0, mb), inv_n),
                *ml.rsqrt(Mem("rs", 0, mb), Mem("vr", 0, mb), (Mem("tmp", 0, mb),)),
                ins.mul(x, x, _row("rs", mb, nb)),
-               ins.mul(x, x, _col("gamma", mb, nb)),
-               ins.add(x, x, _col("beta", mb, nb))]
+               ins.mul(x, x, _col(g, mb, nb)),
+               ins.add(x, x, _col(bt, mb, nb)),
+               *p.narrow()]
     code = [*phase_a, *fmean.code, *phase_b, *fvar.code, *phase_c]
 
     def c(op, k=e):
         return _c(config, op, k)
 
     zero_pad = np.where(pad_rows > 0, c(Op.MOV, mb), 1)
-    costs = [c(Op.MOV, mb) + e,
+    costs = [p.convert_cycles(e) + 2 * p.convert_cycles(nb) + c(Op.MOV, mb) + e,
              c(Op.MUL, mb) + c(Op.SUB) + zero_pad + c(Op.MUL) + c(Op.MOV, mb) + e,
-             c(Op.FMA, mb) + ml.rsqrt_cycles(config, mb) + 2 * c(Op.MUL) + c(Op.ADD)]
+             c(Op.FMA, mb) + ml.rsqrt_cycles(config, mb) + 2 * c(Op.MUL) + c(Op.ADD)
+             + p.convert_cycles(e)]
     blocks = p.blocks
 
     def load(sim, inputs):
@@ -269,10 +338,7 @@ def build_layernorm(config: FabricConfig, rect: Rect, m: int, n: int, eps: float
                 per_pe[:, j, :cs] = v[c0:c0 + cs]
             sim.memcpy_h2d(name, per_pe, rect)
 
-    def read(sim):
-        return blocks.gather(sim.memcpy_d2h("x", rect), packed=False)
-
-    return p.finish(code, [fmean, fvar], costs, {"padrows": pad_rows}, load, read)
+    return p.finish(code, [fmean, fvar], costs, {"padrows": pad_rows}, load, p.read)
 
 
 def layernorm_reference(x, gamma, beta, eps: float = 1e-5) -> np.ndarray:

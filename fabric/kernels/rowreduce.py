@@ -18,6 +18,18 @@ Cycle model (exact): T = 1 + c_mov(mb) + mb (r - 1) + [c_mul(mb)] + 1, c_op(e) =
 r = 1: no reduce op. Sums add the r terms of a row left to right in fp32 (as numpy's
 `np.add.reduce` does for short rows, checked against a sequential reference).
 
+16-bit storage (dtype h = "f16", "bf16" or "cb16"): x and z are h symbols, holding in
+half-word slot i what the fp32 symbols hold in word i. Per acc_dtype:
+    sum/mean, acc "f32": zf = to_f32(x[:, 0]); row(zf) += x[:, 1:] with fmachs (fp32 zf, 16-bit
+        x times 1: the exact widened term added in fp32); zf *= scale (fp32, mean);
+        z = to_half(zf), the one 16-bit rounding: the fp32 fold of the widened inputs, rounded.
+        T = 1 + c_cvt(mb) + mb (r - 1) + [c_mul(mb)] + c_cvt(mb) + 1
+    sum/mean, acc h: mov, add and mul in h (each rounds to h; scale is rounded to h)
+    max, either acc: mov and max in h: max picks one of its inputs, so it is exact and equals
+        the fp32 max of the widened inputs; acc "f32" issues the same 16-bit ops.
+    h ops: T = 1 + c_mov16(mb) + mb (r - 1) + [c_mul16(mb)] + 1
+(c_cvt, c_mov16, c_mul16 at the ("cvt" | "mov" | "mul", "f16") widths.)
+
 Example:
     >>> k = build_rowreduce(FabricConfig.small(4, 4), Rect(0, 0, 3, 1), 10, 4, "max")
     >>> run_kernel(k, {"x": x}).output      # (10,)               # doctest: +SKIP
@@ -32,29 +44,49 @@ import numpy as np
 from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
-from fabric.kernels.activations import check_sram
+from fabric.kernels.activations import check_dtypes, check_sram, simd_key
 from fabric.kernels.base import Kernel, split
+from fabric.numerics import round_to, words_for
 from fabric.program import Program, Rect, Tile
 
 OPS = {"sum": ins.add, "mean": ins.add, "max": ins.max_}
-SIMD = {"sum": "add", "mean": "add", "max": "max"}
 
 
-def rowreduce_cycles(config: FabricConfig, mb: int, r: int, op: str) -> int:
-    c = 1 + math.ceil(mb / config.simd_width("mov", "f32")) + mb * (r - 1) + 1
+def _c(config: FabricConfig, builtin: str, dtype: str, e: int) -> int:
+    return math.ceil(e / config.simd_width(builtin, simd_key(dtype)))
+
+
+def rowreduce_cycles(config: FabricConfig, mb: int, r: int, op: str, dtype: str = "f32",
+                     acc_dtype: str = "f32") -> int:
+    """The module docstring's T for mb rows of r per PE."""
+    fp32_acc = acc_dtype == "f32" and op != "max"  # max runs in dtype (exact)
+    convert = dtype != "f32" and fp32_acc
+    ops_dtype = "f32" if fp32_acc else dtype
+    c = 1 + (_c(config, "cvt", dtype, mb) if convert else _c(config, "mov", ops_dtype, mb))
+    c += mb * (r - 1) + 1
     if op == "mean":
-        c += math.ceil(mb / config.simd_width("mul", "f32"))
+        c += _c(config, "mul", ops_dtype, mb)
+    if convert:
+        c += _c(config, "cvt", dtype, mb)
     return c
 
 
 def build_rowreduce(config: FabricConfig, rect: Rect, m: int, r: int, op: str = "sum",
-                    scale: float = 1.0, dtype: str = "f32") -> Kernel:
+                    scale: float = 1.0, dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
     """z[i] = op over x[i, :] for x of shape (m, r); "mean" multiplies the sum by `scale`
-    (1/r for a mean). Inputs {"x": (m, r)}; output (m,). rect must be one column wide."""
+    (1/r for a mean). rect must be one column wide.
+
+    Args:
+        dtype: storage format of x and z: "f32", "f16", "bf16" or "cb16".
+        acc_dtype: "f32" (widen, fold in fp32, round once) or dtype (fold in 16 bits); for
+            max both issue the same exact 16-bit ops (module docstring).
+
+    Returns:
+        a Kernel: inputs {"x": (m, r)}; output (m,) float32; model `rowreduce_cycles`.
+    """
     if op not in OPS:
         raise ValueError(f"rowreduce: op must be one of {sorted(OPS)}, got {op!r}")
-    if dtype != "f32":
-        raise ValueError(f"rowreduce: dtype {dtype!r} is not supported (f32 only)")
+    check_dtypes("rowreduce", dtype, acc_dtype)
     if rect.cols != 1:
         raise ValueError(f"rowreduce: the rectangle must be one PE wide, got {rect}")
     if m < rect.rows or r < 1:
@@ -62,18 +94,30 @@ def build_rowreduce(config: FabricConfig, rect: Rect, m: int, r: int, op: str = 
                          "or rows empty")
     rows = split(m, rect.rows)
     mb = rows[0][1]
-    check_sram(config, "rowreduce", mb * r + mb, f"{mb} rows of {r} ({m} x {r} on "
-               f"{rect.rows} PEs)")
+    # fp32 accumulator zf apart from z: 16-bit storage with an fp32 sum or mean
+    widen = dtype != "f32" and acc_dtype == "f32" and op != "max"
+    check_sram(config, "rowreduce", words_for(dtype, mb * r) + words_for(dtype, mb)
+               + (mb if widen else 0), f"{mb} rows of {r} ({m} x {r} on {rect.rows} PEs, "
+               f"{dtype})")
     tile = Tile(f"row{op}")
-    tile.symbol("x", "f32", mb * r)
-    tile.symbol("z", "f32", mb)
-    code = [ins.mov(Mem("z", 0, mb), Mem("x", 0, mb, stride=r))]
+    tile.symbol("x", dtype, mb * r)
+    tile.symbol("z", dtype, mb)
+    acc_sym, ops_dtype = ("zf", "f32") if widen else ("z", dtype)
+    if widen:
+        tile.symbol("zf", "f32", mb)
+        code = [ins.to_f32(Mem("zf", 0, mb), Mem("x", 0, mb, stride=r), dtype)]
+    else:
+        code = [ins.mov(Mem("z", 0, mb), Mem("x", 0, mb, stride=r), dtype=dtype)]
     if r > 1:
-        acc = Mem("z", 0, mb * (r - 1), stride=0, row_length=r - 1, row_stride=1)
-        code.append(OPS[op](acc, acc, Mem("x", 1, mb * (r - 1), stride=1, row_length=r - 1,
-                                          row_stride=r)))
+        acc = Mem(acc_sym, 0, mb * (r - 1), stride=0, row_length=r - 1, row_stride=1)
+        rest = Mem("x", 1, mb * (r - 1), stride=1, row_length=r - 1, row_stride=r)
+        code.append(ins.fmachs(acc, acc, rest, 1.0, dtype=dtype) if widen  # exact x * 1
+                    else OPS[op](acc, acc, rest, dtype=dtype))
     if op == "mean":
-        code.append(ins.mul(Mem("z", 0, mb), Mem("z", 0, mb), float(np.float32(scale))))
+        code.append(ins.mul(Mem(acc_sym, 0, mb), Mem(acc_sym, 0, mb), float(np.float32(scale)),
+                            dtype=ops_dtype))
+    if widen:
+        code.append(ins.to_half(Mem("z", 0, mb), Mem("zf", 0, mb), dtype))
     tile.local_task("main", code)
     prog = Program(config)
     prog.place(tile, rect)
@@ -88,22 +132,31 @@ def build_rowreduce(config: FabricConfig, rect: Rect, m: int, r: int, op: str = 
         sim.memcpy_h2d("x", words, rect)
 
     def read(sim):
-        z = sim.memcpy_d2h("z", rect)
+        z = np.asarray(sim.memcpy_d2h("z", rect), np.float32)
         return np.concatenate([z[i, 0, :rs] for i, (_, rs) in enumerate(rows)])
 
     return Kernel("rowreduce", config, rect, prog, load, read,
                   lambda sim: sim.launch("main", rect),
-                  rowreduce_cycles(config, mb, r, op), 0,
-                  {"m": m, "r": r, "op": op, "scale": scale, "block_rows": mb})
+                  rowreduce_cycles(config, mb, r, op, dtype, acc_dtype), 0,
+                  {"m": m, "r": r, "op": op, "scale": scale, "block_rows": mb,
+                   "dtype": dtype, "acc_dtype": acc_dtype})
 
 
-def rowreduce_reference(x: np.ndarray, op: str = "sum", scale: float = 1.0) -> np.ndarray:
-    """The kernel's arithmetic in numpy: a left-to-right fp32 fold per row."""
-    x = np.asarray(x, np.float32)
+def rowreduce_reference(x: np.ndarray, op: str = "sum", scale: float = 1.0,
+                        dtype: str = "f32", acc_dtype: str = "f32") -> np.ndarray:
+    """The kernel's arithmetic in numpy: x rounded to dtype, a left-to-right fold per row in
+    fp32 (acc "f32", the result rounded once to dtype) or rounding every step to dtype
+    (acc = dtype; scale rounded to dtype too)."""
+    def rnd(v):
+        v = np.asarray(v, np.float32)
+        return v if dtype == "f32" else round_to(v, dtype)
+
+    step = rnd if acc_dtype != "f32" else (lambda v: np.asarray(v, np.float32))
+    x = rnd(x)
     fold = np.maximum if op == "max" else np.add
     z = x[:, 0].copy()
     for j in range(1, x.shape[1]):
-        z = fold(z, x[:, j]).astype(np.float32)
+        z = step(fold(z, x[:, j]))
     if op == "mean":
-        z = (z * np.float32(scale)).astype(np.float32)
-    return z
+        z = step(z * step(np.float32(scale)))
+    return rnd(z)
