@@ -1,13 +1,16 @@
 """Kernel quality on the simulated fabric: cycles against each kernel's analytic model and
 against the fabric's peak, with the numeric error against numpy.
 
-One row per kernel and size: name, grid (the kernel's rectangle), sizes, dtype, cycles
-(kernel cycles, host I/O apart), model_cycles, efficiency (useful fmas over the
-rectangle's peak fp32 fma capacity for the same cycles: PEs * cycles * fma width; 0 for
-kernels without fmas), max_abs_err (against the kernel's numpy reference; for GEMM against
-the float64 product, with `exact_order` telling whether the result equals the fp32
-reference in the kernel's summation order bit for bit). GEMV rows add
-efficiency_sram_bound: the local product's SRAM-bandwidth bound over the cycles.
+One row per kernel and size: name, grid (the kernel's rectangle), sizes, dtype and
+acc_dtype, cycles (kernel cycles, host I/O apart), model_cycles, efficiency (useful fmas
+over the rectangle's peak fma capacity for the same cycles: PEs * cycles * fma width of
+the kernel's dtype, 1 for fp32 and 4 for fp16 on wse2; 0 for kernels without fmas),
+max_abs_err (against the kernel's numpy reference; for GEMM against the float64 product of
+the fp32 inputs, with `exact_order` telling whether the result equals the reference in the
+kernel's summation order and rounding bit for bit). GEMV rows add efficiency_sram_bound:
+the local product's SRAM-bandwidth bound over the cycles. The fp16 SUMMA rows
+(gemm_f16_acc32: fp32 accumulation, the mixed-precision default; gemm_f16_acc16: fp16
+accumulation) measure GEMM efficiency against the 4-wide fp16 fma peak.
 
 Timing (benchmarks/harness.py): per kernel, a warm-up (engine compile, reported as
 compile_s, plus one cycle) apart, then --repeats runs from a fresh load (default 3, 1 with
@@ -50,16 +53,18 @@ def _normal(seed: int, *shape: int) -> np.ndarray:
 
 
 # ---- cases: (name, module, sizes, make) where make(module) -> (kernel, inputs, reference) ------
-def _gemm(builder, ref_name, rect, m, k, n):
+def _gemm(builder, ref_name, rect, m, k, n, dtype="f32", acc_dtype="f32"):
     def make(mod):
-        kernel = getattr(mod, builder)(FABRIC, rect, m, k, n)
+        fmt = {"dtype": dtype, "acc_dtype": acc_dtype}
+        kernel = getattr(mod, builder)(FABRIC, rect, m, k, n, **fmt)
         a, b = _normal(1, m, k), _normal(2, k, n)
         order_ref = getattr(mod, ref_name)
 
         def check(out):
             exact = a.astype(np.float64) @ b.astype(np.float64)
             args = (a, b) if builder == "build_gemm_summa" else (a, b, rect.rows)
-            same = any(np.array_equal(out, order_ref(*args, fused=f)) for f in (True, False))
+            same = any(np.array_equal(out, order_ref(*args, fused=f, **fmt))
+                       for f in (True, False))
             return float(np.abs(out - exact).max()), {"exact_order": bool(same)}
 
         return kernel, {"A": a, "B": b}, check
@@ -112,6 +117,12 @@ def cases(quick: bool) -> list:
             out.append((name, f"fabric.kernels.{name}", rect, {"m": m, "k": k, "n": n},
                         lambda mod, r, s, b=builder, f=ref: _gemm(b, f, r, s[0], s[1], s[2])(
                             mod)))
+    # fp16 SUMMA against the fp16 fma peak: 16 x 16 blocks (quick), 32 x 32 (full)
+    for m in [128] + ([] if quick else [256]):
+        for name, acc in (("gemm_f16_acc32", "f32"), ("gemm_f16_acc16", "f16")):
+            out.append((name, "fabric.kernels.gemm_summa", full8, {"m": m, "k": m, "n": m},
+                        lambda mod, r, s, a=acc: _gemm("build_gemm_summa", "summa_reference",
+                                                       r, *s, "f16", a)(mod)))
     gemv_sizes = [(quad, (64, 64)), (full8, (256, 256))]
     if not quick:
         gemv_sizes += [(full8, (128, 128)), (Rect(0, 0, 3, 5), (50, 45))]
@@ -190,7 +201,8 @@ def run_case(name, module, rect, sizes, make, repeats: int = 1) -> dict:
         "grid": [rect.rows, rect.cols],
         "fabric": [FABRIC.rows, FABRIC.cols],
         "sizes": sizes,
-        "dtype": "f32",
+        "dtype": kernel.info.get("dtype", "f32"),
+        "acc_dtype": kernel.info.get("acc_dtype", "f32"),
         "cycles": int(result.cycles),
         "model_cycles": int(kernel.model_cycles),
         "model_error": result.cycles / kernel.model_cycles - 1 if kernel.model_cycles else None,
@@ -252,11 +264,13 @@ def headline(rows: list, skipped: list) -> list[str]:
     devs = [abs(r["model_error"]) for r in rows if r["model_error"] is not None]
     out = [f"{len(rows)} kernel runs on {FABRIC.name}, {len(skipped)} skipped; cycles within "
            f"{100 * max(devs):.1f}% of each kernel's model"]
-    gemms = [r for r in rows if r["name"].startswith("gemm")]
-    if gemms:
-        best = max(gemms, key=lambda r: r["efficiency"])
-        out.append(f"best GEMM: {best['name']} {best['grid'][0]}x{best['grid'][1]} at "
-                   f"{100 * best['efficiency']:.1f}% of the fp32 fma peak")
+    for dtype in ("f32", "f16"):
+        gemms = [r for r in rows if r["name"].startswith("gemm") and r["dtype"] == dtype]
+        if gemms:
+            best = max(gemms, key=lambda r: r["efficiency"])
+            out.append(f"best {dtype} GEMM: {best['name']} {best['grid'][0]}x"
+                       f"{best['grid'][1]} at {100 * best['efficiency']:.1f}% of the "
+                       f"{dtype} fma peak")
     out.append(f"max abs error against numpy {max(r['max_abs_err'] for r in rows):.2g}")
     return out
 
@@ -292,7 +306,7 @@ def plot(rows: list, path: Path) -> None:
     bx.barh(range(len(eff)), [100 * r["efficiency"] for r in eff], color="tab:blue")
     bx.set_yticks(range(len(eff)), labels, fontsize=6)
     bx.axvline(80, color="k", ls="--", lw=0.8)
-    bx.set(xlabel="% of the rectangle's fp32 fma peak", xlim=(0, 100),
+    bx.set(xlabel="% of the rectangle's fma peak (of the kernel's dtype)", xlim=(0, 100),
            title="fma efficiency")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

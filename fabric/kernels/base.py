@@ -58,8 +58,11 @@ class KernelResult:
     cycles: int  # kernel cycles of this run (host I/O apart)
 
     def efficiency(self, kernel: Kernel) -> float:
-        """Useful fmas over the rectangle's peak fp32 fma capacity for the same cycles."""
-        peak = kernel.config.simd_width("fma", "f32") * kernel.rect.rows * kernel.rect.cols
+        """Useful fmas over the rectangle's peak fma capacity for the same cycles: the fma
+        width of the kernel's dtype (`kernel.info["dtype"]`, default "f32"; every 16-bit
+        format has the ("fma", "f16") width, 4 per cycle on wse2)."""
+        dtype = "f32" if kernel.info.get("dtype", "f32") == "f32" else "f16"
+        peak = kernel.config.simd_width("fma", dtype) * kernel.rect.rows * kernel.rect.cols
         return kernel.fmas / (peak * self.cycles) if self.cycles else 0.0
 
 

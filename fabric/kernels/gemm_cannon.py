@@ -37,6 +37,11 @@ kb) = 90 % of the fma peak (measured 89.8 %, the model within 0.3 %). The model 
 within a few % for blocks of 12 rows or more; tiny blocks (a few elements) are dominated by
 task switches and comm dispatch, which it counts only in part.
 
+16-bit dtypes: as in `gemm_summa` (A shifts packed, two values per wavelet; B shifts one
+value per wavelet, from bs; w of fmachs or fmach; `half_cycles` for the copy of the step-0
+B block into bs and the final to_half), with the same accuracy: within 2 % when ceil(Mb / w)
+> CHAIN_CYCLES, a lower bound within 15 % on the tested sizes below that.
+
 Example:
     >>> config = FabricConfig.small(4, 4)                                # doctest: +SKIP
     >>> kern = build_gemm_cannon(config, Rect(0, 0, 4, 4), m=64, k=64, n=64)  # doctest: +SKIP
@@ -53,10 +58,15 @@ from fabric.config import FabricConfig
 from fabric.isa import Port
 from fabric.kernels.base import Kernel, pick_colors, split
 from fabric.kernels.gemm_common import (
+    FP32,
+    Numerics,
     PeSchedule,
+    a_wavelets,
+    check_numerics,
     comm_ops,
     compute_cycles,
     gemm_kernel,
+    half_cycles,
     sequential_matmul,
 )
 from fabric.program import Program, Rect
@@ -113,27 +123,34 @@ def cannon_order(i: int, j: int, ks: Sequence[tuple[int, int]]) -> list[int]:
     return order
 
 
-def cannon_reference(a: np.ndarray, b: np.ndarray, p: int, fused: bool = False) -> np.ndarray:
+def cannon_reference(a: np.ndarray, b: np.ndarray, p: int, fused: bool = False,
+                     dtype: str = "f32", acc_dtype: str = "f32") -> np.ndarray:
     """C = A @ B in fp32 in the kernel's order: block (i, j) sums its k blocks starting at
-    (i + j) mod p, one k at a time; `fused`: one rounding per fma."""
+    (i + j) mod p, one k at a time; `fused`: one rounding per fma; a 16-bit dtype rounds as
+    the kernel does (`gemm_common.sequential_matmul`)."""
+    numerics = Numerics(dtype, acc_dtype)
     m, n = a.shape[0], b.shape[1]
     rows, cols, ks = split(m, p), split(n, p), split(a.shape[1], p)
     out = np.zeros((m, n), np.float32)
     for i, (r0, mr) in enumerate(rows):
         for j, (c0, nc) in enumerate(cols):
             out[r0:r0 + mr, c0:c0 + nc] = sequential_matmul(
-                a[r0:r0 + mr], b[:, c0:c0 + nc], cannon_order(i, j, ks), fused)
+                a[r0:r0 + mr], b[:, c0:c0 + nc], cannon_order(i, j, ks), fused, numerics)
     return out
 
 
-def cannon_model(config: FabricConfig, p: int, m: int, k: int, n: int) -> int:
+def cannon_model(config: FabricConfig, p: int, m: int, k: int, n: int,
+                 numerics: Numerics = FP32) -> int:
     """The cycle model of the module docstring."""
     mb, nb = max(s for _, s in split(m, p)), max(s for _, s in split(n, p))
     kbs = [s for _, s in split(k, p)]
-    total = compute_cycles(config, mb, nb, kbs)
+    total = compute_cycles(config, mb, nb, kbs, numerics)
+    total += half_cycles(config, numerics, kbs[0] * nb, mb * nb)
     if p > 1:
         # the critical PE's panels: both neighbours of a step are the same k blocks
-        total += max(sum((mb + nb) * (kbs[(s + t) % p] + kbs[(s + t + 1) % p])
+        total += max(sum(a_wavelets(numerics, mb * kbs[(s + t) % p])
+                         + a_wavelets(numerics, mb * kbs[(s + t + 1) % p])
+                         + nb * (kbs[(s + t) % p] + kbs[(s + t + 1) % p])
                          for t in range(p - 1)) for s in range(p))
         total += SHIFT_HOPS_CYCLES * (p - 1)
     return total
@@ -157,19 +174,25 @@ def _ring_routes(prog: Program, rect: Rect, colors: Sequence[int], horizontal: b
 
 
 def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
-                      dtype: str = "f32", colors: Sequence[int] | None = None) -> Kernel:
+                      dtype: str = "f32", colors: Sequence[int] | None = None,
+                      acc_dtype: str = "f32") -> Kernel:
     """Cannon C (m x n) = A (m x k) @ B (k x n) on the square `rect` (see the module
     docstring).
 
     Args:
         config, rect: the fabric and a P x P rectangle of it.
         m, k, n: matrix sizes, each >= P (every PE holds a block of each).
-        dtype: "f32".
+        dtype: format of A, B and C: "f32", "f16", "bf16" or "cb16" (16-bit inputs are
+            rounded to nearest even by the load).
         colors: 2 * ring colors (A rings, then B rings: 3 each for P >= 3, 2 for P = 2,
-            none for P = 1); default the lowest.
+            none for P = 1), then with a 16-bit dtype one more (each PE's copy of its B
+            block to its own RAMP); default the lowest.
+        acc_dtype: "f32" (fmachs into fp32, C rounded once) or the 16-bit dtype (fmach,
+            every step rounds); see `gemm_common`.
 
     Returns:
-        A Kernel with inputs {"A", "B"} and output C (m x n, fp32).
+        A Kernel with inputs {"A", "B"} and output C (m x n, float32 holding the values of
+        `dtype`).
 
     Raises:
         ValueError: a rectangle that is not square, sizes, dtype, colors, or blocks
@@ -179,14 +202,14 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     if rect.cols != p:
         raise ValueError(f"gemm_cannon needs a square rectangle, got {rect.rows}x{rect.cols} "
                          "(use gemm_summa for other shapes)")
-    if dtype != "f32":
-        raise ValueError(f"gemm_cannon supports dtype 'f32', got {dtype!r}")
+    numerics = check_numerics("gemm_cannon", dtype, acc_dtype)
     if min(m, k, n) < p:
         raise ValueError(f"gemm_cannon on {p}x{p} PEs needs m, k, n >= {p}; got m={m}, "
                          f"k={k}, n={n}")
     ring = ring_colors(p)
     n_ring = max(ring) + 1 if ring else 0
-    palette = pick_colors(config, 2 * n_ring, colors)
+    n_loop = int(numerics.half)
+    palette = pick_colors(config, 2 * n_ring + n_loop, colors)
     a_colors = [palette[c] for c in ring]
     b_colors = [palette[n_ring + c] for c in ring]
 
@@ -194,7 +217,8 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     mb_max, nb_max, kb_max = rows_m[0][1], cols_n[0][1], ks[0][1]
     size_a, size_b = mb_max * kb_max, kb_max * nb_max  # one panel; two per buffer
 
-    ops, op_index = comm_ops([("abuf", sorted(set(a_colors))), ("bbuf", sorted(set(b_colors)))])
+    b_sym = "bs" if numerics.half else "bbuf"  # where B panels are sent from and land
+    ops, op_index = comm_ops([("abuf", sorted(set(a_colors))), (b_sym, sorted(set(b_colors)))])
 
     pos = fold(p)
     logical = {x: l for l, x in enumerate(pos)}
@@ -216,9 +240,9 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                 send_a = (op_index[("abuf", a_colors[(j - 1) % p], True)], mb * kb,
                           here * size_a)
                 recv_a = (op_index[("abuf", a_colors[j], False)], mb * kb_next, there * size_a)
-                send_b = (op_index[("bbuf", b_colors[(i - 1) % p], True)], kb * nb,
+                send_b = (op_index[(b_sym, b_colors[(i - 1) % p], True)], kb * nb,
                           here * size_b)
-                recv_b = (op_index[("bbuf", b_colors[i], False)], kb_next * nb, there * size_b)
+                recv_b = (op_index[(b_sym, b_colors[i], False)], kb_next * nb, there * size_b)
                 group = [send_a, recv_a] if j % 2 == 0 else [recv_a, send_a]
                 group += [send_b, recv_b] if i % 2 == 0 else [recv_b, send_b]
                 sched.groups.append(group)
@@ -237,7 +261,9 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
 
     return gemm_kernel(
         config, rect, "gemm_cannon", (m, k, n), ops, pes, blocks, (2 * size_a, 2 * size_b),
+        size_b,
         f"gemm_cannon m={m} k={k} n={n} on {p}x{p} PEs (blocks A {mb_max}x{kb_max}, B "
         f"{kb_max}x{nb_max}, C {mb_max}x{nb_max}, double-buffered)", routes,
-        cannon_model(config, p, m, k, n),
-        {"steps": p, "block": (mb_max, nb_max), "fold": pos, "colors": palette})
+        cannon_model(config, p, m, k, n, numerics),
+        {"steps": p, "block": (mb_max, nb_max), "fold": pos, "colors": palette},
+        numerics, palette[-1] if n_loop else None)

@@ -57,7 +57,9 @@ import numpy as np
 from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.instructions import FabIn, FabOut, Mem
+from fabric.isa import Port
 from fabric.kernels.base import Kernel
+from fabric.numerics import HALF_DTYPES, round_to, words_for
 from fabric.program import Program, Rect, Tile
 
 COMPUTE_FIELDS = 3  # (A panel address, B panel address, fmas) per step
@@ -79,31 +81,92 @@ class CommOp:
 
 
 @dataclasses.dataclass(frozen=True)
+class Numerics:
+    """Formats of a GEMM or GEMV: `dtype` stores the inputs and the output, `acc_dtype`
+    accumulates ("f32", or `dtype` itself)."""
+
+    dtype: str = "f32"
+    acc_dtype: str = "f32"
+
+    @property
+    def half(self) -> bool:
+        return self.dtype != "f32"
+
+    @property
+    def wide_acc(self) -> bool:
+        """16-bit storage, fp32 sums: fmachs into an fp32 accumulator, one final to_half."""
+        return self.half and self.acc_dtype == "f32"
+
+    def fma_width(self, config: FabricConfig) -> int:
+        """Elements per cycle of the multiply-accumulate the kernel issues."""
+        if not self.half:
+            return config.simd_width("fma", "f32")
+        return config.simd_width("mul_acc32" if self.wide_acc else "fma", "f16")
+
+
+FP32 = Numerics()  # the fp32 kernels
+
+
+def check_numerics(kernel: str, dtype: str, acc_dtype: str) -> Numerics:
+    """The kernel's Numerics; ValueError naming the kernel and the parameter otherwise."""
+    allowed = ["f32", *HALF_DTYPES]
+    if dtype not in allowed:
+        raise ValueError(f"{kernel}: dtype must be one of {allowed}, got {dtype!r}")
+    if acc_dtype not in ("f32", dtype):
+        raise ValueError(f"{kernel}: acc_dtype must be 'f32' or the dtype {dtype!r}, got "
+                         f"{acc_dtype!r}")
+    return Numerics(dtype, acc_dtype)
+
+
+@dataclasses.dataclass(frozen=True)
 class TileWords:
-    """32-bit words per PE of the tile's symbols."""
+    """Elements per PE of the tile's symbols: a (abuf), b (bbuf), c in the tile's dtype;
+    bs (16-bit tiles: the B scalars, one per 32-bit word) and sched (int32) in words."""
 
     a: int
     b: int
     c: int
     sched: int
+    bs: int = 0
+    numerics: Numerics = FP32
+
+    def symbols(self) -> dict[str, int]:
+        """32-bit words of each symbol of the tile."""
+        h = self.numerics.dtype
+        out = {"abuf": words_for(h, self.a), "bbuf": words_for(h, self.b)}
+        if self.numerics.half:
+            out["bs"] = self.bs
+        if self.numerics.wide_acc:
+            out["acc"] = self.c
+        out["c"] = words_for(h, self.c)
+        out["sched"] = self.sched
+        return out
 
     @property
     def total(self) -> int:
-        return self.a + self.b + self.c + self.sched
+        return sum(self.symbols().values())
 
 
 def check_fits(config: FabricConfig, words: TileWords, what: str) -> None:
     """ValueError naming the sizes when the symbols of one PE exceed its SRAM."""
     if words.total > config.sram_words:
+        parts = " + ".join(f"{name} {4 * n} B" for name, n in words.symbols().items())
         raise ValueError(
-            f"{what}: the blocks do not fit the PE SRAM: abuf {4 * words.a} B + bbuf "
-            f"{4 * words.b} B + c {4 * words.c} B + sched {4 * words.sched} B = "
-            f"{4 * words.total} B per PE, more than the {config.sram_bytes // 1024} KiB "
-            f"({config.sram_bytes} B) of a PE; use a larger rectangle or smaller matrices")
+            f"{what}: the blocks do not fit the PE SRAM: {parts} = {4 * words.total} B per "
+            f"PE, more than the {config.sram_bytes // 1024} KiB ({config.sram_bytes} B) of a "
+            "PE; use a larger rectangle or smaller matrices")
 
 
 # ---- the tile program ------------------------------------------------------------------------
-def _chain(name: str, other: str, c: Mem, a: Mem, b_scalar: Mem, first: bool) -> list:
+def _mul_acc(numerics: Numerics, c: Mem, a: Mem, on_done):
+    """C[:, j] += A[:, k] * s, async: fp32 fma, fmachs (16-bit a and s, fp32 c) or fmach."""
+    if numerics.wide_acc:
+        return ins.fmachs(c, c, a, "s", dtype=numerics.dtype, is_async=True, on_done=on_done)
+    return ins.fma(c, c, a, "s", dtype=numerics.dtype, is_async=True, on_done=on_done)
+
+
+def _chain(name: str, other: str, c: Mem, a: Mem, b_scalar: Mem, first: bool,
+           numerics: Numerics) -> list:
     """One of the two fma issuers (see the module docstring). They take turns through
     block/unblock: a chain issues F_n+2 only after its own F_n completed and the other chain
     issued F_n+1. With ny = 0 chain_y only hands over and chain_x issues alone."""
@@ -117,7 +180,7 @@ def _chain(name: str, other: str, c: Mem, a: Mem, b_scalar: Mem, first: bool) ->
         ins.branch_if_zero("rem", "fin"),
         ins.iadd("rem", "rem", -1),
         ins.load("s", b_scalar),
-        ins.fma(c, c, a, "s", is_async=True, on_done=ins.Activate(name)),
+        _mul_acc(numerics, c, a, ins.Activate(name)),
         *turn,
         ins.iadd("bo", "bo", 1),
         ins.iadd("cj", "cj", "mb"),
@@ -135,31 +198,46 @@ def _chain(name: str, other: str, c: Mem, a: Mem, b_scalar: Mem, first: bool) ->
     ]
 
 
-def _comm_op(op: CommOp):
+def _comm_op(op: CommOp, numerics: Numerics):
+    """The op's async mov; 16-bit A panels go packed, two values per wavelet."""
     mem = Mem(op.symbol, offset_reg="s", length_reg="y")
     done = ins.Activate("comm")
+    packed = numerics.half and op.symbol == "abuf"  # B panels (bs) are 32-bit words
+    dtype = numerics.dtype if packed else "f32"
     if op.send:
-        return ins.mov(FabOut(op.color, 1, length_reg="y"), mem, is_async=True, on_done=done)
-    return ins.mov(mem, FabIn(op.color, 1, length_reg="y"), is_async=True, on_done=done)
+        return ins.mov(FabOut(op.color, 1, length_reg="y", packed=packed), mem, dtype=dtype,
+                       is_async=True, on_done=done)
+    return ins.mov(mem, FabIn(op.color, 1, length_reg="y", packed=packed), dtype=dtype,
+                   is_async=True, on_done=done)
 
 
-def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int) -> Tile:
-    """The GEMM tile: symbols abuf, bbuf, c (f32) and sched (i32) of `words` words, the
-    comm ops `ops` (mode i + 1 of a comm record runs ops[i]), comm records from word
-    `comm_base` of sched. Registers mb, cend, ny are per-PE params of the placement."""
+def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int,
+              loop_color: int | None = None) -> Tile:
+    """The GEMM tile: symbols abuf, bbuf, c (and bs, acc of 16-bit tiles, see the module
+    docstring) and sched (i32) of `words`, the comm ops `ops` (mode i + 1 of a comm record
+    runs ops[i]), comm records from word `comm_base` of sched. Registers mb, cend, ny (and
+    y) are per-PE params of the placement; 16-bit tiles copy bbuf into bs on `loop_color`
+    (routed from RAMP back to RAMP on every PE)."""
+    num = words.numerics
+    h = num.dtype
+    if num.half and loop_color is None:
+        raise ValueError(f"{name}: a 16-bit tile needs loop_color, the color of its B copy")
     tile = Tile(name)
-    tile.symbol("abuf", "f32", words.a)
-    tile.symbol("bbuf", "f32", words.b)
-    c = tile.symbol("c", "f32", words.c)
+    tile.symbol("abuf", h, words.a)
+    tile.symbol("bbuf", h, words.b)
+    if num.half:
+        tile.symbol("bs", "u32", words.bs)
+    c = tile.symbol("c", h, words.c)
+    acc = tile.symbol("acc", "f32", words.c) if num.wide_acc else c  # where the sums run
     sched = tile.symbol("sched", "i32", words.sched)
     tile.register("mb", "cend", "ny", "tp", "cp", "cdone", "mdone", "rem", "ak", "bo", "cj",
                   "s", "x", "y")
 
-    c_col = Mem("c", offset_reg="cj", length_reg="mb")  # C[:, j]: Mb words
-    a_col = Mem("abuf", offset_reg="ak", length_reg="mb")  # A[:, k]: Mb words
-    b_elem = Mem("bbuf", offset_reg="bo")  # B[k, j]
-    tile.local_task("chain_x", _chain("chain_x", "chain_y", c_col, a_col, b_elem, first=True))
-    tile.local_task("chain_y", _chain("chain_y", "chain_x", c_col, a_col, b_elem, first=False))
+    c_col = Mem(acc.name, offset_reg="cj", length_reg="mb")  # C[:, j]: Mb elements
+    a_col = Mem("abuf", offset_reg="ak", length_reg="mb")  # A[:, k]: Mb elements
+    b_elem = Mem("bs" if num.half else "bbuf", offset_reg="bo")  # B[k, j]
+    tile.local_task("chain_x", _chain("chain_x", "chain_y", c_col, a_col, b_elem, True, num))
+    tile.local_task("chain_y", _chain("chain_y", "chain_x", c_col, a_col, b_elem, False, num))
 
     comm = [
         ins.load("x", sched.dsd(0, offset_reg="cp")),
@@ -173,14 +251,18 @@ def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int
     comm += [ins.label("group_done"), ins.set_reg("mdone", 1), ins.activate("advance"),
              ins.ret()]
     for i, op in enumerate(ops):
-        comm += [ins.label(f"op{i}"), _comm_op(op), ins.ret()]
+        comm += [ins.label(f"op{i}"), _comm_op(op, num), ins.ret()]
     tile.local_task("comm", comm)
 
+    finish = []
+    if num.wide_acc:  # after the last step: C rounded once to 16 bits; a later run waits
+        finish = [ins.label("finish"), ins.to_half(c.dsd(), acc.dsd(), h),
+                  ins.set_reg("mdone", 0)]
     tile.local_task("advance", [
         ins.branch_if_less("cdone", 2, "wait"),
         ins.branch_if_zero("mdone", "wait"),
         ins.load("rem", sched.dsd(2, offset_reg="tp")),
-        ins.branch_if_less("rem", 0, "wait"),  # past the last step: finished
+        ins.branch_if_less("rem", 0, "finish" if finish else "wait"),  # past the last step
         ins.load("ak", sched.dsd(0, offset_reg="tp")),
         ins.load("bo", sched.dsd(1, offset_reg="tp")),
         ins.iadd("tp", "tp", COMPUTE_FIELDS),
@@ -193,10 +275,19 @@ def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int
         ins.activate("chain_y"),
         ins.activate("comm"),  # the transfers of the next step (an empty group after the last)
         ins.label("wait"),
+        *([ins.ret(), *finish] if finish else []),
     ])
 
-    tile.local_task("main", [
-        ins.mov(c.dsd(), 0.0),
+    main = [ins.mov(acc.dsd(), 0.0, dtype=h if acc is c else "f32")]
+    if num.half:  # bs = the host-written B block, one 16-bit pattern per word
+        main += [
+            ins.branch_if_zero("y", "copied"),
+            ins.mov(FabOut(loop_color, 1, length_reg="y"), Mem("bbuf", length_reg="y"),
+                    dtype=h, is_async=True),
+            ins.mov(Mem("bs", length_reg="y"), FabIn(loop_color, 1, length_reg="y")),
+            ins.label("copied"),
+        ]
+    tile.local_task("main", main + [
         ins.set_reg("tp", 0),
         ins.set_reg("cp", comm_base),
         ins.set_reg("cdone", 2),
@@ -204,6 +295,11 @@ def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int
         ins.activate("comm"),
     ])
     return tile
+
+
+def loop_route(prog: Program, rect: Rect, color: int) -> None:
+    """`color` from each PE's RAMP back to its own RAMP: the B copy of 16-bit tiles."""
+    prog.route(rect, color, rx=Port.RAMP, tx=Port.RAMP)
 
 
 def comm_ops(colors: Sequence[tuple[str, Sequence[int]]]) -> tuple[list[CommOp], dict]:
@@ -280,26 +376,36 @@ def row_major(block: np.ndarray, words: int) -> np.ndarray:
 # ---- the kernel -----------------------------------------------------------------------------
 def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, int, int],
                 ops: Sequence[CommOp], pes: Sequence[Sequence[PeSchedule]],
-                blocks: Sequence[Sequence[tuple]], panels: tuple[int, int], fit: str,
-                routes: Callable[[Program], None], model_cycles: int, info: dict) -> Kernel:
+                blocks: Sequence[Sequence[tuple]], panels: tuple[int, int], own_b: int,
+                fit: str, routes: Callable[[Program], None], model_cycles: int, info: dict,
+                numerics: Numerics = FP32, loop_color: int | None = None) -> Kernel:
     """The GEMM C (m x n) = A (m x k) @ B (k x n), shape (m, k, n), on `rect`: the tile
     placed with the schedules `pes` of its PEs ([row][col] of `rect`) and comm ops `ops`.
 
     blocks[row][col] = (C rows, C cols, K range of the A block, K range of the B block) of
     that PE, each (start, size): what the host writes into abuf and bbuf and reads from c.
-    panels: words of abuf and bbuf per PE; fit: the kernel as check_fits names it;
-    routes(program) lays the comm colors; info gets m, k, n first and the SRAM use last.
+    panels: elements of abuf and of the B panels per PE (bbuf of fp32 tiles, bs of 16-bit
+    ones); own_b: elements of the host-written B block (bbuf of 16-bit tiles); fit: the
+    kernel as check_fits names it; routes(program) lays the comm colors; info gets m, k, n
+    first, then the formats, then the SRAM use. 16-bit tiles need `loop_color`.
     """
     m, k, n = shape
     table, comm_base = pack_schedule(pes)
     mb = np.array([[blk[0][1] for blk in row] for row in blocks])
     nb = np.array([[blk[1][1] for blk in row] for row in blocks])
-    words = TileWords(a=panels[0], b=panels[1], c=int(mb.max() * nb.max()),
-                      sched=table.shape[-1])
+    half = numerics.half
+    words = TileWords(a=panels[0], b=own_b if half else panels[1], c=int(mb.max() * nb.max()),
+                      sched=table.shape[-1], bs=panels[1] if half else 0, numerics=numerics)
     check_fits(config, words, fit)
     prog = Program(config)
-    prog.place(gemm_tile(name, words, ops, comm_base), rect, params=chain_params(mb, nb))
+    params = chain_params(mb, nb)
+    if half:  # the length of each PE's B copy into bs
+        kbs = np.array([[blk[3][1] for blk in row] for row in blocks])
+        params["y"] = (kbs * nb).astype(np.int64)
+    prog.place(gemm_tile(name, words, ops, comm_base, loop_color), rect, params=params)
     routes(prog)
+    if half:
+        loop_route(prog, rect, loop_color)
 
     def load(sim, inputs):
         a = np.asarray(inputs["A"], np.float32)
@@ -313,12 +419,12 @@ def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, i
             for c, ((r0, mr), (c0, nc), (ka0, kas), (kb0, kbs)) in enumerate(row):
                 abuf[r, c] = col_major(a[r0:r0 + mr, ka0:ka0 + kas], words.a)
                 bbuf[r, c] = row_major(b[kb0:kb0 + kbs, c0:c0 + nc], words.b)
-        sim.memcpy_h2d("abuf", abuf, rect)
+        sim.memcpy_h2d("abuf", abuf, rect)  # 16-bit symbols: rounded to nearest even
         sim.memcpy_h2d("bbuf", bbuf, rect)
         sim.memcpy_h2d("sched", table, rect)
 
     def read(sim):
-        c_blocks = sim.memcpy_d2h("c", rect)
+        c_blocks = np.asarray(sim.memcpy_d2h("c", rect), np.float32)
         out = np.zeros((m, n), np.float32)
         for r, row in enumerate(blocks):
             for c, ((r0, mr), (c0, nc), _, _) in enumerate(row):
@@ -331,15 +437,30 @@ def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, i
     return Kernel(
         name=name, config=config, rect=rect, program=prog, load=load, read=read,
         launch=launch, model_cycles=model_cycles, fmas=m * n * k,
-        info={"m": m, "k": k, "n": n, **info, "sram_bytes_per_pe": 4 * words.total})
+        info={"m": m, "k": k, "n": n, **info, "dtype": numerics.dtype,
+              "acc_dtype": numerics.acc_dtype, "sram_bytes_per_pe": 4 * words.total})
 
 
 # ---- references and model pieces -------------------------------------------------------------
 def sequential_matmul(a: np.ndarray, b: np.ndarray, order: Sequence[int],
-                      fused: bool = False) -> np.ndarray:
+                      fused: bool = False, numerics: Numerics = FP32) -> np.ndarray:
     """a[:, order] @ b[order, :] in fp32, summed one k at a time in `order`, starting from
     0, as the fabric's fma chain does: each step rounds acc + a*b once (`fused`) or rounds
-    the product first (two roundings)."""
+    the product first (two roundings).
+
+    16-bit `numerics`: a and b rounded to the dtype first (the host's load); their products
+    are exact in fp32 (at most 2 x 11 significand bits), so each step rounds acc + a*b to
+    fp32 once, then (acc_dtype = dtype, fmach) to 16 bits; an fp32 accumulator is rounded to
+    16 bits once at the end."""
+    if numerics.half:
+        h = numerics.dtype
+        a, b = round_to(np.asarray(a, np.float32), h), round_to(np.asarray(b, np.float32), h)
+        acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+        for k in order:
+            acc = acc + np.outer(a[:, k], b[k])
+            if not numerics.wide_acc:
+                acc = round_to(acc, h)
+        return round_to(acc, h)
     a = np.asarray(a, np.float32)
     b = np.asarray(b, np.float32)
     acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
@@ -352,20 +473,54 @@ def sequential_matmul(a: np.ndarray, b: np.ndarray, order: Sequence[int],
     return acc
 
 
-def fma_cycles(config: FabricConfig, mb: int) -> int:
-    """Cycles per fma of the chains: the datapath's ceil(Mb / w) or the main thread's
-    CHAIN_CYCLES, whichever is longer."""
-    return max(-(-mb // config.simd_width("fma", "f32")), CHAIN_CYCLES)
+def fma_cycles(config: FabricConfig, mb: int, numerics: Numerics = FP32) -> int:
+    """Cycles per fma of the chains: the datapath's ceil(Mb / w) (w: the width of the fma,
+    fmachs or fmach the tile issues) or the main thread's CHAIN_CYCLES, whichever is
+    longer."""
+    return max(-(-mb // numerics.fma_width(config)), CHAIN_CYCLES)
 
 
-def zero_c_cycles(config: FabricConfig, words: int) -> int:
-    """`main`'s zeroing of C (a synchronous mov of `words` at the mov width), its task start
-    and the start of the first comm group."""
-    return -(-words // config.simd_width("mov", "f32")) + 8
+def zero_c_cycles(config: FabricConfig, words: int, numerics: Numerics = FP32) -> int:
+    """`main`'s zeroing of the accumulator (a synchronous mov of `words` elements at the mov
+    width of its format), its task start and the start of the first comm group."""
+    fmt = "f16" if numerics.half and not numerics.wide_acc else "f32"
+    return -(-words // config.simd_width("mov", fmt)) + 8
 
 
-def compute_cycles(config: FabricConfig, mb: int, nb: int, kbs: Sequence[int]) -> int:
+def compute_cycles(config: FabricConfig, mb: int, nb: int, kbs: Sequence[int],
+                   numerics: Numerics = FP32) -> int:
     """The critical PE's cycles besides its panels: zeroing C, then per step its kb * Nb
     fmas and the task switches to the next step."""
-    tau = fma_cycles(config, mb)
-    return zero_c_cycles(config, mb * nb) + sum(kb * nb * tau + STEP_CYCLES for kb in kbs)
+    tau = fma_cycles(config, mb, numerics)
+    return (zero_c_cycles(config, mb * nb, numerics)
+            + sum(kb * nb * tau + STEP_CYCLES for kb in kbs))
+
+
+FINISH_CYCLES = 2  # the to_half's issue after `advance` branches, and its set_reg
+
+
+def copy_cycles(n) -> np.ndarray:
+    """Cycles of a PE's copy of n 16-bit values into one-per-word form through its own
+    router, with the branch that skips it when n = 0: the send and the receive share the
+    datapath (two cycles per value, 2 n + 1 with the branch), and the first value is back
+    no earlier than three cycles after the send's issue (4 for n = 1)."""
+    n = np.asarray(n, np.int64)
+    return np.where(n > 0, np.maximum(2 * n + 1, 4), 1)
+
+
+def half_cycles(config: FabricConfig, numerics: Numerics, own_b: int, c_elems: int) -> int:
+    """The extra cycles of a 16-bit tile on its critical PE: copying its B block of `own_b`
+    values into bs (`copy_cycles`) and, with an fp32 accumulator, rounding C (`c_elems`)
+    once at the ("cvt", "f16") width."""
+    if not numerics.half:
+        return 0
+    total = int(copy_cycles(own_b))
+    if numerics.wide_acc:
+        total += -(-c_elems // config.simd_width("cvt", "f16")) + FINISH_CYCLES
+    return total
+
+
+def a_wavelets(numerics: Numerics, elems: int) -> int:
+    """Wavelets (= datapath cycles) of an A panel of `elems` values: packed in pairs when
+    16-bit."""
+    return -(-elems // 2) if numerics.half else elems

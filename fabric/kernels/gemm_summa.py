@@ -36,6 +36,20 @@ datapath advances one op per cycle, and a fabric operand moves one element per c
 model holds within a few % for blocks of 12 rows or more; tiny blocks (a few elements) are
 dominated by task switches and comm dispatch, which it counts only in part.
 
+16-bit dtypes (the tile and which op rounds where: `gemm_common`): A, B and C in 16 bits,
+C accumulated by fmachs in fp32 and rounded once (acc_dtype "f32") or by fmach in 16 bits
+(acc_dtype = dtype). In the model w is the width of that op (("mul_acc32", "f16") = 2 or
+("fma", "f16") = 4 on wse2); A panels travel packed (ceil(Mb kb_t / 2) wavelets instead of
+Mb kb_t), B panels one value per wavelet (Nb kb_t); a 16-bit C is zeroed at the 16-bit mov
+width; `half_cycles` adds the copy of the PE's B block into bs (`copy_cycles`, about
+2 kb Nb) and, with an fp32 accumulator, the final to_half (ceil(Mb Nb / w_cvt) + 2). The
+model holds within 2 % when the datapath paces the chain (ceil(Mb / w) > CHAIN_CYCLES: Mb >
+24 with fmachs, Mb > 48 with fmach); below that the main thread paces it, each panel that
+takes the datapath costs a refill of the chain, and the model is a lower bound (measured
+2.7 % under at 16 x 16 blocks on 8 x 8 PEs, within 15 % on the tested sizes). Efficiency
+against the 16-bit fma peak (4 per PE and cycle) is then at most Mb / (4 CHAIN_CYCLES): 33 %
+for 16-row blocks (measured 27.8 % with fmachs at M = N = K = 128 on 8 x 8 PEs).
+
 Example:
     >>> config = FabricConfig.small(4, 4)                              # doctest: +SKIP
     >>> k = build_gemm_summa(config, Rect(0, 0, 4, 4), m=64, k=64, n=64)  # doctest: +SKIP
@@ -53,10 +67,15 @@ from fabric.config import FabricConfig
 from fabric.isa import Port
 from fabric.kernels.base import Kernel, pick_colors, split
 from fabric.kernels.gemm_common import (
+    FP32,
+    Numerics,
     PeSchedule,
+    a_wavelets,
+    check_numerics,
     comm_ops,
     compute_cycles,
     gemm_kernel,
+    half_cycles,
     sequential_matmul,
 )
 from fabric.program import Program, Rect
@@ -74,19 +93,24 @@ def summa_steps(k: int, rows: int, cols: int) -> list[tuple[int, int, int, int]]
     return steps
 
 
-def summa_reference(a: np.ndarray, b: np.ndarray, fused: bool = False) -> np.ndarray:
+def summa_reference(a: np.ndarray, b: np.ndarray, fused: bool = False, dtype: str = "f32",
+                    acc_dtype: str = "f32") -> np.ndarray:
     """C = A @ B in fp32, each element summed over k = 0 .. K-1 in order (the kernel's
-    order); `fused`: one rounding per fma instead of two."""
-    return sequential_matmul(a, b, range(a.shape[1]), fused)
+    order); `fused`: one rounding per fma instead of two; a 16-bit dtype rounds as the
+    kernel does (`gemm_common.sequential_matmul`)."""
+    return sequential_matmul(a, b, range(a.shape[1]), fused, Numerics(dtype, acc_dtype))
 
 
-def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int) -> int:
+def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
+                numerics: Numerics = FP32) -> int:
     """The cycle model of the module docstring."""
     R, Cc = rect.rows, rect.cols
     mb, nb = max(s for _, s in split(m, R)), max(s for _, s in split(n, Cc))
     kbs = [k1 - k0 for k0, k1, _, _ in summa_steps(k, R, Cc)]
-    total = compute_cycles(config, mb, nb, kbs) + (R - 1) + (Cc - 1) + 2
-    return total + sum((mb * (Cc > 1) + nb * (R > 1)) * kb for kb in kbs)
+    total = compute_cycles(config, mb, nb, kbs, numerics) + (R - 1) + (Cc - 1) + 2
+    total += half_cycles(config, numerics, split(k, R)[0][1] * nb, mb * nb)
+    return total + sum(a_wavelets(numerics, mb * kb) * (Cc > 1) + nb * kb * (R > 1)
+                       for kb in kbs)
 
 
 def _routes(prog: Program, rect: Rect, color: int, owner: int, horizontal: bool) -> None:
@@ -108,36 +132,42 @@ def _routes(prog: Program, rect: Rect, color: int, owner: int, horizontal: bool)
 
 
 def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
-                     dtype: str = "f32", colors: Sequence[int] | None = None) -> Kernel:
+                     dtype: str = "f32", colors: Sequence[int] | None = None,
+                     acc_dtype: str = "f32") -> Kernel:
     """SUMMA C (m x n) = A (m x k) @ B (k x n) on `rect` (see the module docstring).
 
     Args:
         config, rect: the fabric and the rectangle the kernel occupies (R x Cc PEs).
         m, k, n: matrix sizes; m >= R and n >= Cc (every PE holds a block); any k >= 1.
-        dtype: "f32".
+        dtype: format of A, B and C: "f32", "f16", "bf16" or "cb16" (16-bit inputs are
+            rounded to nearest even by the load).
         colors: Cc + R colors (A colors of owner columns 0.., then B colors of owner rows
-            0..; a 1-wide dimension needs none); default the lowest.
+            0..; a 1-wide dimension needs none), then with a 16-bit dtype one more (each
+            PE's copy of its B block to its own RAMP); default the lowest.
+        acc_dtype: "f32" (fmachs into fp32, C rounded once) or the 16-bit dtype (fmach,
+            every step rounds); see `gemm_common`.
 
     Returns:
-        A Kernel with inputs {"A", "B"} and output C (m x n, fp32).
+        A Kernel with inputs {"A", "B"} and output C (m x n, float32 holding the values of
+        `dtype`).
 
     Raises:
         ValueError: sizes, dtype, colors, or blocks exceeding a PE's SRAM.
     """
     R, Cc = rect.rows, rect.cols
-    if dtype != "f32":
-        raise ValueError(f"gemm_summa supports dtype 'f32', got {dtype!r}")
+    numerics = check_numerics("gemm_summa", dtype, acc_dtype)
     if m < R or n < Cc or k < 1:
         raise ValueError(f"gemm_summa on {R}x{Cc} PEs needs m >= {R}, n >= {Cc}, k >= 1; got "
                          f"m={m}, k={k}, n={n}")
     n_a, n_b = (Cc if Cc > 1 else 0), (R if R > 1 else 0)
-    if n_a + n_b > config.num_colors:
+    n_loop = int(numerics.half)
+    if n_a + n_b + n_loop > config.num_colors:
         raise ValueError(f"gemm_summa on {R}x{Cc} PEs multicasts from every column and row: "
-                         f"it needs {n_a + n_b} colors, {config.name} has "
+                         f"it needs {n_a + n_b + n_loop} colors, {config.name} has "
                          f"{config.num_colors}; use gemm_cannon (6 colors) or a smaller "
                          "rectangle")
-    palette = pick_colors(config, n_a + n_b, colors)
-    a_colors, b_colors = palette[:n_a], palette[n_a:]
+    palette = pick_colors(config, n_a + n_b + n_loop, colors)
+    a_colors, b_colors = palette[:n_a], palette[n_a:n_a + n_b]
 
     rows_m, cols_n = split(m, R), split(n, Cc)
     ka, kb = split(k, Cc), split(k, R)
@@ -149,7 +179,8 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     pan_a, pan_b = mb_max * ka_max, nb_max * kb_max
     size_a, size_b = mb_max * ks_max, nb_max * ks_max
 
-    ops, op_index = comm_ops([("abuf", a_colors), ("bbuf", b_colors)])
+    b_sym = "bs" if numerics.half else "bbuf"  # where B panels are sent from and land
+    ops, op_index = comm_ops([("abuf", a_colors), (b_sym, b_colors)])
 
     pes = [[PeSchedule() for _ in range(Cc)] for _ in range(R)]
     for r in range(R):
@@ -166,7 +197,7 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                 if n_a:
                     group.append((op_index[("abuf", a_colors[oc], c == oc)], mb * width, a_at))
                 if n_b:
-                    group.append((op_index[("bbuf", b_colors[orow], r == orow)], width * nb, b_at))
+                    group.append((op_index[(b_sym, b_colors[orow], r == orow)], width * nb, b_at))
                 pe.groups.append(group)
             pe.groups.append([])
 
@@ -181,9 +212,10 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
 
     return gemm_kernel(
         config, rect, "gemm_summa", (m, k, n), ops, pes, blocks,
-        (pan_a + 2 * size_a, pan_b + 2 * size_b),
+        (pan_a + 2 * size_a, pan_b + 2 * size_b), pan_b,
         f"gemm_summa m={m} k={k} n={n} on {R}x{Cc} PEs (blocks A {mb_max}x{ka_max}, B "
         f"{kb_max}x{nb_max}, C {mb_max}x{nb_max}, panels double-buffered)", routes,
-        summa_model(config, rect, m, k, n),
+        summa_model(config, rect, m, k, n, numerics),
         {"steps": len(steps), "block": (mb_max, nb_max),
-         "k_steps": [k1 - k0 for k0, k1, _, _ in steps], "colors": palette})
+         "k_steps": [k1 - k0 for k0, k1, _, _ in steps], "colors": palette},
+        numerics, palette[-1] if n_loop else None)

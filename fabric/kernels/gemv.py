@@ -39,6 +39,20 @@ Numerics: the local product accumulates k in increasing order from 0 with one fm
 term, the row reduction runs in the collective's fixed order, then + b: `gemv_reference`
 reproduces it in float32 (the fma with one or two roundings, see its docstring).
 
+16-bit dtypes ("f16", "bf16", "cb16"): A, x, b and y are stored in 16 bits (same element
+slots as the fp32 words). The fma's scalar is the low half of a register and `load` reads
+32-bit words, so x is held for the loop in `xs`, a u32 symbol with one 16-bit pattern per
+word: the top PE of each column copies x into xs through its own router (a 16-bit mov out
+and a 32-bit mov in, on one more color; the model counts `gemm_common.copy_cycles`), and the
+broadcast moves xs (one value per wavelet). With acc_dtype "f32" the local product is
+`fmachs` into an fp32 `acc` (exact products, fp32 sums, ("mul_acc32", "f16") width); with
+acc_dtype = dtype it is `fma(..., dtype)` into the 16-bit y (each step rounds to 16 bits,
+("fma", "f16") width), then widened into acc (`to_f32`). Either way the row reduction of
+the partial sums runs in fp32 (the fp32 collectives), the root adds b widened (fmachs
+acc + b * 1, exact product) and rounds once into y (`to_half`). In the model the local
+product's fmas take ceil(m_p / w) cycles at that width, the zeroing ceil(m_p / w_mov) (fp32
+or 16-bit mov) and the root's work ceil(m_p / 2) per op.
+
 Example:
     >>> k = build_gemv(FabricConfig.small(4, 4), Rect(0, 0, 4, 4), m=64, n=64)
     >>> y = run_kernel(k, {"A": A, "x": x, "b": b}).output     # (64,)
@@ -52,66 +66,99 @@ import numpy as np
 
 from fabric import instructions as ins
 from fabric.config import FabricConfig
+from fabric.isa import Port
 from fabric.kernels import collectives as co
 from fabric.kernels.base import Kernel, pick_colors, split
+from fabric.kernels.gemm_common import FP32, Numerics, check_numerics, copy_cycles
+from fabric.numerics import round_to, words_for
 from fabric.program import Program, Rect, Tile
 
 LOOP_PREP = 7  # instructions from an async fma's issue to the sync fma's issue
 
-
-def local_product_cycles(m: int, nq: int) -> int:
+def local_product_cycles(m: int, nq: int, fma_width: int = 1, zero_width: int = 2,
+                         widen_width: int = 0) -> int:
     """Cycles from the first instruction of the local product (zeroing y) to the first
-    instruction after it, for an m x nq block."""
+    instruction after it, for an m x nq block: fmas of ceil(m / fma_width) cycles, the
+    zeroing at zero_width, and (widen_width > 0) a final widening of m values."""
     pairs, odd = divmod(nq, 2)
-    per_pair = max(m, LOOP_PREP) + m + 1
-    return -(-m // 2) + 2 + pairs * per_pair + (m + 1 if odd else 1)
+    f = -(-m // fma_width)
+    per_pair = max(f, LOOP_PREP) + f + 1
+    widen = -(-m // widen_width) if widen_width else 0
+    return -(-m // zero_width) + 2 + pairs * per_pair + (f + 1 if odd else 1) + widen
 
 
 def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f32",
-               colors: Sequence[int] | None = None, algo: str = "chain") -> Kernel:
+               colors: Sequence[int] | None = None, algo: str = "chain",
+               acc_dtype: str = "f32") -> Kernel:
     """y = A x + b with A (m x n) in blocks over `rect` (P x Q); y ends at column 0.
 
     Args:
         m, n: sizes of A (m >= P, n >= Q so that every PE has a block).
-        colors: 1 + `collectives.line_colors(algo, Q)` colors (x broadcast, row reduction).
+        dtype: format of A, x, b and y: "f32", "f16", "bf16" or "cb16" (16-bit inputs are
+            rounded to nearest even by the load).
+        colors: 1 + `collectives.line_colors(algo, Q)` colors (x broadcast, row reduction),
+            then with a 16-bit dtype one more (the copy of x into xs on the top PEs).
         algo: "chain" or "tree" row reduction.
-    Inputs: "A" (m, n), "x" (n,), "b" (m,). Output: y (m,).
-    Raises ValueError for a dtype other than f32, sizes below the rectangle's, or blocks
+        acc_dtype: "f32" or the 16-bit dtype: the format of the local product (see the
+            module docstring; the row reduction and + b run in fp32 either way).
+    Inputs: "A" (m, n), "x" (n,), "b" (m,). Output: y (m,), float32 holding `dtype` values.
+    Raises ValueError for dtypes other than these, sizes below the rectangle's, or blocks
     above the 48 KiB SRAM of a PE.
     """
     P, Q = rect.rows, rect.cols
-    if dtype != "f32":
-        raise ValueError(f"gemv: dtype {dtype!r} is not supported (f32 only)")
+    num = check_numerics("gemv", dtype, acc_dtype)
     if m < P or n < Q:
         raise ValueError(f"gemv: A is {m} x {n} but the rectangle is {P} x {Q}; every PE "
                          "needs at least one row and one column of A")
     rows, cols = split(m, P), split(n, Q)
     M, N = rows[0][1], cols[0][1]  # the largest blocks
-    words = N * M + (N + 1) + 2 * M
+    h = num.dtype
+    # A, x, y, b in `dtype`; 16-bit: xs and the fp32 acc besides
+    words = (words_for(h, N * M) + words_for(h, N + 1) + 2 * words_for(h, M)
+             + ((N + 1) + M if num.half else 0))
     if words > config.sram_words:
-        raise ValueError(f"gemv: the {M} x {N} block of A plus x, y, b needs {4 * words} B "
-                         f"per PE, above the {config.sram_bytes // 1024} KiB of a PE "
-                         f"(A is {m} x {n} on {P} x {Q} PEs)")
-    colors = pick_colors(config, 1 + co.line_colors(algo, Q), colors)
+        extra = ", xs, acc" if num.half else ""
+        raise ValueError(f"gemv: the {M} x {N} block of A plus x, y, b{extra} needs "
+                         f"{4 * words} B per PE, above the {config.sram_bytes // 1024} KiB of "
+                         f"a PE (A is {m} x {n} on {P} x {Q} PEs)")
+    colors = pick_colors(config, 1 + co.line_colors(algo, Q) + int(num.half), colors)
     mp = np.array([[rows[p][1]] * Q for p in range(P)], np.int64)
     nq = np.array([[cols[q][1] for q in range(Q)]] * P, np.int64)
 
     prog, tile = Program(config), Tile("gemv")
-    tile.symbol("A", "f32", N * M)
-    tile.symbol("x", "f32", N + 1)  # one spare word: the loop loads x[k + 2] ahead
-    tile.symbol("y", "f32", M)
-    tile.symbol("b", "f32", M)
-    bc = co.broadcast(prog, rect, "x", ("nq", nq), colors[0], along="col", src=0, name="xb")
+    tile.symbol("A", h, N * M)
+    tile.symbol("x", h, N + 1)  # one spare element: the loop loads x[k + 2] ahead
+    tile.symbol("y", h, M)
+    tile.symbol("b", h, M)
+    xs, red_buf = ("xs", "acc") if num.half else ("x", "y")
+    if num.half:
+        tile.symbol("xs", "u32", N + 1)
+        tile.symbol("acc", "f32", M)
     y, b = ins.Mem("y", length_reg="m"), ins.Mem("b", length_reg="m")
-    red = co.reduce(prog, rect, "y", ("m", mp), colors[1:], along="row", algo=algo,
-                    name="rd", then_root=[ins.add(y, y, b)], then_root_cycles=-(-mp // 2))
-    code = [*bc.code, *_local_product(M), *red.code]
+    acc = ins.Mem(red_buf, length_reg="m")
+    bc = co.broadcast(prog, rect, xs, ("nq", nq), colors[0], along="col", src=0, name="xb")
+    if num.half:
+        root = [ins.fmachs(acc, acc, b, 1.0, dtype=h), ins.to_half(y, acc, h)]
+    else:
+        root = [ins.add(y, y, b)]
+    red = co.reduce(prog, rect, red_buf, ("m", mp), colors[1:1 + co.line_colors(algo, Q)],
+                    along="row", algo=algo, name="rd", then_root=root,
+                    then_root_cycles=len(root) * -(-mp // 2))
+    copy = _copy_x(h, colors[-1]) if num.half else []
+    code = [*copy, *bc.code, *_local_product(M, num), *red.code]
     tile.local_task("main", code)
     params = {"m": mp, "nq": nq, "J": nq // 2, "odd": nq % 2, **bc.params, **red.params}
+    top = np.zeros((P, Q), np.int64)
+    top[0] = 1
+    if num.half:
+        params["lx"] = nq * top  # values the PE copies from x into xs
+        prog.route(rect, colors[-1], rx=Port.RAMP, tx=Port.RAMP)
     prog.place(tile, rect, params=params)
 
     entry = np.ones((P, Q), np.int64)  # the task starts at cycle 0
-    local = np.vectorize(local_product_cycles)(mp, nq)
+    if num.half:  # the copy on the top row, its branch everywhere
+        entry += copy_cycles(nq * top)
+    local = np.vectorize(local_product_cycles)(mp, nq, *_widths(config, num))
     done = red.exit_times(bc.exit_times(entry) + local)
     model = int(done.max()) + 1
 
@@ -137,54 +184,93 @@ def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
         sim.memcpy_h2d("b", bs, Rect(rect.row, rect.col, P, 1))
 
     def read(sim):
-        got = sim.memcpy_d2h("y", Rect(rect.row, rect.col, P, 1))[:, 0]
+        got = np.asarray(sim.memcpy_d2h("y", Rect(rect.row, rect.col, P, 1)), np.float32)[:, 0]
         return np.concatenate([got[p, :mr] for p, (_, mr) in enumerate(rows)])
 
-    info = {"m": m, "n": n, "algo": algo, "block": (M, N),
-            "bound_cycles": M * N // config.simd_width("fma", "f32")}
+    info = {"m": m, "n": n, "algo": algo, "block": (M, N), "dtype": num.dtype,
+            "acc_dtype": num.acc_dtype, "bound_cycles": M * N // num.fma_width(config)}
     return Kernel("gemv", config, rect, prog, load, read,
                   lambda sim: sim.launch("main", rect), model, m * n, info)
 
 
-def _local_product(M: int) -> list:
+def _widths(config: FabricConfig, num: Numerics) -> tuple[int, int, int]:
+    """(fma, zeroing, widening) widths of the local product for `local_product_cycles`."""
+    if not num.half:
+        return num.fma_width(config), config.simd_width("mov", "f32"), 0
+    if num.wide_acc:
+        return num.fma_width(config), config.simd_width("mov", "f32"), 0
+    return (num.fma_width(config), config.simd_width("mov", "f16"),
+            config.simd_width("cvt", "f16"))
+
+
+def _copy_x(h: str, color: int) -> list:
+    """The top PEs (lx = n_q; 0 elsewhere) copy x into xs through their own router."""
+    return [
+        ins.branch_if_zero("lx", "cx.done"),
+        ins.mov(ins.FabOut(color, 1, length_reg="lx"), ins.Mem("x", length_reg="lx"),
+                dtype=h, is_async=True),
+        ins.mov(ins.Mem("xs", length_reg="lx"), ins.FabIn(color, 1, length_reg="lx")),
+        ins.label("cx.done"),
+    ]
+
+
+def _local_product(M: int, num: Numerics = FP32) -> list:
     """y[:m] = sum_k A[:, k] * x[k] over the block's nq columns (registers m, J = nq // 2,
-    odd = nq % 2; ka, oa start at 0). A column k is at word k * M of symbol A."""
-    y = ins.Mem("y", length_reg="m")
+    odd = nq % 2; ka, oa start at 0). A column k is at element k * M of symbol A. 16-bit:
+    the scalars come from xs; fmachs into acc, or fmach into y then widened into acc."""
+    h = num.dtype
+    y = ins.Mem("acc" if num.wide_acc else "y", length_reg="m")
+    xs = "xs" if num.half else "x"
 
     def column(reg):
         return ins.Mem("A", length_reg="m", offset_reg=reg)
 
+    def fma(scalar, col, **kw):  # y += A[:, col] * scalar in the kernel's format
+        make = ins.fmachs if num.wide_acc else ins.fma
+        return make(y, y, column(col), scalar, dtype=h, **kw)
+
+    widen = []
+    if num.half and not num.wide_acc:
+        widen = [ins.to_f32(ins.Mem("acc", length_reg="m"), y, h)]
     return [
-        ins.mov(y, 0.0),
-        ins.load("xa", ins.Mem("x", offset_reg="ka")),
+        ins.mov(y, 0.0, dtype=h if num.half and not num.wide_acc else "f32"),
+        ins.load("xa", ins.Mem(xs, offset_reg="ka")),
         ins.branch_if_zero("J", "lp.tail"),
         ins.label("lp.loop"),
-        ins.fma(y, y, column("oa"), "xa", is_async=True),  # column ka, in flight ...
-        ins.load("xb", ins.Mem("x", 1, offset_reg="ka")),  # ... while the loop prepares
+        fma("xa", "oa", is_async=True),  # column ka, in flight ...
+        ins.load("xb", ins.Mem(xs, 1, offset_reg="ka")),  # ... while the loop prepares
         ins.iadd("ob", "oa", M),
         ins.iadd("oa", "oa", 2 * M),
         ins.iadd("ka", "ka", 2),
-        ins.load("xa", ins.Mem("x", offset_reg="ka")),
+        ins.load("xa", ins.Mem(xs, offset_reg="ka")),
         ins.isub("J", "J", 1),
-        ins.fma(y, y, column("ob"), "xb"),  # column ka + 1: starts when the async one ends
+        fma("xb", "ob"),  # column ka + 1: starts when the async one ends
         ins.branch_if_nonzero("J", "lp.loop"),
         ins.label("lp.tail"),
         ins.branch_if_zero("odd", "lp.done"),
-        ins.fma(y, y, column("oa"), "xa"),
+        fma("xa", "oa"),
         ins.label("lp.done"),
+        *widen,
     ]
 
 
 def gemv_reference(A: np.ndarray, x: np.ndarray, b: np.ndarray, P: int, Q: int,
-                   algo: str = "chain", fused: bool = False) -> np.ndarray:
+                   algo: str = "chain", fused: bool = False, dtype: str = "f32",
+                   acc_dtype: str = "f32") -> np.ndarray:
     """y = A x + b in float32 in the fabric's order: per block, y = 0 then y += A[:, k] x[k]
     for k in order; the Q partial blocks of a row reduced by the collective's order; + b.
 
     fused: round each fma once (a + b s computed in float64, where the product of two
     float32 is exact, then rounded) instead of rounding the product first. Which of the
     two the engine does depends on whether XLA contracts the multiply-add on the backend.
+    16-bit dtype: A, x, b rounded to it first; their products are exact in fp32, so the two
+    agree; acc_dtype = dtype rounds every step of the local product to 16 bits; the result
+    is rounded to 16 bits once after + b.
     """
     A, x, b = (np.asarray(v, np.float32) for v in (A, x, b))
+    num = Numerics(dtype, acc_dtype)
+    if num.half:
+        A, x, b = (round_to(v, dtype) for v in (A, x, b))
     m, n = A.shape
     out = []
     for r0, mr in split(m, P):
@@ -192,11 +278,15 @@ def gemv_reference(A: np.ndarray, x: np.ndarray, b: np.ndarray, P: int, Q: int,
         for c0, nc in split(n, Q):
             acc = np.zeros(mr, np.float32)
             for k in range(c0, c0 + nc):
-                if fused:
+                if num.half:
+                    acc = acc + A[r0:r0 + mr, k] * x[k]
+                    acc = acc if num.wide_acc else round_to(acc, dtype)
+                elif fused:
                     acc = (acc.astype(np.float64) + A[r0:r0 + mr, k].astype(np.float64)
                            * np.float64(x[k])).astype(np.float32)
                 else:
                     acc = acc + A[r0:r0 + mr, k] * x[k]
             partial.append(acc)
         out.append(co.line_reduce_reference(np.stack(partial), algo) + b[r0:r0 + mr])
-    return np.concatenate(out)
+    y = np.concatenate(out)
+    return round_to(y, dtype) if num.half else y
