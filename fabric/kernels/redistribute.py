@@ -12,6 +12,22 @@ to the PE sending least so far), then groups the moves:
   words (a duplicated element set) are one multicast flow.
 In the programs the source symbols are named "s_<name>" and the destination symbols
 "d_<name>", so the two maps may share names, PEs and rectangles.
+
+Formats: a map's symbols may hold fp32 words or 16-bit values ("f16", "bf16", "cb16",
+half-word slots; `WordMap.dtypes`), and every element arrives in its destination's format:
+- same format: moved unchanged (16-bit: `mov(..., dtype=h)`, one value in the low half of a
+  wavelet);
+- fp32 -> h: the receiver rounds what arrives (`to_half` from the fabric input);
+- h -> fp32: the sender sends h, the receiver widens it exactly (`to_f32`);
+- h1 -> h2: through fp32: the sender widens (`to_f32` into its fabric output), the receiver
+  rounds (`to_half`); a local h1 -> h2 move widens into an fp32 scratch symbol "t_" and
+  rounds from it (a conversion reads one format and writes the other, so two ops).
+Every conversion takes fabric operands directly (tests/kernels/test_redistribute_half.py).
+Packing (`pack=True`, the default): a flow whose wire format is 16-bit carries two values per
+wavelet (`FabIn`/`FabOut(packed=True)`) when every op at each end but its last moves an even
+number of values (an op's wavelets then never straddle two ops of the other end); it then
+takes ceil(n / 2) wavelets and datapath cycles instead of n. An fp32 -> h flow that packs
+rounds at the sender (`to_half` into the packed fabric output) instead of the receiver.
 Flows go on L routes (`traffic_routes.route_tree`) with one color each; flows whose routes
 share a PE need distinct colors. Flows are colored greedily (longest route first, "xy"
 then "yx" order, lowest free color of the palette) into rounds: a flow that finds no free
@@ -24,8 +40,10 @@ it whenever the op holding the datapath stalls (docs/engine.md, datapath).
 
 Cycle model (`model_cycles`, a lower bound), per round, L = hop latency:
     max( D_max + 1,  W_max + 1,  max over flows (n + h L + L + 2) )
-D: a PE's datapath cycles (one element per cycle per fabric op, local movs at the mov SIMD
-width capped by their row length), +1 for the task start in cycle 0; W: the busiest
+n: a flow's wavelets (its values, or ceil(n / 2) packed);
+D: a PE's datapath cycles (one wavelet per cycle per fabric op, local movs at the mov SIMD
+width of their format, conversions at the "cvt" width, capped by their row length), +1 for
+the task start in cycle 0; W: the busiest
 link's wavelets; the last term the exact cycles of each flow alone (docs/engine.md). The
 plan's total is the sum over rounds. `estimate_cycles` adds the chains' main-thread
 dispatch (`chain_cycles`) per op to D, and takes the busiest link's wavelets plus the
@@ -55,13 +73,15 @@ from fabric.config import FabricConfig
 from fabric.host import Simulator
 from fabric.isa import Port
 from fabric.kernels.base import pick_colors, rect_groups
-from fabric.kernels.layout import WordMap
+from fabric.kernels.layout import WordMap, read_words, write_words
 from fabric.kernels.redistribute_code import Run, chain_code, chain_cycles, split_runs
 from fabric.kernels.traffic_routes import XY, YX, Flow, cut_bound, link_loads, route_tree
+from fabric.numerics import HALF_DTYPES
 from fabric.program import Program, Rect, Tile
 from fabric.stats import Stats
 
 SRC, DST = "s_", "d_"  # prefixes of the source and destination symbols in the programs
+SCRATCH = "t_"  # fp32 scratch of a local h1 -> h2 move
 CHAINS = ("recv", "send", "local")  # task order = priority of an idle CE
 COUNTER = {"recv": "rk", "send": "sk", "local": "lk"}
 
@@ -81,13 +101,24 @@ class Move:
     round: int
     send: list  # [Run] in the source's `s_` symbols
     recv: dict  # dst cell -> [Run] in its `d_` symbols
+    wire: str = "f32"  # format of the values on the fabric: "f32" or a 16-bit dtype
+    packed: bool = False  # two 16-bit values per wavelet
 
     @property
     def hops(self) -> int:
         return max(abs(self.src[0] - d[0]) + abs(self.src[1] - d[1]) for d in self.dsts)
 
+    @property
+    def wavelets(self) -> int:
+        """Wavelets the flow sends (each op's values, two per wavelet when packed)."""
+        return sum(_op_wavelets(r, self.packed) for r in self.send)
+
     def flow(self, name: str, order: str | None = None) -> Flow:
-        return Flow(name, self.src, tuple(self.dsts), self.n, order or self.order)
+        return Flow(name, self.src, tuple(self.dsts), self.wavelets, order or self.order)
+
+
+def _op_wavelets(run: Run, packed: bool) -> int:
+    return -(-run.length // 2) if packed else run.length
 
 
 @dataclasses.dataclass
@@ -133,8 +164,10 @@ class Redistribution:
 
     @property
     def flows(self) -> list[dict]:
-        """Every flow: src, dsts (absolute PEs), words, hops, color, round, ops per end."""
-        return [{"src": m.src, "dsts": list(m.dsts), "words": m.n, "hops": m.hops,
+        """Every flow: src, dsts (absolute PEs), words (values), wavelets, wire format,
+        packed, hops, color, round, ops per end."""
+        return [{"src": m.src, "dsts": list(m.dsts), "words": m.n, "wavelets": m.wavelets,
+                 "wire": m.wire, "packed": m.packed, "hops": m.hops,
                  "color": m.color, "round": m.round, "order": m.order,
                  "send_ops": len(m.send), "recv_ops": {d: len(v) for d, v in m.recv.items()}}
                 for r in self.rounds for m in r.moves]
@@ -144,7 +177,10 @@ class Redistribution:
         moves = [m for r in self.rounds for m in r.moves]
         return {"rounds": len(self.rounds), "flows": len(moves),
                 "colors_used": self.colors_used, "local_words": self.local_words,
-                "remote_words": self.remote_words, "model_cycles": self.model_cycles,
+                "remote_words": self.remote_words,
+                "remote_wavelets": sum(m.wavelets * len(m.dsts) for m in moves),
+                "packed_flows": sum(m.packed for m in moves),
+                "model_cycles": self.model_cycles,
                 "estimate_cycles": self.estimate_cycles,
                 "busiest_link": max((r.busiest_link for r in self.rounds), default=0),
                 "cut_bound": (cut_bound([m.flow(f"f{i}") for i, m in enumerate(moves)],
@@ -153,33 +189,44 @@ class Redistribution:
 
     def run(self, src_words: Mapping[str, np.ndarray],
             max_cycles: int | None = None) -> tuple[dict[str, np.ndarray], int, list[Stats]]:
-        """Move the words. src_words: {src symbol: raw words (rows, cols, words)} of any
-        32-bit dtype. Returns ({dst symbol: uint32 (rows, cols, words)}, kernel cycles over
-        all rounds, the Stats of each round); dst words the map does not name are 0."""
+        """Move the words. src_words: {src symbol: raw slot values (rows, cols, slots)}: any
+        32-bit dtype for a 32-bit symbol, 16-bit patterns (any 16-bit dtype, bits kept) for a
+        16-bit one. Returns ({dst symbol: (rows, cols, slots)} uint32 for 32-bit symbols,
+        uint16 patterns for 16-bit ones, kernel cycles over all rounds, the Stats of each
+        round); dst slots the map does not name are 0."""
         words = _check_words(self.src, src_words)
+        zeros = {k: np.zeros(a.shape, np.uint16 if self.dst.is_half(k) else np.uint32)
+                 for k, a in self.dst.symbols.items()}
         if not self.rounds:
             if self.src.same_placement(self.dst):  # the words are where they belong
-                return ({k: np.where(a >= 0, words[k], np.uint32(0))
+                return ({k: np.where(a >= 0, words[k], zeros[k])
                          for k, a in self.dst.symbols.items()}, 0, [])
-            return {k: np.zeros(a.shape, np.uint32) for k, a in self.dst.symbols.items()}, 0, []
-        out = {k: np.zeros(a.shape, np.uint32) for k, a in self.dst.symbols.items()}
+            return zeros, 0, []
+        out = zeros
+        src_map, dst_map = _prefixed(SRC, self.src), _prefixed(DST, self.dst)
         cycles, stats = 0, []
         for rnd in self.rounds:
             sim = Simulator(self.config, rnd.program)
-            for k, w in words.items():
-                sim.memcpy_h2d(SRC + k, w, self.src.rect)
+            write_words(sim, src_map, {SRC + k: w for k, w in words.items()})
             for task in rnd.tasks:
                 sim.launch(task)
             limit = max_cycles or 20 * rnd.estimate_cycles + 10_000
             st = sim.run(max_cycles=limit, progress=False)
+            got = read_words(sim, dst_map)
             for k in out:
-                # each dst word is written in exactly one round; the others leave it 0
-                out[k] |= sim.memcpy_d2h(DST + k, self.dst.rect).view(np.uint32)
+                # each dst slot is written in exactly one round; the others leave it 0
+                out[k] = out[k] | got[DST + k]
             cycles += st.cycles
             stats.append(st)
         for k, a in self.dst.symbols.items():
-            out[k] = np.where(a >= 0, out[k], np.uint32(0))
+            out[k] = np.where(a >= 0, out[k], zeros[k])
         return out, cycles, stats
+
+
+def _prefixed(prefix: str, m: WordMap) -> WordMap:
+    """The map with its symbols renamed as in the programs."""
+    return WordMap(m.shape, m.rect, {prefix + k: a for k, a in m.symbols.items()},
+                   {prefix + k: f for k, f in m.dtypes.items()})
 
 
 def _check_words(src: WordMap, src_words: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -189,22 +236,26 @@ def _check_words(src: WordMap, src_words: Mapping[str, np.ndarray]) -> dict[str,
             raise ValueError(f"redistribution: no words for source symbol {k!r} "
                              f"(given: {sorted(src_words)})")
         w = np.ascontiguousarray(np.asarray(src_words[k]))
-        if w.shape != a.shape or w.dtype.itemsize != 4:
-            raise ValueError(f"redistribution: source symbol {k!r} words are {w.shape} "
-                             f"{w.dtype}; expected {a.shape} of a 32-bit type")
-        out[k] = w.view(np.uint32)
+        bits = 16 if src.is_half(k) else 32
+        if w.shape != a.shape or 8 * w.dtype.itemsize != bits:
+            raise ValueError(f"redistribution: source symbol {k!r} ({src.dtypes[k]}) words are "
+                             f"{w.shape} {w.dtype}; expected {a.shape} of a {bits}-bit type")
+        out[k] = w.view(np.uint16 if bits == 16 else np.uint32)
     return out
 
 
 # ---- planning --------------------------------------------------------------------------------
 def plan_redistribution(config: FabricConfig, src: WordMap, dst: WordMap,
-                        colors: Sequence[int] | None = None) -> Redistribution:
-    """A plan moving every element of `src` to every `dst` word holding it.
+                        colors: Sequence[int] | None = None,
+                        pack: bool = True) -> Redistribution:
+    """A plan moving every element of `src` to every `dst` slot holding it, converted to
+    the dst symbol's format (see the module docstring).
 
     Args:
         config: the fabric (both rectangles must lie on it).
         src, dst: the maps (same number of elements; dst element e = src element e).
         colors: the palette the flows may use (default: every color of `config`).
+        pack: let 16-bit flows carry two values per wavelet where their runs allow it.
 
     Raises:
         ValueError: sizes differ, a rectangle leaves the fabric, a dst element that no src
@@ -222,13 +273,14 @@ def plan_redistribution(config: FabricConfig, src: WordMap, dst: WordMap,
     if src.same_placement(dst):
         return Redistribution(config, src, dst, [], 0, 0)
     local, pairs = _assign(src, dst)
-    _check_sram(config, src, dst)
-    moves = _color(_moves(pairs), palette)
+    local_runs = {cell: split_best(items, joint=True)
+                  for cell, items in local.items()}
+    _check_sram(config, src, dst, max((_scratch_words(src, dst, runs)
+                                       for runs in local_runs.values()), default=0))
+    moves = _color(_moves(pairs, src, dst, pack), palette)
     if not moves and not local:  # dst holds no element
         return Redistribution(config, src, dst, [], 0, 0)
     n_rounds = max((m.round for m in moves), default=0) + 1
-    local_runs = {cell: split_best(items, joint=True)
-                  for cell, items in local.items()}
     rounds = [_round(config, src, dst, [m for m in moves if m.round == r],
                      local_runs if r == 0 else {}) for r in range(n_rounds)]
     return Redistribution(config, src, dst, rounds,
@@ -294,17 +346,31 @@ def _missing_message(src, dst, sym, cell, word, e):
             f"{missing[:8].tolist()})")
 
 
-def _check_sram(config, src, dst):
-    s_words = sum(a.shape[2] for a in src.symbols.values())
-    d_words = sum(a.shape[2] for a in dst.symbols.values())
+def _check_sram(config, src, dst, scratch: int = 0):
+    """scratch: words of the fp32 scratch of local h1 -> h2 moves (on PEs of both maps)."""
+    s_words = sum(src.sram_words(k) for k in src.symbols)
+    d_words = sum(dst.sram_words(k) for k in dst.symbols)
     overlap = (src.rect.row < dst.rect.row_end and dst.rect.row < src.rect.row_end
                and src.rect.col < dst.rect.col_end and dst.rect.col < src.rect.col_end)
-    need = max(s_words + d_words if overlap else 0, s_words, d_words)
+    need = max(s_words + d_words + scratch if overlap else 0, s_words, d_words)
     if need > config.sram_words:
-        sizes = {what + k: 4 * a.shape[2] for what, m in (("src ", src), ("dst ", dst))
-                 for k, a in m.symbols.items()}
+        sizes = {what + k: 4 * m.sram_words(k) for what, m in (("src ", src), ("dst ", dst))
+                 for k in m.symbols}
+        if scratch:
+            sizes["scratch"] = 4 * scratch
         raise ValueError(f"redistribution: a PE needs {4 * need} B for the symbols {sizes} "
                          f"(bytes), above its {config.sram_bytes} B of SRAM")
+
+
+def _scratch_words(src: WordMap, dst: WordMap, runs) -> int:
+    """fp32 scratch words a PE's local runs [(dst Run, src Run)] need: the longest h1 -> h2
+    run (a conversion reads fp32 or writes fp32, so h1 -> h2 takes two ops)."""
+    return max((d.length for d, s in runs if _through_f32(src.dtypes[s.symbol],
+                                                          dst.dtypes[d.symbol])), default=0)
+
+
+def _through_f32(src_fmt: str, dst_fmt: str) -> bool:
+    return src_fmt != dst_fmt and src_fmt in HALF_DTYPES and dst_fmt in HALF_DTYPES
 
 
 def split_best(items, joint=False):
@@ -327,9 +393,10 @@ def split_best(items, joint=False):
     return [r for (r,) in best[1][0]], [r for (r,) in best[1][1]]
 
 
-def _moves(pairs) -> list[Move]:
+def _moves(pairs, src: WordMap, dst: WordMap, pack: bool) -> list[Move]:
     """One move per source PE and word sequence: pairs (src, dst) whose words are the same
-    source words (a duplicated element set) become one multicast move."""
+    source words (a duplicated element set) become one multicast move. Each move's wire
+    format and packing follow the formats of its runs (`_wire`)."""
     groups: dict = {}
     for (s, d), items in pairs.items():
         key = (s, tuple(sorted(a for a, _ in items)))
@@ -339,7 +406,8 @@ def _moves(pairs) -> list[Move]:
         if len(ends) == 1:
             d, items = ends[0]
             send, recv = split_best(items)
-            moves.append(Move(s, (d,), len(items), XY, -1, -1, send, {d: recv}))
+            moves.append(_with_wire(Move(s, (d,), len(items), XY, -1, -1, send, {d: recv}),
+                                    src, dst, pack))
             continue
         # a multicast: every receiver takes the words in the sender's order
         recv = {}
@@ -348,9 +416,29 @@ def _moves(pairs) -> list[Move]:
             recv[d] = [r for (r,) in split_runs([(b,) for _, b in seq])]
         seq = sorted(ends[0][1])
         send = [r for (r,) in split_runs([(a,) for a, _ in seq])]
-        moves.append(Move(s, tuple(sorted(d for d, _ in ends)), len(seq), XY, -1, -1, send,
-                          recv))
+        moves.append(_with_wire(Move(s, tuple(sorted(d for d, _ in ends)), len(seq), XY, -1,
+                                     -1, send, recv), src, dst, pack))
     return moves
+
+
+def _with_wire(m: Move, src: WordMap, dst: WordMap, pack: bool) -> Move:
+    """The move with the format its values take on the fabric and whether they pack.
+
+    Wire h (16-bit) when every sender symbol holds h (receivers copy it or widen it), or
+    when every receiver symbol holds h, the other symbols are fp32 and the flow packs (the
+    sender rounds); otherwise fp32 (receivers of h round on receipt, senders of h widen).
+    A flow packs when each of its ends' ops but the last moves an even number of values."""
+    s_fmts = {src.dtypes[r.symbol] for r in m.send}
+    d_fmts = {dst.dtypes[r.symbol] for runs in m.recv.values() for r in runs}
+    halves = (s_fmts | d_fmts) - {"f32"}
+    if len(halves) != 1:
+        return m
+    (h,) = halves
+    ends = [m.send, *m.recv.values()]
+    packed = pack and all(r.length % 2 == 0 for runs in ends for r in runs[:-1])
+    if s_fmts == {h} or (d_fmts == {h} and packed):
+        m.wire, m.packed = h, packed
+    return m
 
 
 def _color(moves, palette) -> list[Move]:
@@ -404,30 +492,35 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict) -
     chains: dict[Cell, dict[str, list]] = {}
     for m in moves:
         send = chains.setdefault(m.src, {}).setdefault("send", [])
-        send += [_send_op(m.color, run) for run in m.send]
+        send += [_send_op(m, run, src.dtypes[run.symbol]) for run in m.send]
         for d, runs in m.recv.items():
             recv = chains.setdefault(d, {}).setdefault("recv", [])
-            recv += [_recv_op(m.color, run) for run in runs]
+            recv += [_recv_op(m, run, dst.dtypes[run.symbol]) for run in runs]
+    scratch = {}
     for cell, runs in local.items():
-        chains.setdefault(cell, {})["local"] = [_local_op(d, s) for d, s in runs]
+        chains.setdefault(cell, {})["local"] = [
+            op for d, s in runs for op in _local_ops(d, dst.dtypes[d.symbol], s,
+                                                     src.dtypes[s.symbol])]
+        scratch[cell] = _scratch_words(src, dst, runs)
 
-    simd = config.simd_width("mov", "f32")
     elems: dict[Cell, dict[str, int]] = {}  # datapath cycles per PE and chain
     for m in moves:
         e = elems.setdefault(m.src, {})
-        e["send"] = e.get("send", 0) + m.n
+        e["send"] = e.get("send", 0) + m.wavelets
         for d in m.dsts:
             e = elems.setdefault(d, {})
-            e["recv"] = e.get("recv", 0) + m.n
+            e["recv"] = e.get("recv", 0) + m.wavelets
     for cell, runs in local.items():
-        elems.setdefault(cell, {})["local"] = sum(d.mov_cycles(simd) for d, _ in runs)
+        elems.setdefault(cell, {})["local"] = sum(
+            _local_cycles(config, d, dst.dtypes[d.symbol], s, src.dtypes[s.symbol])
+            for d, s in runs)
     datapath = {cell: sum(e.values()) for cell, e in elems.items()}
     ops = {cell: {k: len(v) for k, v in ch.items()} for cell, ch in chains.items()}
 
     prog = Program(config)
     specs = {}
     for cell in set(src.rect.pes()) | set(dst.rect.pes()) | set(chains):
-        specs[cell] = _tile_spec(src, dst, cell, chains.get(cell, {}))
+        specs[cell] = _tile_spec(src, dst, cell, chains.get(cell, {}), scratch.get(cell, 0))
     for rect, spec in rect_groups(specs):
         prog.place(_tile(f"redist_{rect.row}_{rect.col}", spec), rect)
     for m in moves:
@@ -438,7 +531,7 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict) -
     loads = {k: v for k, v in link_loads([m.flow("f") for m in moves]).items()
              if k[2] != Port.RAMP}
     busiest = max(loads.values(), default=0)
-    stream = max((m.n + m.hops * L + L + 2 for m in moves), default=0)
+    stream = max((m.wavelets + m.hops * L + L + 2 for m in moves), default=0)
     d_max = max(datapath.values(), default=0)
     model = max(d_max + 1, busiest + 1, stream)
     # the estimate: a chain's ops run one after another, each after its dispatch; a PE's
@@ -456,31 +549,60 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict) -
     return Round(prog, tasks, moves, local, datapath, ops, model, estimate, busiest)
 
 
-def _send_op(color, run: Run):
-    return lambda done: ins.mov(ins.FabOut(color, run.length), _mem(SRC, run), is_async=True,
-                                on_done=done)
+def _convert(dst, dst_fmt: str, src, src_fmt: str, done):
+    """The async op writing `src` (format src_fmt) into `dst` (dst_fmt): a copy within one
+    format, else to_half (from fp32) or to_f32 (to fp32)."""
+    if dst_fmt == src_fmt:
+        return ins.mov(dst, src, dtype=dst_fmt, is_async=True, on_done=done)
+    if src_fmt == "f32":
+        return ins.to_half(dst, src, dst_fmt, is_async=True, on_done=done)
+    if dst_fmt == "f32":
+        return ins.to_f32(dst, src, src_fmt, is_async=True, on_done=done)
+    raise AssertionError(f"no single op converts {src_fmt} to {dst_fmt}")
 
 
-def _recv_op(color, run: Run):
-    return lambda done: ins.mov(_mem(DST, run), ins.FabIn(color, run.length), is_async=True,
-                                on_done=done)
+def _send_op(m: Move, run: Run, fmt: str):
+    out = ins.FabOut(m.color, run.length, packed=m.packed)
+    return lambda done: _convert(out, m.wire, _mem(SRC, run), fmt, done)
 
 
-def _local_op(d: Run, s: Run):
-    return lambda done: ins.mov(_mem(DST, d), _mem(SRC, s), is_async=True, on_done=done)
+def _recv_op(m: Move, run: Run, fmt: str):
+    inp = ins.FabIn(m.color, run.length, packed=m.packed)
+    return lambda done: _convert(_mem(DST, run), fmt, inp, m.wire, done)
+
+
+def _local_ops(d: Run, d_fmt: str, s: Run, s_fmt: str) -> list:
+    """The chain ops of one local run: one op, or h1 -> h2 through the fp32 scratch."""
+    if not _through_f32(s_fmt, d_fmt):
+        return [lambda done: _convert(_mem(DST, d), d_fmt, _mem(SRC, s), s_fmt, done)]
+    tmp = ins.Mem(SCRATCH, 0, d.length)
+    return [lambda done: _convert(tmp, "f32", _mem(SRC, s), s_fmt, done),
+            lambda done: _convert(_mem(DST, d), d_fmt, tmp, "f32", done)]
+
+
+def _local_cycles(config, d: Run, d_fmt: str, s: Run, s_fmt: str) -> int:
+    """Datapath cycles of a local run's ops at their SIMD widths (`Run.mov_cycles`)."""
+    if _through_f32(s_fmt, d_fmt):
+        cvt = config.simd_width("cvt", "f16")
+        return s.mov_cycles(cvt) + d.mov_cycles(cvt)
+    if d_fmt != s_fmt:
+        return d.mov_cycles(config.simd_width("cvt", "f16"))
+    return d.mov_cycles(config.simd_width("mov", "f16" if d_fmt in HALF_DTYPES else "f32"))
 
 
 def _mem(prefix: str, run: Run) -> ins.Mem:
     return dataclasses.replace(run.mem(), symbol=prefix + run.symbol)
 
 
-def _tile_spec(src, dst, cell, chains):
-    """What a PE holds and runs: its symbols [(name, words)] and its chains' code."""
+def _tile_spec(src, dst, cell, chains, scratch: int = 0):
+    """What a PE holds and runs: its symbols [(name, dtype, slots)] and its chains' code."""
     symbols = []
-    if src.rect.contains(*cell):
-        symbols += [(SRC + k, a.shape[2]) for k, a in src.symbols.items()]
-    if dst.rect.contains(*cell):
-        symbols += [(DST + k, a.shape[2]) for k, a in dst.symbols.items()]
+    for prefix, m in ((SRC, src), (DST, dst)):
+        if m.rect.contains(*cell):
+            symbols += [(prefix + k, _symbol_dtype(m.dtypes[k]), a.shape[2])
+                        for k, a in m.symbols.items()]
+    if scratch:
+        symbols.append((SCRATCH, "f32", scratch))
     code = tuple((k, tuple(chain_code(k, COUNTER[k], chains[k]))) for k in CHAINS
                  if k in chains)
     return tuple(symbols), code
@@ -489,10 +611,16 @@ def _tile_spec(src, dst, cell, chains):
 def _tile(name, spec) -> Tile:
     symbols, code = spec
     tile = Tile(name)
-    for sym, words in symbols:
-        tile.symbol(sym, "u32", words)
+    for sym, dtype, slots in symbols:
+        tile.symbol(sym, dtype, slots)
     for task, body in code:
         tile.local_task(task, body)
     return tile
 
 
+
+
+def _symbol_dtype(fmt: str) -> str:
+    """The program symbol dtype of a slot format: 32-bit slots are raw words ("u32": token
+    ids and fp32 values move alike)."""
+    return fmt if fmt in HALF_DTYPES else "u32"
