@@ -1,10 +1,13 @@
-"""Model-level figures: each test model compiled to a simulated fabric and run; simulated
-cycles, fma utilization (useful multiply-adds over the whole fabric's fp32 peak), PEs and
-SRAM used, the largest error of any graph node against eager PyTorch, and the wall time of
-the simulation: `frontend.compile` apart, a warm-up call (the engine compile) apart, then
-the median of --repeats calls.
+"""Model-level figures: each test model compiled to a simulated fabric and run, in fp32 and
+in mixed precision with each half dtype; simulated cycles, fma utilization (useful
+multiply-adds over the whole fabric's fma peak: fp32's, or the 16-bit one in mixed
+precision), PEs and SRAM used, the largest error of any graph node against eager PyTorch
+(fp32; mixed: against eager autocast for float16 / bfloat16, and the output's error
+against fp32 for every dtype), and the wall time of the simulation: `frontend.compile`
+apart, a warm-up call (the engine compile) apart, then the median of --repeats calls.
 
     python benchmarks/models.py --json benchmarks/results/models.json [--quick] [--png P]
+        [--dtypes fp32,float16,bfloat16,cbfloat16]
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from models import MLP, LeNet, TinyGPT  # noqa: E402  (the test models)
 
 import frontend  # noqa: E402
 from fabric import FabricConfig  # noqa: E402
+from frontend import amp  # noqa: E402
+
+DTYPES = ("fp32", "float16", "bfloat16", "cbfloat16")
 
 
 def cases(quick: bool):
@@ -35,19 +41,27 @@ def cases(quick: bool):
         (torch.randint(0, 32, (2, 4)),)
 
 
-def measure(name, model, inputs, config, repeats) -> dict:
+def measure(name, model, inputs, config, repeats, dtype="fp32") -> dict:
     model.eval()
+    precision = "fp32" if dtype == "fp32" else "mixed"
+    if precision == "mixed":
+        amp.set_half_dtype(dtype)
     t0 = time.perf_counter()
-    cm = frontend.compile(model, inputs, config=config)
+    cm = frontend.compile(model, inputs, config=config, precision=precision)
     compile_s = time.perf_counter() - t0
     warm_s = warm_up(lambda: cm(*inputs))
     simulate_s, _ = median_time(lambda: cm(*inputs), repeats)
     rows = cm.validate(*inputs, raise_on_mismatch=False)
+    with torch.no_grad():
+        exact = model(*inputs)
+    out = cm.outputs()
     sram = max(r.sram_bytes for r in cm.last.results)
-    return {"model": name, "cycles": cm.cycles, "host_io_cycles": cm.host_cycles,
+    return {"model": name, "dtype": dtype, "cycles": cm.cycles,
+            "host_io_cycles": cm.host_cycles,
             "utilization": cm.utilization, "pes_used": cm.placement.pes_used,
             "tiles": len(cm.prepared), "max_sram_bytes_per_pe": sram,
             "max_abs_error": max(r.max_abs for r in rows),
+            "output_error_vs_fp32": float((out.float() - exact).abs().max()),
             "all_nodes_within_tolerance": all(r.ok for r in rows),
             "compile_s": compile_s, "warm_up_s": warm_s, "simulate_s": simulate_s,
             "repeats": repeats}
@@ -60,16 +74,27 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="a one-layer GPT instead of two")
     ap.add_argument("--grid", type=int, default=12, help="fabric is small(grid, grid)")
     ap.add_argument("--repeats", type=int, default=None, help="timed calls (1 quick, else 3)")
+    ap.add_argument("--dtypes", default=None,
+                    help=f"comma-separated, of {', '.join(DTYPES)} (default: all; with "
+                    "--quick fp32,float16)")
     args = ap.parse_args(argv)
     config = FabricConfig.small(args.grid, args.grid)
     repeats = args.repeats or (1 if args.quick else 3)
-    results = [measure(name, m, x, config, repeats) for name, m, x in cases(args.quick)]
-    columns = ["model", "cycles", "util %", "PEs", "SRAM B/PE", "max abs err", "sim s"]
-    rows = [[r["model"], r["cycles"], round(100 * r["utilization"], 3), r["pes_used"],
-             r["max_sram_bytes_per_pe"], f"{r['max_abs_error']:.2e}", round(r["simulate_s"], 1)]
-            for r in results]
-    headline = [f"{r['model']}: {r['cycles']} cycles, {100 * r['utilization']:.2f} % fma "
-                f"utilization, max error {r['max_abs_error']:.1e}" for r in results]
+    dtypes = (args.dtypes.split(",") if args.dtypes else
+              ["fp32", "float16"] if args.quick else list(DTYPES))
+    bad = [d for d in dtypes if d not in DTYPES]
+    if bad:
+        ap.error(f"--dtypes: {bad} not among {list(DTYPES)}")
+    results = [measure(name, m, x, config, repeats, dtype) for name, m, x in cases(args.quick)
+               for dtype in dtypes]
+    columns = ["model", "dtype", "cycles", "util %", "PEs", "SRAM B/PE", "max abs err",
+               "out err vs fp32", "sim s"]
+    rows = [[r["model"], r["dtype"], r["cycles"], round(100 * r["utilization"], 3),
+             r["pes_used"], r["max_sram_bytes_per_pe"], f"{r['max_abs_error']:.2e}",
+             f"{r['output_error_vs_fp32']:.2e}", round(r["simulate_s"], 1)] for r in results]
+    headline = [f"{r['model']} {r['dtype']}: {r['cycles']} cycles, "
+                f"{100 * r['utilization']:.2f} % fma utilization, max error "
+                f"{r['max_abs_error']:.1e}" for r in results]
     png = Path(args.png) if args.png else Path(args.json).with_suffix(".png")
     _plot(results, png)
     write_json(args.json, {"benchmark": "models", "config": config.name, "results": results,
@@ -86,12 +111,23 @@ def _plot(results, path: Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-    names = [r["model"] for r in results]
-    axes[0].bar(names, [r["cycles"] for r in results])
-    axes[0].set_ylabel("simulated cycles")
-    axes[1].bar(names, [100 * r["utilization"] for r in results])
-    axes[1].set_ylabel("fma utilization (%)")
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    models = list(dict.fromkeys(r["model"] for r in results))
+    dtypes = list(dict.fromkeys(r["dtype"] for r in results))
+    width = 0.8 / len(dtypes)
+    for j, dtype in enumerate(dtypes):
+        mine = {r["model"]: r for r in results if r["dtype"] == dtype}
+        xs = [i + j * width for i in range(len(models))]
+        for ax, key, scale in ((axes[0], "cycles", 1), (axes[1], "utilization", 100),
+                               (axes[2], "output_error_vs_fp32", 1)):
+            ax.bar(xs, [scale * mine[m][key] if m in mine else 0 for m in models], width,
+                   label=dtype)
+    for ax, label in zip(axes, ("simulated cycles", "fma utilization (%)",
+                                "output max abs error vs fp32")):
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(models))], models)
+        ax.set_ylabel(label)
+    axes[2].set_yscale("symlog", linthresh=1e-8)
+    axes[0].legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

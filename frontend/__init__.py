@@ -3,8 +3,12 @@ against eager PyTorch.
 
     cm = frontend.compile(model, example_inputs, config=FabricConfig.small(32, 32))
     out = cm(*inputs); print(cm.report()); cm.validate(*inputs); cm.plot_placement("p.png")
+
+Mixed precision: `frontend.amp.set_half_dtype("bfloat16")`, then
+`frontend.compile(..., precision="mixed")`.
 """
 
+from frontend import amp
 from frontend.compiled import CompiledModel, compile  # noqa: A004
 from frontend.errors import (
     FrontendError,
@@ -13,5 +17,5 @@ from frontend.errors import (
     ValidationError,
 )
 
-__all__ = ["CompiledModel", "FrontendError", "PlacementError", "UnsupportedOpError",
+__all__ = ["amp", "CompiledModel", "FrontendError", "PlacementError", "UnsupportedOpError",
            "ValidationError", "compile"]

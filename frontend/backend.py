@@ -10,6 +10,7 @@ import warnings
 import torch
 
 from fabric.config import FabricConfig
+from frontend.amp import check_precision
 from frontend.capture import from_graph_module
 from frontend.compiled import CompiledModel
 from frontend.errors import UnsupportedOpError
@@ -22,15 +23,17 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
 
     options (from `torch.compile(model, backend="fabric", options={...})`): "config" (a
     FabricConfig, default small(32, 32)), "fallback" (run unsupported graphs eagerly with a
-    warning, default True)."""
+    warning, default True), "precision" ("fp32" or "mixed", as `frontend.compile`)."""
     options = dict(options or {})
     config = options.pop("config", None) or DEFAULT_CONFIG
     fallback = options.pop("fallback", True)
+    precision = options.pop("precision", "fp32")
     if options:
         raise ValueError(f"fabric backend: unknown options {sorted(options)} (config, "
-                         "fallback)")
+                         "fallback, precision)")
     try:
-        cm = CompiledModel(from_graph_module(gm, example_inputs), config, 5_000_000)
+        cm = CompiledModel(from_graph_module(gm, example_inputs), config, 5_000_000,
+                           check_precision(precision), example_inputs)
     except UnsupportedOpError as exc:
         if not fallback:
             raise

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from fabric.config import FabricConfig
+from frontend.amp import check_precision, get_half_dtype, node_formats
 from frontend.capture import Captured, capture_module
 from frontend.errors import FrontendError
 from frontend.lowering import lower
@@ -17,25 +18,36 @@ from frontend.values import Ref
 
 
 def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (public name)
-            config: FabricConfig | None = None, max_cycles: int = 5_000_000) -> CompiledModel:
+            config: FabricConfig | None = None, max_cycles: int = 5_000_000,
+            precision: str = "fp32") -> CompiledModel:
     """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
     `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
+
+    precision: "fp32", or "mixed": nodes follow PyTorch's CPU autocast rules in the half
+    dtype of `frontend.amp.set_half_dtype` (default float16), see `frontend.amp`.
 
     The returned model runs on the simulated fabric when called; shapes are those of the
     example inputs (as `torch.export` captures them)."""
     config = config or FabricConfig.small(32, 32)
-    return CompiledModel(capture_module(model, example_inputs), config, max_cycles)
+    check_precision(precision)
+    return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
+                         precision, example_inputs)
 
 
 class CompiledModel:
     """A model lowered, placed and ready to run on a simulated fabric."""
 
-    def __init__(self, captured: Captured, config: FabricConfig, max_cycles: int):
+    def __init__(self, captured: Captured, config: FabricConfig, max_cycles: int,
+                 precision: str = "fp32", example_inputs: Sequence = ()):
         t0 = time.perf_counter()
         self.captured = captured
         self.config = config
         self.max_cycles = max_cycles
-        self.lowered = lower(captured)
+        self.precision = check_precision(precision)
+        self.half = get_half_dtype() if precision == "mixed" else None
+        self.formats = (node_formats(captured, self._inputs(example_inputs), self.half)
+                        if self.half else {})
+        self.lowered = lower(captured, self.formats)
         self.edges = _edges(self.lowered)
         self.placement = place(self.lowered.stages, config, self.edges)
         self.prepared = prepare(self.lowered.stages, self.placement.rects,
@@ -80,14 +92,23 @@ class CompiledModel:
         self._need_run()
         ex = self.last
         outs = []
-        for v, node_val in zip(self.lowered.outputs, _output_vals(self.captured)):
+        for v, node_val, name in zip(self.lowered.outputs, _output_vals(self.captured),
+                                     _output_names(self.captured)):
             if isinstance(v, Ref):
-                outs.append(ex.value(v.index).to(node_val.dtype))
+                outs.append(ex.value(v.index).to(self._output_dtype(name, node_val.dtype)))
             elif hasattr(v, "value"):
                 outs.append(v.value.clone())
             else:
                 raise FrontendError(f"output of type {type(v).__name__} is not supported")
         return torch.utils._pytree.tree_unflatten(outs, self.captured.out_spec)
+
+    def _output_dtype(self, node: str | None, traced: torch.dtype) -> torch.dtype:
+        """An output's dtype: the traced one, or under mixed precision the half dtype where
+        autocast gives it (cbfloat16, which torch lacks, comes back as its exact fp32
+        values)."""
+        if self.half is None or self.formats.get(node) != self.half.fabric:
+            return traced
+        return self.half.torch_dtype or torch.float32
 
     # ---- figures ---------------------------------------------------------------------------
     @property
@@ -107,8 +128,10 @@ class CompiledModel:
 
     @property
     def utilization(self) -> float:
-        """Useful multiply-adds over the whole fabric's fp32 fma peak for the cycles run."""
-        peak = self.config.simd_width("fma", "f32") * self.config.rows * self.config.cols
+        """Useful multiply-adds over the whole fabric's fma peak for the cycles run: the fp32
+        peak, or under mixed precision the 16-bit one (4 per PE-cycle on WSE-2)."""
+        dtype = "f16" if self.half else "f32"
+        peak = self.config.simd_width("fma", dtype) * self.config.rows * self.config.cols
         return self.fmas / (peak * max(1, self.cycles))
 
     def _need_run(self):
@@ -135,6 +158,12 @@ def _output_vals(captured: Captured) -> list:
     out = captured.graph.find_nodes(op="output")[0]
     flat, _ = torch.utils._pytree.tree_flatten(out.args[0])
     return [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in flat]
+
+
+def _output_names(captured: Captured) -> list:
+    out = captured.graph.find_nodes(op="output")[0]
+    flat, _ = torch.utils._pytree.tree_flatten(out.args[0])
+    return [a.name if isinstance(a, torch.fx.Node) else None for a in flat]
 
 
 def _edges(lowered) -> list[tuple[str, str]]:

@@ -48,8 +48,10 @@ def _candidates(stage: Stage, pes: int, config: FabricConfig):
     for rows in range(1, max(1, min(lim.rows, pes)) + 1):
         widest = max(1, min(lim.cols, pes // rows))
         for cols in {widest, max(1, widest // 2), 1}:
+            # SUMMA: a color per tile row and column (16-bit: one more, for B's scalars)
+            extra = 0 if stage.dtype == "f32" else 1
             if stage.kind == "gemm_summa" and rows > 1 and cols > 1 \
-                    and rows + cols > config.num_colors:
+                    and rows + cols + extra > config.num_colors:
                 continue
             yield rows, cols
 

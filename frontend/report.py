@@ -29,7 +29,9 @@ def node_rows(cm) -> list[dict]:
             "sram_bytes": max((r.sram_bytes for r in res if r), default=0),
             "kernel_cycles": sum(r.kernel_cycles for r in res if r),
             "move_cycles": sum(r.move_cycles for r in res if r),
+            "format": cm.formats.get(node.name, "f32"),
             "max_abs_error": err.max_abs if err else None,
+            "fp32_error": err.fp32_max_abs if err else None,
         })
     return rows
 
@@ -38,18 +40,37 @@ def _rect(rect) -> str:
     return f"{rect.row},{rect.col} {rect.rows}x{rect.cols}"
 
 
+def _err(v) -> str:
+    return "-" if v is None else f"{v:.2e}"
+
+
 def report(cm) -> str:
+    """One line per node: op, kernels, tile, PEs, SRAM, cycles, data movement, max error
+    (against eager fp32; under mixed precision the node's format and its error against
+    eager autocast, or fp32 for cbfloat16, then against fp32)."""
     rows = node_rows(cm)
-    lines = [f"{'node':24} {'op':30} {'kernel':16} {'tile':18} {'PEs':>4} "
-             f"{'SRAM B':>7} {'cycles':>7} {'moves':>6} {'max err':>9}"]
+    half = cm.half
+    ref = "" if half is None else ("autocast" if half.torch_dtype is not None else "fp32")
+    head = (f"{'node':24} {'op':30} {'kernel':16} {'tile':18} {'PEs':>4} "
+            f"{'SRAM B':>7} {'cycles':>7} {'moves':>6}")
+    lines = [head + (f" {'max err':>9}" if half is None else
+                     f" {'fmt':>4} {'err ' + ref:>12} {'err fp32':>9}")]
     for r in rows:
         tile = r["tiles"][0] if len(r["tiles"]) == 1 else f"{len(r['tiles'])} tiles"
-        err = "-" if r["max_abs_error"] is None else f"{r['max_abs_error']:.2e}"
-        lines.append(f"{r['node'][:24]:24} {r['op'][:30]:30} {','.join(r['kernels'])[:16]:16} "
-                     f"{tile[:18]:18} {r['pes']:4d} {r['sram_bytes']:7d} "
-                     f"{r['kernel_cycles']:7d} {r['move_cycles']:6d} {err:>9}")
+        line = (f"{r['node'][:24]:24} {r['op'][:30]:30} {','.join(r['kernels'])[:16]:16} "
+                f"{tile[:18]:18} {r['pes']:4d} {r['sram_bytes']:7d} "
+                f"{r['kernel_cycles']:7d} {r['move_cycles']:6d}")
+        if half is None:
+            line += f" {_err(r['max_abs_error']):>9}"
+        else:
+            line += (f" {r['format']:>4} {_err(r['max_abs_error']):>12} "
+                     f"{_err(r['fp32_error']):>9}")
+        lines.append(line)
     cfg = cm.config
     lines.append("")
+    if half is not None:
+        lines.append(f"precision: mixed, {half.name} (nodes in fp32 where CPU autocast keeps "
+                     "them; products accumulate in fp32)")
     if cm.last is not None:
         lines.append(f"fabric {cfg.name} {cfg.rows}x{cfg.cols}: {cm.placement.pes_used} of "
                      f"{cfg.rows * cfg.cols} PEs in {len(cm.prepared)} tiles; "

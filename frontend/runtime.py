@@ -90,7 +90,7 @@ def prepare(stages: list[Stage], rects: dict[str, Rect], tensors: dict[str, Tens
         out_map = probe_output(kernel)
         if out_map.size != s.tensor.numel:
             raise AssertionError(f"{s.name}: kernel output {out_map.shape} vs {s.tensor.shape}")
-        out_map = WordMap(s.tensor.shape, out_map.rect, out_map.symbols)
+        out_map = WordMap(s.tensor.shape, out_map.rect, out_map.symbols, out_map.dtypes)
         consts = {op.name: op.const for op in s.operands if op.const is not None}
         sources = {op.name: _sources(op, in_maps[op.name], tensors, out, config)
                    for op in s.operands if op.index is not None}
@@ -118,7 +118,7 @@ def _relabel(dst: WordMap, gids: np.ndarray, tensor: Tensor) -> WordMap | None:
         mine = (g >= tensor.base) & (g < tensor.base + tensor.numel)
         any_word |= bool(mine.any())
         symbols[name] = np.where(mine, g - tensor.base, -1)
-    return WordMap(tensor.shape, dst.rect, symbols) if any_word else None
+    return WordMap(tensor.shape, dst.rect, symbols, dst.dtypes) if any_word else None
 
 
 def _sources(op: Operand, dst: WordMap, tensors, prepared, config) -> list[Source]:
@@ -180,7 +180,7 @@ class Execution:
                                              if values.dtype.is_floating_point
                                              else values.to(torch.int32).numpy())
                     host += host_cycles(self.config, p.rect, max(
-                        int(w.shape[-1]) for w in words.values()))
+                        src.dst.sram_words(name) for name in words))
                 else:
                     words, cycles, _ = src.plan.run(self.words[src.tensor.name])
                     move += cycles

@@ -61,3 +61,4 @@ class Stage:
     limits: Limits
     fmas: int = 0
     words_per_element: int = 3  # SRAM words per output element the kernel needs (sizing)
+    dtype: str = "f32"  # the kernel's storage format (inputs and output)

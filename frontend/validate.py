@@ -2,8 +2,14 @@
 
 Golden values come from running the captured ATen graph with `torch.fx.Interpreter`; the
 fabric's value of a node is read back from the words of the tiles holding its elements (a
-layout-only node reads the same words through its index map). Tolerances are those of
-`torch.testing.assert_close` for the dtype (fp32: rtol 1.3e-6, atol 1e-5).
+layout-only node reads the same words through its index map).
+
+fp32 models: tolerances are those of `torch.testing.assert_close` for fp32 (rtol 1.3e-6,
+atol 1e-5). Mixed precision: every node is compared with fp32 eager PyTorch and, for
+float16 and bfloat16, with the same graph run under `torch.autocast("cpu", dtype)`; it
+passes when it is within `MIXED_ULPS` units of the half format's epsilon of the autocast
+value, relative to the node's largest magnitude (see `mixed_tolerance`); cbfloat16, which
+torch cannot run, is held to the same bound against fp32 eager values.
 """
 
 from __future__ import annotations
@@ -19,10 +25,17 @@ from frontend.values import Ref
 
 TOLERANCES = {torch.float32: (1.3e-6, 1e-5), torch.float16: (1e-3, 1e-5),
               torch.bfloat16: (1.6e-2, 1e-5)}
+# Half-format epsilon (2^-mantissa bits) and the bound of mixed precision in its units.
+EPSILON = {"f16": 2.0 ** -10, "bf16": 2.0 ** -7, "cb16": 2.0 ** -9}
+MIXED_ULPS = 8
 
 
 @dataclasses.dataclass
 class NodeError:
+    """A node's errors: against the reference that decides `ok` (fp32 eager for fp32
+    models; autocast eager for float16 / bfloat16 mixed models; fp32 eager for cbfloat16),
+    and under mixed precision also against fp32 eager (`fp32_*`)."""
+
     node: str
     op: str
     max_abs: float
@@ -30,6 +43,9 @@ class NodeError:
     pearson: float
     ok: bool
     source: str
+    fmt: str = "f32"  # the node's fabric format
+    fp32_max_abs: float | None = None
+    fp32_max_rel: float | None = None
 
 
 def golden_values(captured, inputs: dict[str, torch.Tensor]) -> dict[str, object]:
@@ -51,9 +67,21 @@ def golden_values(captured, inputs: dict[str, torch.Tensor]) -> dict[str, object
     return values
 
 
-def compare(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float, float, bool]:
+def mixed_tolerance(want: torch.Tensor, fmt: str) -> tuple[float, float]:
+    """(rtol, atol) of a mixed-precision node: MIXED_ULPS epsilons of its half format (fp32
+    nodes of a mixed model too: their inputs carry half-format rounding) relative to each
+    value and, as atol, to the node's largest finite magnitude: sums cancel, so an element's
+    error scales with the terms that made it, not with its own size."""
+    eps = EPSILON[fmt]
+    finite = want[torch.isfinite(want)]
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
+    return MIXED_ULPS * eps, MIXED_ULPS * eps * scale
+
+
+def compare(got: torch.Tensor, want: torch.Tensor,
+            tol: tuple[float, float] | None = None) -> tuple[float, float, float, bool]:
     got, want = got.to(torch.float64), want.to(torch.float64)
-    rtol, atol = TOLERANCES[torch.float32]
+    rtol, atol = tol or TOLERANCES[torch.float32]
     finite = torch.isfinite(want)
     diff = (got - want).abs()
     same_inf = (got == want) | (torch.isnan(got) & torch.isnan(want))
@@ -73,28 +101,50 @@ def compare(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float, float,
 def validate(cm, args, raise_on_mismatch: bool = True) -> list[NodeError]:
     ex = cm.run(*args)
     golden = golden_values(cm.captured, ex.inputs)
+    half = cm.half
+    reference = golden
+    if half is not None and half.torch_dtype is not None:
+        from frontend.amp import autocast_values
+
+        reference = autocast_values(cm.captured, ex.inputs, half.autocast_dtype)
     rows = []
     for node in cm.captured.graph.nodes:
         value = cm.lowered.env.get(node.name)
-        want = golden.get(node.name)
+        want, want32 = reference.get(node.name), golden.get(node.name)
         if not isinstance(value, Ref) or not isinstance(want, torch.Tensor):
             continue
         if not want.dtype.is_floating_point:
             continue
         got = ex.value(value.index)
-        rows.append(NodeError(node.name, target_name(node), *compare(got, want),
-                              source_line(node)))
+        if half is None:
+            rows.append(NodeError(node.name, target_name(node), *compare(got, want),
+                                  source_line(node)))
+            continue
+        fmt = cm.formats.get(node.name, "f32")
+        tol = mixed_tolerance(want.to(torch.float64), half.fabric)
+        abs32, rel32, _, _ = compare(got, want32)
+        rows.append(NodeError(node.name, target_name(node), *compare(got, want, tol),
+                              source_line(node), fmt, abs32, rel32))
     cm.last_errors = {r.node: r for r in rows}
     bad = [r for r in rows if not r.ok]
     if bad and raise_on_mismatch:
-        raise ValidationError("simulated values differ from eager PyTorch beyond "
-                              f"assert_close's fp32 tolerances:\n{table(bad)}")
+        what = ("assert_close's fp32 tolerances" if half is None else
+                f"{MIXED_ULPS} {half.name} epsilons of eager "
+                f"{'autocast' if half.torch_dtype is not None else 'fp32'} PyTorch")
+        raise ValidationError(f"simulated values differ from eager PyTorch beyond {what}:\n"
+                              f"{table(bad)}")
     return rows
 
 
 def table(rows: list[NodeError]) -> str:
-    lines = [f"{'node':28} {'op':32} {'max abs':>10} {'max rel':>10} {'pearson':>9}  ok"]
+    mixed = any(r.fp32_max_abs is not None for r in rows)
+    head = f"{'node':28} {'op':32} {'max abs':>10} {'max rel':>10} {'pearson':>9}"
+    lines = [head + (f" {'fmt':>4} {'abs fp32':>10} {'rel fp32':>10}" if mixed else "")
+             + "  ok"]
     for r in rows:
-        lines.append(f"{r.node:28} {r.op:32} {r.max_abs:10.3g} {r.max_rel:10.3g} "
-                     f"{r.pearson:9.6f}  {'yes' if r.ok else 'NO'}")
+        line = (f"{r.node:28} {r.op:32} {r.max_abs:10.3g} {r.max_rel:10.3g} "
+                f"{r.pearson:9.6f}")
+        if mixed:
+            line += f" {r.fmt:>4} {r.fp32_max_abs:10.3g} {r.fp32_max_rel:10.3g}"
+        lines.append(f"{line}  {'yes' if r.ok else 'NO'}")
     return "\n".join(lines)

@@ -67,8 +67,9 @@ class Lowered:
 class Lowering:
     """State of one lowering: the global element space and the stages made so far."""
 
-    def __init__(self, captured: Captured):
+    def __init__(self, captured: Captured, formats: dict[str, str] | None = None):
         self.captured = captured
+        self.formats = dict(formats or {})  # node name -> fabric format (absent: "f32")
         self.stages: list[Stage] = []
         self.tensors: dict[str, Tensor] = {}
         self.next_base = 0
@@ -88,18 +89,28 @@ class Lowering:
         raise KeyError(gid)
 
     # ---- stages ----------------------------------------------------------------------------
+    @property
+    def format(self) -> str:
+        """The fabric format of the current node's kernels ("f32", or the half format of
+        mixed precision): their inputs and output in it, computing in fp32."""
+        return self.formats.get(self.node.name, "f32")
+
     def stage(self, kind: str, shape, build, operands: list[Operand], work: int,
               limits: Limits, fmas: int = 0, words_per_element: int = 3,
               suffix: str = "") -> Ref:
         """Add a stage producing a tensor of `shape` (its kernel's output shape); returns
-        the Ref of that tensor."""
+        the Ref of that tensor. `build(cfg, rect, dtype=, acc_dtype=)` makes its kernel in
+        the node's format."""
         node = self.node
+        fmt = {} if self.format == "f32" else {"dtype": self.format, "acc_dtype": "f32"}
         name, i = f"{node.name}{suffix}", 1
         while name in self.tensors:  # a rule may add several stages of one kind
             name, i = f"{node.name}{suffix}_{i}", i + 1
         tensor = self.new_tensor(name, shape, "stage")
-        self.stages.append(Stage(name, node, kind, tensor, build, operands, int(work), limits,
-                                 int(fmas), words_per_element))
+        self.stages.append(Stage(name, node, kind, tensor,
+                                 lambda cfg, rect: build(cfg, rect, **fmt), operands,
+                                 int(work), limits, int(fmas), words_per_element,
+                                 self.format))
         return tensor.ref()
 
     def operand(self, name: str, value, shape) -> Operand:
@@ -118,10 +129,12 @@ class Lowering:
         return UnsupportedOpError(f"{describe(self.node)}: {what} is not supported")
 
 
-def lower(captured: Captured) -> Lowered:
+def lower(captured: Captured, formats: dict[str, str] | None = None) -> Lowered:
+    """Lower every node; `formats` gives the nodes that run in a 16-bit format (mixed
+    precision, `frontend.amp.node_formats`)."""
     from frontend.lowering import families  # noqa: F401  (registers the rules)
 
-    low = Lowering(captured)
+    low = Lowering(captured, formats)
     env: dict[str, object] = {}
     outputs: list[object] = []
     for node in captured.graph.nodes:

@@ -19,7 +19,8 @@ aten = torch.ops.aten
 
 def _map(low, x: Ref, op: str, scalar: float, shape):
     m, n = as2d(shape)
-    ref = low.stage("map", (m, n), lambda cfg, rect: build_map(cfg, rect, m, n, op, scalar),
+    ref = low.stage("map", (m, n),
+                    lambda cfg, rect, **fmt: build_map(cfg, rect, m, n, op, scalar, **fmt),
                     [low.operand("x", x, (m, n))], m * n * CYCLES_PER_ELEMENT["map"],
                     Limits(m, n), words_per_element=2, suffix=f"_{op}")
     return Ref(ref.index.reshape(shape))
@@ -29,7 +30,7 @@ def _binary(low, x, y, op: str, shape):
     m, n = as2d(shape)
     x, y = expand_to(x, shape), expand_to(y, shape)
     ref = low.stage("elementwise", (m, n),
-                    lambda cfg, rect: build_elementwise(cfg, rect, m, n, op),
+                    lambda cfg, rect, **fmt: build_elementwise(cfg, rect, m, n, op, **fmt),
                     [low.operand("x", x, (m, n)), low.operand("y", y, (m, n))],
                     m * n * CYCLES_PER_ELEMENT["elementwise"], Limits(m, n), suffix=f"_{op}")
     return Ref(ref.index.reshape(shape))
@@ -106,7 +107,7 @@ def gelu(low, node, x, approximate="none"):
         raise low.unsupported("gelu with approximate='none' (the fabric's gelu is the tanh "
                               "form; use approximate='tanh')")
     m, n = as2d(x.shape)
-    ref = low.stage("gelu", (m, n), lambda cfg, rect: build_gelu(cfg, rect, m, n),
+    ref = low.stage("gelu", (m, n), lambda cfg, rect, **fmt: build_gelu(cfg, rect, m, n, **fmt),
                     [low.operand("x", x, (m, n))], m * n * CYCLES_PER_ELEMENT["gelu"],
                     Limits(m, n), words_per_element=5)
     return Ref(ref.index.reshape(x.shape))
@@ -118,7 +119,7 @@ def unary(low, node, x):
 
     fn = "tanh" if node.target == aten.tanh.default else "exp"
     m, n = as2d(x.shape)
-    ref = low.stage(fn, (m, n), lambda cfg, rect: build_unary(cfg, rect, m, n, fn),
+    ref = low.stage(fn, (m, n), lambda cfg, rect, **fmt: build_unary(cfg, rect, m, n, fn, **fmt),
                     [low.operand("x", x, (m, n))], m * n * CYCLES_PER_ELEMENT[fn],
                     Limits(m, n), words_per_element=6)
     return Ref(ref.index.reshape(x.shape))

@@ -29,7 +29,7 @@ def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
     vocab, dim = weight.value.shape if isinstance(weight, Const) else weight.shape
     if isinstance(weight, Const):
         table = low.stage("resident", (vocab, dim),
-                          lambda cfg, rect: build_resident(cfg, rect, vocab, dim),
+                          lambda cfg, rect, **fmt: build_resident(cfg, rect, vocab, dim, **fmt),
                           [low.operand("x", weight, (vocab, dim))], vocab * dim,
                           Limits(vocab, dim), words_per_element=1, suffix="_table")
         table_base = int(table.index.reshape(-1)[0])
@@ -39,7 +39,7 @@ def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
     gather = Gather(table_base, vocab, dim, source.name, indices.index - source.base,
                     tuple(indices.shape))
     out = low.stage("resident", (tokens, dim),
-                    lambda cfg, rect: build_resident(cfg, rect, tokens, dim),
+                    lambda cfg, rect, **fmt: build_resident(cfg, rect, tokens, dim, **fmt),
                     [low.operand("x", gather, (tokens, dim))], tokens * dim,
                     Limits(tokens, dim), words_per_element=1)
     return Ref(out.index.reshape(*indices.shape, dim))

@@ -21,7 +21,7 @@ def gemm(low, a, b, suffix=""):
     """A Ref to a @ b for 2D values a (m, k), b (k, n)."""
     (m, k), (_, n) = shape_of(a), shape_of(b)
     return low.stage(
-        "gemm_summa", (m, n), lambda cfg, rect: build_gemm_summa(cfg, rect, m, k, n),
+        "gemm_summa", (m, n), lambda cfg, rect, **fmt: build_gemm_summa(cfg, rect, m, k, n, **fmt),
         [low.operand("A", a, (m, k)), low.operand("B", b, (k, n))], m * k * n,
         Limits(m, n), fmas=m * k * n,
         words_per_element=max(3, 2 * k // max(1, min(m, n))), suffix=suffix)

@@ -21,7 +21,8 @@ aten = torch.ops.aten
 def softmax(low, node, x, dim, half_to_float=False):
     moved = x.index.movedim(dim, -1)
     m, n = as2d(moved.shape)
-    ref = low.stage("softmax", (m, n), lambda cfg, rect: build_softmax(cfg, rect, m, n),
+    ref = low.stage("softmax", (m, n),
+                    lambda cfg, rect, **fmt: build_softmax(cfg, rect, m, n, **fmt),
                     [low.operand("x", Ref(moved), (m, n))],
                     m * n * CYCLES_PER_ELEMENT["softmax"], Limits(m, n),
                     words_per_element=2)
@@ -35,7 +36,8 @@ def layer_norm(low, node, x, normalized_shape, weight, bias, eps):
     gamma = weight if weight is not None else Const(torch.ones(n))
     beta = bias if bias is not None else Const(torch.zeros(n))
     ref = low.stage("layernorm", (m, n),
-                    lambda cfg, rect: build_layernorm(cfg, rect, m, n, eps=float(eps)),
+                    lambda cfg, rect, **fmt: build_layernorm(cfg, rect, m, n, eps=float(eps),
+                                                             **fmt),
                     [low.operand("x", x, (m, n)), low.operand("gamma", gamma, (n,)),
                      low.operand("beta", beta, (n,))],
                     m * n * CYCLES_PER_ELEMENT["layernorm"], Limits(m, n),

@@ -22,7 +22,7 @@ def reduce_rows(low, rows: torch.Tensor, op: str, scale: float = 1.0) -> Ref:
     """rows: index map (m, r); a Ref of shape (m,)."""
     m, r = rows.shape
     return low.stage("rowreduce", (m,),
-                     lambda cfg, rect: build_rowreduce(cfg, rect, m, r, op, scale),
+                     lambda cfg, rect, **fmt: build_rowreduce(cfg, rect, m, r, op, scale, **fmt),
                      [low.operand("x", Ref(rows), (m, r))], m * r,
                      Limits(m, 1, cols_fixed=1), words_per_element=r + 1, suffix=f"_{op}")
 
