@@ -2,7 +2,7 @@
 timelines of the demo (traces).
 
     wafer info [--preset wse2|wse3|small] [--grid RxC] [--json]
-    wafer run [MODULE:FACTORY | --model mlp|gpt] [--preset P] [--grid RxC] [--dtype fp32]
+    wafer run [MODULE:FACTORY | --model mlp|gpt] [--preset P] [--grid RxC] [--dtype D]
               [--out DIR] [--quiet]          (--fabric-demo [--n N]: the fabric-level demo)
     wafer bench [--quick] [--only NAME ...]
     wafer trace [--grid RxC] [--n N] [--rect R,C,H,W] [--links] [--out FILE]
@@ -176,9 +176,6 @@ def cmd_run(args, parser) -> int:
         argv = ["--rows", str(rows), "--cols", str(cols), "--n", str(args.n), "--out",
                 args.out]
         return _run_quietly(lambda: demo.main(argv), args.quiet)
-    if args.dtype != "fp32":
-        parser.error(f"--dtype {args.dtype}: the frontend runs fp32 (16-bit formats run in "
-                     "fabric programs; mixed precision in the frontend is not available)")
     if args.preset != "small" and args.grid != DEFAULT_RUN_GRID:
         parser.error("--grid applies to the small preset only")
     from frontend import demo as model_demo
@@ -189,8 +186,8 @@ def cmd_run(args, parser) -> int:
     else:
         model, inputs = model_demo.demo_model(args.model)
     config = preset_config(args.preset, args.grid)
-    return _run_quietly(lambda: model_demo.run_model(model, inputs, config, args.out),
-                        args.quiet)
+    return _run_quietly(lambda: model_demo.run_model(model, inputs, config, args.out,
+                                                     args.dtype), args.quiet)
 
 
 # ---- trace -----------------------------------------------------------------------------
@@ -321,7 +318,8 @@ def build_parser() -> Parser:
     run.add_argument("--grid", type=parse_grid, default=DEFAULT_RUN_GRID, metavar="RxC",
                      help="size of the small preset (default 12x12)")
     run.add_argument("--dtype", choices=["fp32", "fp16", "bf16", "cb16"], default="fp32",
-                     help="precision of the model (fp32)")
+                     help="fp32 (default), or mixed precision (autocast's rules) with this "
+                     "16-bit format")
     run.add_argument("--fabric-demo", action="store_true",
                      help="run the fabric-level demo instead of a model")
     run.add_argument("--n", type=int, default=64,

@@ -17,7 +17,9 @@ import torch.nn.functional as F
 
 import frontend
 from fabric import FabricConfig
-from frontend.validate import table
+from frontend.validate import MIXED_ULPS, table
+
+DTYPES = ("fp32", "fp16", "bf16", "cb16")  # fp32, or mixed precision in a 16-bit format
 
 
 class DemoMLP(nn.Module):
@@ -71,24 +73,37 @@ def main(argv=None) -> int:
     ap.add_argument("--model", choices=["mlp", "gpt"], default="mlp")
     ap.add_argument("--grid", type=_grid, default=(12, 12), help="fabric rows x cols")
     ap.add_argument("--out", default="out", help="directory for the placement PNG")
+    ap.add_argument("--dtype", choices=DTYPES, default="fp32",
+                    help="fp32, or mixed precision with this 16-bit format")
     args = ap.parse_args(argv)
     model, inputs = demo_model(args.model)
-    return run_model(model, inputs, FabricConfig.small(*args.grid), args.out)
+    return run_model(model, inputs, FabricConfig.small(*args.grid), args.out, args.dtype)
 
 
-def run_model(model, inputs, config: FabricConfig, out_dir) -> int:
-    """Compile, run and validate `model` on `config`; print the report and the numerics
-    table, save the placement PNG in `out_dir`. 0 when every node is within tolerance."""
+def run_model(model, inputs, config: FabricConfig, out_dir, dtype: str = "fp32") -> int:
+    """Compile, run and validate `model` on `config` in fp32, or in mixed precision with
+    the 16-bit `dtype` (a `frontend.amp` name: float16/fp16, bfloat16/bf16,
+    cbfloat16/cb16); print the report and the numerics table, save the placement PNG in
+    `out_dir`. 0 when every node is within tolerance."""
+    precision = "fp32" if dtype == "fp32" else "mixed"
+    if precision == "mixed":
+        frontend.amp.set_half_dtype(dtype)
     t0 = time.perf_counter()
-    cm = frontend.compile(model, inputs, config=config)
+    cm = frontend.compile(model, inputs, config=config, precision=precision)
     t1 = time.perf_counter()
     rows = cm.validate(*inputs, raise_on_mismatch=False)
     t2 = time.perf_counter()
     print(f"{type(model).__name__} on {config.name}: compiled in {t1 - t0:.1f} s, "
           f"simulated in {t2 - t1:.1f} s\n")
     print(cm.report())
-    print("\nnumerics against eager PyTorch (torch.fx.Interpreter, fp32 tolerances of "
-          "assert_close):")
+    if cm.half is None:
+        print("\nnumerics against eager PyTorch (torch.fx.Interpreter, fp32 tolerances of "
+              "assert_close):")
+    else:
+        ref = "eager autocast" if cm.half.torch_dtype is not None else "eager fp32"
+        print(f"\nnumerics in mixed precision ({cm.half.name}): max abs / rel error against "
+              f"{ref} (ok: within {MIXED_ULPS} epsilons of the node's scale), then against "
+              "eager fp32:")
     print(table(rows))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -66,11 +66,26 @@ def test_run_user_factory(tmp_path):
     assert (tmp_path / "out" / "placement.png").stat().st_size > 1000
 
 
+def test_run_mixed_precision_in_process(tmp_path, capsys):
+    """`wafer run --dtype bf16`: the demo MLP in mixed precision, checked against eager
+    autocast; the report names the format of every node."""
+    from frontend import amp
+
+    before = amp.get_half_dtype()
+    try:
+        assert cli.main(["run", "--dtype", "bf16", "--out", str(tmp_path)]) == 0
+    finally:
+        amp.set_half_dtype(before.name)
+    out = capsys.readouterr().out
+    assert "precision: mixed, bfloat16" in out and "err autocast" in out
+    assert "all nodes within tolerance" in out and " bf16 " in out
+
+
 @pytest.mark.parametrize("args, words", [
     (["run", "--grid", "8y8"], "8y8"),
     (["run", "nocolon"], "MODULE:FACTORY"),
     (["run", "no_such_module_xyz:make"], "cannot load"),
-    (["run", "--dtype", "fp16"], "fp32"),
+    (["run", "--dtype", "fp8"], "fp8"),
     (["nosuch"], "nosuch"),
 ])
 def test_bad_arguments_one_line_exit_2(args, words):
