@@ -88,7 +88,9 @@ def _queue_ok(record, iq_empty, rq_full):
 
 
 def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
-         blocked) -> DatapathOut:
+         blocked, half_ops: bool = True) -> DatapathOut:
+    """One cycle of every datapath. half_ops (static): the program may issue ops with a
+    16-bit operand; False (no instruction has one) builds the fp32 datapath alone."""
     K, Q = config.num_colors, config.queue_depth
     S = slots.shape[-2]
     active = slot_active != 0
@@ -97,6 +99,8 @@ def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
     rq_full = bits.pack(state.rq_count >= Q, K)
     for start in (S_DST, S_A, S_B):
         ready = ready & _queue_ok(_operand(slots, start), iq_empty, rq_full)
+    # computed once: the mask and the oldest-op choice below both read it
+    ready = materialize(ready, state.cycle)
     ready_mask = bits.pack(ready, S)
     owner_ready = (owner >= 0) & ((ready_mask & bits.bit(owner)) != 0)
     # otherwise the op issued first (one issue per cycle, so issue cycles are distinct):
@@ -114,12 +118,17 @@ def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
     sel, prog_sel, chosen, advanced, pick = materialize(
         (sel, prog_sel, chosen, advanced, pick), state.cycle)
     # Cycles in which no advancing op has a 16-bit operand run the fp32 datapath: fewer
-    # lanes (the fp32 widths) and no format conversion; the results are the same.
-    half = (advanced & (sel[..., S_FMT] != 0)).any()
+    # lanes (the fp32 widths) and no format conversion; the results are the same. A
+    # program without 16-bit ops has only that datapath, and no per-cycle choice.
     lane_args = (state, sram, sel, prog_sel, advanced)
-    index, new, push_data = lax.cond(
-        half, lambda a: _lanes(config, *a, max_lanes(config), True),
-        lambda a: _lanes(config, *a, max_lanes(config, only_32bit=True), False), lane_args)
+    lanes32 = max_lanes(config, only_32bit=True)
+    if half_ops:
+        half = (advanced & (sel[..., S_FMT] != 0)).any()
+        index, new, push_data = lax.cond(
+            half, lambda a: _lanes(config, *a, max_lanes(config), True),
+            lambda a: _lanes(config, *a, lanes32, False, max_lanes(config)), lane_args)
+    else:
+        index, new, push_data = _lanes(config, *lane_args, lanes32, False, lanes32)
     sram = _scatter_words(sram, index, new)
     dst, src_a, src_b = (sel[..., s:s + OPERAND_FIELDS] for s in (S_DST, S_A, S_B))
     prog, length, width = prog_sel, sel[..., S_LEN], sel[..., S_SIMD]
@@ -143,15 +152,17 @@ def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
                        push_color, push_data, advanced, stalled)
 
 
-def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path):
+def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path, n_out=None):
     """The element group of the advancing op of every CE: what it reads, computes and writes.
 
     n_lanes: elements computed per CE (at least the op's width); half_path: handle 16-bit
-    operands (False: every operand is 32-bit, as the caller has checked).
+    operands (False: every operand is 32-bit, as the caller has checked); n_out: lanes
+    returned (the fp32 path pads its n_lanes to it with lanes that write nothing, so both
+    branches of a cond agree; default n_lanes).
     Returns (SRAM word index [R, C, L] (sram_words: no write), word value [R, C, L],
-    the first element's result [R, C] for a fabric output), L = max_lanes(config).
+    the first element's result [R, C] for a fabric output), L = n_out.
     """
-    n_lanes_all = max_lanes(config)
+    n_lanes_all = n_lanes if n_out is None else n_out
     K, W = config.num_colors, config.sram_words
     lanes = jnp.arange(n_lanes, dtype=jnp.int32)[None, None, :]
     length, width = sel[..., S_LEN], sel[..., S_SIMD]
@@ -234,9 +245,12 @@ def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path):
     if not half_path:
         index = jnp.where(lane_ok & (dst[..., O_CLS] == CLS_MEM)[..., None], address(dst), W)
         pad = n_lanes_all - n_lanes  # the fp32 path fills the 16-bit path's lanes with nothing
-        index = jnp.concatenate([index, jnp.full(index.shape[:-1] + (pad,), W, index.dtype)], -1)
-        new = jnp.concatenate([result, jnp.zeros(result.shape[:-1] + (pad,), result.dtype)], -1)
-        return index, new, result[..., 0]
+        if pad:
+            index = jnp.concatenate([index, jnp.full(index.shape[:-1] + (pad,), W,
+                                                     index.dtype)], -1)
+            result = jnp.concatenate([result, jnp.zeros(result.shape[:-1] + (pad,),
+                                                        result.dtype)], -1)
+        return index, result, result[..., 0]
     result = jnp.where(f_dst != 0, result & jnp.uint32(0xFFFF), result)
 
     # memory destination: scatter the valid lanes (others point past SRAM and are dropped).

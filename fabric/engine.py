@@ -20,7 +20,7 @@ from jax.sharding import PartitionSpec as P
 
 from fabric import bits, control, datapath, router
 from fabric.grid_axes import ROW_AXIS, global_any, split_rows
-from fabric.isa import OPPOSITE, Port
+from fabric.isa import I_FMT, OPPOSITE, Port
 from fabric.materialize import materialize
 from fabric.queues import push_pop
 from fabric.scatter import scatter_rows
@@ -31,7 +31,9 @@ from fabric.state import S_ISSUED, S_OP, FabricState
 TRACE_COUNT = {"run": 0, "run_recorded": 0}
 
 
-def step(config, tables, state: FabricState) -> FabricState:
+def step(config, tables, state: FabricState, half_ops: bool = True) -> FabricState:
+    """One cycle. half_ops (static): the program may have ops with a 16-bit operand; False
+    compiles the fp32 datapath alone (see `has_half_ops`)."""
     K = config.num_colors
     # Each phase's per-PE results feed several wider consumers; materialized once, they are
     # not recomputed inside every consumer's fused loop (see fabric.materialize).
@@ -39,10 +41,18 @@ def step(config, tables, state: FabricState) -> FabricState:
     ctl = control.step(config, tables, state)
     sram = scatter_rows(state.sram, ctl.store_at, ctl.store_value)
     dp = datapath.step(config, state, sram, ctl.slots, ctl.slot_active, ctl.slot_prog,
-                       state.owner, ctl.activated, ctl.blocked)
-    dp = dp._replace(**materialize(
-        {k: getattr(dp, k) for k in ("iq_pop", "push_color", "push_data", "advanced",
-                                     "stalled", "owner", "activated", "blocked")}, state.cycle))
+                       state.owner, ctl.activated, ctl.blocked, half_ops)
+    # The RAMP pushes pass through the same cond as the datapath's results: the CE input
+    # queues' update then depends on every read of them (the datapath's and the control's),
+    # so XLA updates them in place instead of copying them twice in every cycle.
+    ramp_color = plan.send_color[..., Port.RAMP]
+    merged = materialize(
+        {"ramp_color": ramp_color,
+         **{k: getattr(dp, k) for k in ("iq_pop", "push_color", "push_data", "advanced",
+                                        "stalled", "owner", "activated", "blocked")}},
+        state.cycle)
+    ramp_color = merged.pop("ramp_color")
+    dp = dp._replace(**merged)
 
 
     # ---- commit: router buffers ------------------------------------------------------------
@@ -61,7 +71,6 @@ def step(config, tables, state: FabricState) -> FabricState:
         rq_time = state.rq_time
 
     # ---- commit: CE input queues ------------------------------------------------------------
-    ramp_color = plan.send_color[..., Port.RAMP]
     iq_data, iq_ctl, _ = push_pop(
         config, state.iq_data, state.iq_ctl, ramp_color[..., None],
         plan.send_data[..., Port.RAMP][..., None], ctl.iq_pop | dp.iq_pop, state.cycle)
@@ -119,19 +128,27 @@ def should_continue(config, tables, state, max_cycles):
             & (state.idle_cycles < config.deadlock_window) & ~global_any(state.error != 0))
 
 
-@functools.partial(jax.jit, static_argnums=0, donate_argnums=2)
-def run(config, tables, state: FabricState, max_cycles) -> FabricState:
+def has_half_ops(tables) -> bool:
+    """Whether some instruction of the program has a 16-bit operand (a host-side check of
+    the built tables; the engine's `half_ops` flag)."""
+    return bool(np.any(np.asarray(tables.instr)[:, I_FMT] != 0))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 4), donate_argnums=2)
+def run(config, tables, state: FabricState, max_cycles, half_ops: bool = True) -> FabricState:
     """Step until nothing is pending, `max_cycles` is reached (absolute cycle number), a PE
     reports an error, or nothing moved for `config.deadlock_window` cycles.
 
-    One executable serves every program of a table-size bucket: tables and state are
-    arguments, `max_cycles` is traced. The caller inspects the returned state to tell why it
-    stopped (see `fabric.host`).
+    One executable serves every program of a table-size bucket and `half_ops` kind: tables
+    and state are arguments, `max_cycles` is traced. half_ops (static): False for programs
+    without 16-bit ops (`has_half_ops`), whose engine has the fp32 datapath alone and so
+    pays nothing for 16-bit formats; results are the same either way. The caller inspects
+    the returned state to tell why it stopped (see `fabric.host`).
     """
     TRACE_COUNT["run"] += 1
     return jax.lax.while_loop(
         lambda st: should_continue(config, tables, st, max_cycles),
-        lambda st: step(config, tables, st),
+        lambda st: step(config, tables, st, half_ops),
         state)
 
 
@@ -207,8 +224,9 @@ def _row_specs(tree, replicated=()):
     return type(tree)(**specs)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 4), donate_argnums=2)
-def run_split(config, tables, state: FabricState, max_cycles, devices: int) -> FabricState:
+@functools.partial(jax.jit, static_argnums=(0, 4, 5), donate_argnums=2)
+def run_split(config, tables, state: FabricState, max_cycles, devices: int,
+              half_ops: bool = True) -> FabricState:
     """`run` with the grid's rows split in equal blocks over the first `devices` devices.
 
     Each device steps its block; rows at a split are exchanged with `ppermute` every
@@ -222,7 +240,7 @@ def run_split(config, tables, state: FabricState, max_cycles, devices: int) -> F
         with split_rows(devices):
             return jax.lax.while_loop(
                 lambda st: should_continue(config, tables, st, max_cycles),
-                lambda st: step(config, tables, st),
+                lambda st: step(config, tables, st, half_ops),
                 state)
 
     state_specs = _row_specs(state)

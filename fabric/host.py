@@ -43,17 +43,19 @@ _COMPILED: dict = {}
 PROGRESS_CHUNKS = 100  # engine calls of a run shown with a progress bar, at most
 
 
-def compiled_run(config, tables, state, max_cycles, devices: int = 1):
-    """The engine executable for this config, table bucket and device count, compiled
-    once; returns (executable, compile seconds spent now)."""
-    key = (config, tables.instr.shape, tables.dsd.shape, devices)
+def compiled_run(config, tables, state, max_cycles, devices: int = 1, half_ops: bool = True):
+    """The engine executable for this config, table bucket, device count and kind of
+    program (`half_ops`: with 16-bit ops or not, see `engine.run`), compiled once; returns
+    (executable, compile seconds spent now)."""
+    key = (config, tables.instr.shape, tables.dsd.shape, devices, half_ops)
     if key in _COMPILED:
         return _COMPILED[key], 0.0
     start = time.perf_counter()
     if devices == 1:
-        exe = engine.run.lower(config, tables, state, max_cycles).compile()
+        exe = engine.run.lower(config, tables, state, max_cycles, half_ops).compile()
     else:
-        exe = engine.run_split.lower(config, tables, state, max_cycles, devices).compile()
+        exe = engine.run_split.lower(config, tables, state, max_cycles, devices,
+                                     half_ops).compile()
     _COMPILED[key] = exe
     return exe, time.perf_counter() - start
 
@@ -90,6 +92,8 @@ class Simulator:
         self.config = config
         self.program = program
         self.tables, self.info = build(config, program, _TABLE_FLOOR.get())
+        # programs without 16-bit ops run an engine with the fp32 datapath alone
+        self.half_ops = engine.has_half_ops(self.tables)
         self.state: FabricState = init_state(config, self.tables)
         self.host_cycles = 0
         self.compile_s = 0.0
@@ -225,7 +229,7 @@ class Simulator:
         start_cycle = int(self.state.cycle)
         limit = start_cycle + max_cycles
         exe, compile_s = compiled_run(self.config, self.tables, self.state, jnp.int32(limit),
-                                      self.devices)
+                                      self.devices, self.half_ops)
         self.compile_s += compile_s
         t0 = time.perf_counter()
         if chunk_cycles is None:
