@@ -184,7 +184,8 @@ class WordMap:
         words for 32-bit symbols (`tensor` of any 32-bit dtype, bits kept), uint16 bit
         patterns for 16-bit ones (float32 values rounded to nearest even to the symbol's
         format; integer tensors cannot go there). Slots holding no element are 0."""
-        t = np.ascontiguousarray(np.asarray(tensor))
+        t = np.asarray(tensor)
+        t = np.ascontiguousarray(t).reshape(t.shape)  # (ascontiguousarray makes 0-d 1-d)
         if t.shape != self.shape:
             raise ValueError(f"to_words: tensor of shape {t.shape}, map of shape {self.shape}")
         if t.dtype.itemsize != 4:

@@ -157,7 +157,14 @@ def lower(captured: Captured, formats: dict[str, str] | None = None) -> Lowered:
 
 def _flatten_outputs(args, env, node) -> list:
     flat, _ = torch.utils._pytree.tree_flatten(args)
-    return [_value(a, env, node) for a in flat]
+    out = []
+    for a in flat:
+        v = _value(a, env, node)
+        if isinstance(v, Symbolic):  # a value rules only consume (a mask, pooling indices)
+            raise UnsupportedOpError(f"{describe(a)}: {type(v).__name__} is not computed on "
+                                     "the fabric, so it cannot be a model output")
+        out.append(v)
+    return out
 
 
 def _value(a, env, node):

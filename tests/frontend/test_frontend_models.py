@@ -48,3 +48,18 @@ def test_gpt_two_layers_causal():
     # new indices: the embedding's data movement is planned per call, no recompilation
     idx2 = torch.randint(0, 32, (2, 4))
     torch.testing.assert_close(cm(idx2), model(idx2))
+
+
+def test_zero_dim_input():
+    """A 0-dim runtime input (a scale given per call) is written by the host like any."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x, s):
+            return self.fc(x) * s
+
+    torch.manual_seed(0)
+    _check(Scaled(), (torch.randn(2, 4), torch.tensor(1.5)))

@@ -1,0 +1,295 @@
+"""Embeddings in training graphs: a lookup in a table that is a runtime input (a parameter
+being trained), and the table's gradient, the scatter-add
+
+    grad[v, :] = sum over tokens t with idx[t] == v of g[t, :]
+
+that core ATen writes as index_put(zeros, [clamp(idx)], where(not valid(idx), 0, g),
+accumulate=True), valid(idx) = (idx >= 0) & (idx < V) & (idx != padding).
+
+- Runtime table, compile-time indices (positions): the picked rows are a layout.
+- Runtime table, runtime indices: the host writes it into a resident tile; the rows the
+  indices pick move from there per call, as for a constant table (`lowering.embedding`).
+- Validity: the index checks on an integer input are symbolic (`IndexPred`); every call
+  refuses an index outside [0, V) (`Gather.resolve` raises IndexError), so a predicate
+  implied by 0 <= idx < V holds and its `where` is the gradient itself, and a clamp to a
+  range holding [0, V) is the index itself. Anything else is refused.
+- Runtime indices: a scatter-add planned per call (`ScatterRows`): every token's gradient
+  row moves into the slots of the vocabulary row its index names, and a row reduction sums
+  them in token order (as PyTorch accumulates).
+- Compile-time indices (the positions 0..T-1): a static scatter-add, a layout when every
+  row gets at most one token, else a row reduction over each row's tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from fabric.kernels.resident import build_resident
+from fabric.kernels.rowreduce import build_rowreduce
+from frontend.lowering import backward as _floats  # noqa: F401  (rules wrapped below)
+from frontend.lowering import embedding as _tables  # noqa: F401
+from frontend.lowering import layout as _layout  # noqa: F401
+from frontend.lowering import masks as _masks  # noqa: F401
+from frontend.lowering.backward_pool import scatter_add
+from frontend.lowering.common import out_shape
+from frontend.lowering.core import RULES, rule
+from frontend.stages import Limits
+from frontend.values import Const, Gather, Ref, Symbolic
+
+aten = torch.ops.aten
+
+
+def _is_index(x) -> bool:
+    return isinstance(x, Ref) and not x.dtype.is_floating_point
+
+
+@dataclasses.dataclass
+class IndexPred(Symbolic):
+    """A conjunction of (op, scalar) checks on the integer input `source` (negated: its
+    complement)."""
+
+    source: Ref
+    checks: tuple
+    negated: bool = False
+
+    def implied_by_range(self, vocab: int) -> bool:
+        """True when 0 <= idx < vocab makes every check true."""
+        ok = {"ge": lambda s: s <= 0, "gt": lambda s: s < 0, "lt": lambda s: s >= vocab,
+              "le": lambda s: s >= vocab - 1, "ne": lambda s: not 0 <= s < vocab}
+        return not self.negated and all(ok[op](s) for op, s in self.checks)
+
+
+@dataclasses.dataclass
+class Guarded(Symbolic):
+    """`value` where `pred` holds, else 0 (where(not pred, 0, value))."""
+
+    value: Ref
+    pred: IndexPred
+
+
+@dataclasses.dataclass
+class Clamped(Symbolic):
+    """clamp(index, lo, hi) of an integer input."""
+
+    index: Ref
+    lo: float
+    hi: float
+
+
+def _source(low, indices: Ref):
+    """The user input tensor that all `indices` come from."""
+    flat = indices.index.reshape(-1)
+    src = low.owner(int(flat[0])) if flat.numel() and int(flat[0]) >= 0 else None
+    if src is None or src.kind != "input" or bool((flat < src.base).any()) \
+            or bool((flat >= src.base + src.numel).any()):
+        raise low.unsupported("embedding indices computed on the fabric (they must come "
+                              "from an input)")
+    return src
+
+
+def gather_rows(low, table: Ref, indices: Ref, suffix: str = "") -> Ref:
+    """table[indices] for a table materialized by a stage (vocab, dim): the picked rows
+    moved per call into a resident tile of (tokens, dim)."""
+    vocab, dim = table.shape
+    source = _source(low, indices)
+    table_base = int(table.index.reshape(-1)[0])
+    tokens = indices.index.numel()
+    gather = Gather(table_base, vocab, dim, source.name, indices.index - source.base,
+                    tuple(indices.shape))
+    out = low.stage("resident", (tokens, dim),
+                    lambda cfg, rect, **fmt: build_resident(cfg, rect, tokens, dim, **fmt),
+                    [low.operand("x", gather, (tokens, dim))], tokens * dim,
+                    Limits(tokens, dim), words_per_element=1, suffix=suffix)
+    return Ref(out.index.reshape(*indices.shape, dim))
+
+
+def resident(low, value, shape, suffix: str) -> Ref:
+    """A tile holding `value` (a constant, or a runtime tensor written there)."""
+    m, n = shape
+    return low.stage("resident", (m, n),
+                     lambda cfg, rect, **fmt: build_resident(cfg, rect, m, n, **fmt),
+                     [low.operand("x", value, (m, n))], m * n, Limits(m, n),
+                     words_per_element=1, suffix=suffix)
+
+
+_const_embedding = RULES[aten.embedding.default]
+
+
+@rule(aten.embedding.default)
+def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
+              sparse=False):
+    if isinstance(weight, Ref) and isinstance(indices, Const):
+        return Ref(weight.index[indices.value.to(torch.int64)], weight.dtype)  # a layout
+    if not isinstance(weight, Ref):
+        return _const_embedding(low, node, weight, indices, padding_idx, scale_grad_by_freq,
+                                sparse)
+    if not isinstance(indices, Ref):
+        raise low.unsupported("embedding indices that are not a runtime input")
+    table = resident(low, weight, weight.shape, "_table")
+    return gather_rows(low, table, indices)
+
+
+# ---- index checks ------------------------------------------------------------------------
+def _wrap_compare(op):
+    previous = RULES[getattr(aten, op).Scalar]
+
+    def lower_compare(low, node, x, other):
+        if _is_index(x) and isinstance(other, (int, float)):
+            return IndexPred(x, ((op, other),))
+        return previous(low, node, x, other)
+
+    return lower_compare
+
+
+for _op in ("ge", "gt", "lt", "le"):
+    rule(getattr(aten, _op).Scalar)(_wrap_compare(_op))
+
+
+@rule(aten.ne.Scalar)
+def ne(low, node, x, other):
+    if _is_index(x) and isinstance(other, (int, float)):
+        return IndexPred(x, (("ne", other),))
+    raise low.unsupported("ne on a runtime tensor (only index checks)")
+
+
+@rule(aten.bitwise_and.Tensor, aten.logical_and.default)
+def both(low, node, a, b):
+    if isinstance(a, IndexPred) and isinstance(b, IndexPred) and not (a.negated or b.negated) \
+            and torch.equal(a.source.index, b.source.index):
+        return IndexPred(a.source, a.checks + b.checks)
+    raise low.unsupported("a logical and of runtime tensors (only index checks)")
+
+
+_logical_not = RULES[aten.logical_not.default]
+
+
+@rule(aten.bitwise_not.default, aten.logical_not.default)
+def negate(low, node, x):
+    if isinstance(x, IndexPred):
+        return dataclasses.replace(x, negated=not x.negated)
+    if node.target == aten.logical_not.default:
+        return _logical_not(low, node, x)
+    raise low.unsupported("bitwise_not of a runtime tensor (only index checks)")
+
+
+_unsqueeze = RULES[aten.unsqueeze.default]
+
+
+@rule(aten.unsqueeze.default)
+def unsqueeze(low, node, x, dim):
+    if isinstance(x, IndexPred):  # elementwise on the indices: its shape follows `where`
+        return x
+    return _unsqueeze(low, node, x, dim)
+
+
+@rule(aten.clamp.default)
+def clamp(low, node, x, lo=None, hi=None):
+    if _is_index(x):
+        return Clamped(x, float("-inf") if lo is None else lo,
+                       float("inf") if hi is None else hi)
+    raise low.unsupported("clamp of a runtime tensor (only of indices)")
+
+
+_where = RULES[aten.where.self]
+
+
+@rule(aten.where.self)
+def where(low, node, cond, a, b):
+    zero_a = isinstance(a, Const) and bool((a.value == 0).all())
+    if isinstance(cond, IndexPred) and cond.negated and zero_a and isinstance(b, Ref):
+        return Guarded(b, dataclasses.replace(cond, negated=False))
+    if isinstance(cond, Const) and zero_a and isinstance(b, Ref):
+        # a constant condition selecting 0: those elements read as zero (index -1)
+        shape = out_shape(node)
+        keep = cond.value.to(torch.bool).expand(shape)
+        return Ref(torch.where(keep, torch.tensor(-1), b.index.expand(shape)), b.dtype)
+    return _where(low, node, cond, a, b)
+
+
+# ---- the scatter-add -----------------------------------------------------------------------
+@rule(aten.index_put.default)
+def index_put(low, node, base, indices, values, accumulate=False):
+    if not (isinstance(base, Const) and bool((base.value == 0).all()) and accumulate
+            and len(indices) == 1 and base.value.dim() == 2):
+        raise low.unsupported("index_put other than an accumulation into a zero matrix "
+                              "along its first dimension (an embedding's gradient)")
+    vocab, dim = base.value.shape
+    (idx,) = indices
+    if isinstance(values, Guarded):
+        if not values.pred.implied_by_range(vocab):
+            raise low.unsupported(f"an index mask {values.pred.checks} not implied by the "
+                                  f"index range [0, {vocab})")
+        values = values.value
+    if not isinstance(values, Ref):
+        raise low.unsupported(f"index_put of {type(values).__name__} values")
+    if isinstance(idx, Clamped):
+        if not (idx.lo <= 0 and idx.hi >= vocab - 1):
+            raise low.unsupported(f"indices clamped to [{idx.lo}, {idx.hi}] inside the "
+                                  f"range [0, {vocab})")
+        idx = idx.index
+    if not isinstance(idx, (Ref, Const)):
+        raise low.unsupported(f"index_put with indices of type {type(idx).__name__}")
+    idx_shape = tuple(idx.shape) if isinstance(idx, Ref) else tuple(idx.value.shape)
+    tokens = math.prod(idx_shape)
+    g = Ref(values.index.expand(*idx_shape, dim).reshape(tokens, dim))  # row t: token t
+    if isinstance(idx, Const):
+        return _static_scatter(low, idx.value.reshape(-1).to(torch.int64), g, vocab)
+    if not _is_index(idx):
+        raise low.unsupported("index_put with indices that are not an integer input")
+    return _runtime_scatter(low, idx, g, vocab)
+
+
+@dataclasses.dataclass
+class ScatterRows(Gather):
+    """The rows of a scatter-add by runtime indices: element ((v, d), t) of the (vocab dim,
+    tokens) operand is table[t, d] where idx[t] == v, else zero (id -1). `table` (tokens,
+    dim) is the materialized tensor at `table_base`; `vocab` the output rows."""
+
+    vocab: int = 0
+
+    def resolve(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        given = inputs[self.idx_name]
+        if given.dtype.is_floating_point or given.dtype == torch.bool:
+            raise TypeError(f"embedding indices {self.idx_name!r} must be integers, got "
+                            f"{given.dtype}")
+        idx = given.reshape(-1)[self.idx_pick.reshape(-1)].to(torch.int64)
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.vocab):
+            raise IndexError(f"embedding index out of range [0, {self.vocab}) in input "
+                             f"{self.idx_name!r}: min {int(idx.min())}, max {int(idx.max())}")
+        tokens, dim = idx.numel(), self.row
+        ids = self.table_base + torch.arange(tokens * dim).reshape(tokens, dim)
+        out = torch.full((self.vocab, dim, tokens), -1, dtype=torch.int64)
+        out[idx, :, torch.arange(tokens)] = ids
+        return out.reshape(-1)
+
+
+def _runtime_scatter(low, idx: Ref, g: Ref, vocab: int) -> Ref:
+    """grad[v] = sum of g[t] over idx[t] == v for an integer input idx: g is materialized
+    on a resident tile (tokens, dim); per call, each token's row moves into the rows
+    (v, :) of a (vocab dim, tokens) operand that its index names (the other slots hold
+    zero), and a row reduction sums every row: a scatter-add in token order."""
+    tokens, dim = g.shape
+    source = _source(low, idx)
+    table = resident(low, g, (tokens, dim), "_rows")
+    rows = ScatterRows(int(table.index.reshape(-1)[0]), tokens, dim, source.name,
+                       idx.index - source.base, tuple(idx.shape), vocab)
+    m = vocab * dim
+    out = low.stage("rowreduce", (m,),
+                    lambda cfg, rect, **fmt: build_rowreduce(cfg, rect, m, tokens, "sum",
+                                                             **fmt),
+                    [low.operand("x", rows, (m, tokens))], m * tokens,
+                    Limits(m, 1, cols_fixed=1), words_per_element=tokens + 1,
+                    suffix="_scatter")
+    return Ref(out.index.reshape(vocab, dim))
+
+
+def _static_scatter(low, idx: torch.Tensor, g: Ref, vocab: int) -> Ref:
+    """grad[v] = sum of g[t] over idx[t] == v, idx (tokens,) known at compile time."""
+    if bool((idx < 0).any()) or bool((idx >= vocab).any()):
+        raise low.unsupported(f"index_put indices outside [0, {vocab})")
+    dim = g.shape[1]
+    target = idx[:, None] * dim + torch.arange(dim)  # (tokens, dim) flat positions
+    return Ref(scatter_add(low, g.index, target, vocab * dim).index.reshape(vocab, dim))
