@@ -96,3 +96,5 @@ def autocast_values(captured, inputs: dict[str, torch.Tensor],
 
     with torch.autocast("cpu", dtype=autocast_dtype):
         return golden_values(captured, inputs)
+
+from frontend.amp_scaler import GradScaler, optimizer_step  # noqa: E402, F401  (re-export)

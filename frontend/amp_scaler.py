@@ -1,0 +1,354 @@
+"""Dynamic loss scaling for training on the fabric: `GradScaler` and `optimizer_step`.
+
+Flow of one step (`optimizer_step(loss, optimizer, scaler)` does it all):
+    1. scaled gradients. An eager loss (one with a grad_fn): `scaler.scale(loss)` returns
+       loss * scale and its backward leaves the scaled gradients in the `.grad` of the
+       tensors the optimizer was built from. A step of `compile_training_step` feeds the
+       loss's gradient as a fixed 1.0, so its gradients are unscaled: `scale_grads`
+       multiplies them by the scale on the fabric (build_map "mul"). In fp32 with a power
+       of two scale both give the same numbers (scaling by 2^k is exact in fp32 barring
+       overflow and subnormals); a backward in a 16-bit format would see unscaled values.
+    2. `unscale_(optimizer)`: the overflow check, then x * (1 / scale) per gradient, both on
+       the fabric. The check: every gradient's sum of squares (build_sumsq, one fp32 value
+       per gradient), summed over the parameters ON THE HOST in fp32; the step overflows
+       when that global sum (the squared global norm) is inf or NaN (an inf or NaN
+       gradient, or a squared norm above FLT_MAX: `fabric.kernels.gradnorm`). On overflow
+       the gradients are left as they are (the step will be skipped).
+    3. clipping (max_gradient_norm): torch.nn.utils.clip_grad_norm_'s rule on the unscaled
+       gradients: norm = sqrt(sum of build_sumsq over the gradients), coef = max_norm /
+       (norm + 1e-6); when coef < 1 every gradient is multiplied by coef on the fabric.
+    4. `step(optimizer)`: the optimizer step with the unscaled gradients, or nothing on an
+       overflow: weights, state and step counts stay bit-identical.
+    5. `update()`: the scale for the next step.
+
+Scale rule (loss_scale="dynamic"): counts are kept since the last change of the scale.
+After an overflowing step, when overflows / steps exceeds overflow_tolerance the scale
+halves (not below min_loss_scale) and the counts restart. After a clean step, when the
+clean steps reach steps_per_increase the scale doubles (not above max_loss_scale) and the
+counts restart. init_scale and max_loss_scale default to 2**31 with cbfloat16 as the half
+format (`frontend.amp.get_half_dtype()`, read when the scaler is made) and 2**15 otherwise.
+A number as loss_scale fixes the scale: overflowing steps are still skipped, the scale never
+moves.
+
+Cycles (kernel cycles, host I/O apart, summed over the kernels run one after another):
+`scaler.cycles` = {"scale": .., "overflow_check": .., "unscale": .., "clip": ..} of the
+last step, `scaler.host_cycles` the host I/O of those kernels.
+
+Example:
+    >>> scaler = GradScaler(steps_per_increase=100)                       # doctest: +SKIP
+    >>> loss, grads = train_step((x,), (y,))                               # doctest: +SKIP
+    >>> optimizer.set_grads(grads)                                         # doctest: +SKIP
+    >>> optimizer_step(loss, optimizer, scaler, max_gradient_norm=1.0)    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from fabric.config import FabricConfig
+from fabric.host import Simulator, table_floor
+from fabric.kernels.elementwise import build_map
+from fabric.kernels.gradnorm import build_sumsq
+from fabric.program import Rect
+from frontend.amp import get_half_dtype
+from frontend.training.optim import FabricOptimizer, run_on
+
+CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s guard in max_norm / (norm + eps)
+
+
+class FabricMath:
+    """Sums of squares and scalar products of (m, n) tensors on the fabric, one cached
+    Simulator per kernel (a new scalar builds a new map program; the engine stays)."""
+
+    def __init__(self, config: FabricConfig, floor: tuple[int, int]):
+        self.config = config
+        self.floor = floor
+        self._sims: dict[tuple, tuple] = {}
+        self.host_cycles = 0
+
+    def _sim(self, key: tuple, make, keep: bool = True):
+        if key in self._sims:
+            return self._sims[key]
+        kernel = make()
+        with table_floor(*self.floor):
+            pair = (kernel, Simulator(self.config, kernel.program))
+        if keep:
+            self._sims[key] = pair
+        return pair
+
+    def _run(self, kernel, sim, x: np.ndarray):
+        host0 = sim.host_cycles
+        kernel.load(sim, {"x": x})
+        cycles = run_on(sim, kernel)
+        out = kernel.read(sim)
+        self.host_cycles += sim.host_cycles - host0
+        return out, cycles
+
+    def sumsq(self, x: np.ndarray, rect: Rect) -> tuple[np.float32, int]:
+        """(sum of x**2 in fp32, kernel cycles) for x of shape (m, n) on `rect`."""
+        m, n = x.shape
+        kernel, sim = self._sim(("sumsq", m, n, rect),
+                                lambda: build_sumsq(self.config, rect, m, n))
+        return self._run(kernel, sim, x)
+
+    def mul(self, x: np.ndarray, rect: Rect, s: float, keep: bool = True
+            ) -> tuple[np.ndarray, int]:
+        """(x * fp32(s), kernel cycles): one rounding per element. keep=False: do not cache
+        the program (a factor that changes every step, as a clipping coefficient)."""
+        m, n = x.shape
+        s = float(np.float32(s))
+        kernel, sim = self._sim(("mul", m, n, rect, s),
+                                lambda: build_map(self.config, rect, m, n, "mul", s), keep)
+        return self._run(kernel, sim, x)
+
+
+def _check_scale(name: str, value) -> float:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"GradScaler: {name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+class GradScaler:
+    """Loss scaling with the overflow check and the unscaling on the fabric (module
+    docstring: flow, scale rule, cycles).
+
+    Args:
+        loss_scale: "dynamic", or a number (a fixed scale).
+        init_scale: the first scale (default 2**31 with cbfloat16, else 2**15).
+        steps_per_increase: clean steps after which the scale doubles.
+        min_loss_scale, max_loss_scale: bounds of the scale (max default as init_scale).
+        overflow_tolerance: the fraction of overflowing steps (since the last change) that
+            may pass before the scale halves; 0.0 halves at every overflow.
+        max_gradient_norm: clip the global gradient norm to this (None: no clipping);
+            `optimizer_step`'s argument overrides it.
+    """
+
+    def __init__(self, loss_scale="dynamic", init_scale=None, steps_per_increase: int = 2000,
+                 min_loss_scale: float = 2.0**-14, max_loss_scale=None,
+                 overflow_tolerance: float = 0.0, max_gradient_norm=None):
+        default = 2.0**31 if get_half_dtype().name == "cbfloat16" else 2.0**15
+        if isinstance(loss_scale, str):
+            if loss_scale != "dynamic":
+                raise ValueError(f"GradScaler: loss_scale must be 'dynamic' or a number, got "
+                                 f"{loss_scale!r}")
+            self.dynamic = True
+            scale = default if init_scale is None else _check_scale("init_scale", init_scale)
+        else:
+            self.dynamic = False
+            scale = _check_scale("loss_scale", loss_scale)
+        if int(steps_per_increase) != steps_per_increase or steps_per_increase < 1:
+            raise ValueError(f"GradScaler: steps_per_increase must be an integer >= 1, got "
+                             f"{steps_per_increase!r}")
+        self.min_loss_scale = _check_scale("min_loss_scale", min_loss_scale)
+        self.max_loss_scale = (default if max_loss_scale is None
+                               else _check_scale("max_loss_scale", max_loss_scale))
+        if self.min_loss_scale > self.max_loss_scale:
+            raise ValueError(f"GradScaler: min_loss_scale {self.min_loss_scale} is above "
+                             f"max_loss_scale {self.max_loss_scale}")
+        if not (isinstance(overflow_tolerance, (int, float))
+                and 0.0 <= overflow_tolerance <= 1.0):
+            raise ValueError(f"GradScaler: overflow_tolerance must lie in [0, 1], got "
+                             f"{overflow_tolerance!r}")
+        if max_gradient_norm is not None:
+            _check_scale("max_gradient_norm", max_gradient_norm)
+        self.steps_per_increase = int(steps_per_increase)
+        self.overflow_tolerance = float(overflow_tolerance)
+        self.max_gradient_norm = max_gradient_norm
+        self.scale_value = (min(max(scale, self.min_loss_scale), self.max_loss_scale)
+                            if self.dynamic else scale)
+        self.steps_since_change = 0
+        self.overflows_since_change = 0
+        self.clean_since_change = 0
+        self._found_inf: bool | None = None  # None: this step not unscaled yet
+        self._fresh = True  # no fabric work yet in this step
+        self._math: dict[tuple, FabricMath] = {}
+        self.cycles: dict[str, int] = {}
+        self.host_cycles = 0
+        self.last_norm: float | None = None  # the global norm of the last clipping
+
+    # ---- the scale ----------------------------------------------------------------------
+    def get_scale(self) -> float:
+        return self.scale_value
+
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        """loss * scale (its backward gives the scaled gradients)."""
+        return loss * self.scale_value
+
+    def _fabric(self, optimizer: FabricOptimizer) -> FabricMath:
+        key = (optimizer.config, optimizer.table_floor)
+        if key not in self._math:
+            self._math[key] = FabricMath(optimizer.config, optimizer.table_floor)
+        return self._math[key]
+
+    def _grads(self, optimizer: FabricOptimizer) -> dict[str, torch.Tensor]:
+        if not isinstance(optimizer, FabricOptimizer):
+            raise TypeError(f"GradScaler: expected a fabric optimizer (FabricSGD, "
+                            f"FabricAdamW), got {type(optimizer).__name__}")
+        if optimizer.grads is None:
+            raise ValueError("GradScaler: the optimizer holds no gradients; call "
+                             "optimizer.set_grads(grads) (or backward on scale(loss)) first")
+        return optimizer.grads
+
+    def _map(self, optimizer: FabricOptimizer, factor: float, what: str) -> None:
+        """Every pending gradient times `factor`, on the fabric; cycles into cycles[what]."""
+        fm = self._fabric(optimizer)
+        host0, total, out = fm.host_cycles, 0, {}
+        for name, g in self._grads(optimizer).items():
+            m, n, rect = optimizer.layout(name)
+            # the scale and its inverse recur step after step: their programs are kept
+            z, cycles = fm.mul(g.reshape(m, n).numpy(), rect, factor, keep=what != "clip")
+            out[name] = torch.from_numpy(np.array(z)).reshape(g.shape)
+            total += cycles
+        optimizer.grads = out
+        self.cycles[what] = self.cycles.get(what, 0) + total
+        self.host_cycles += fm.host_cycles - host0
+
+    def _sumsq(self, optimizer: FabricOptimizer, what: str) -> np.float32:
+        """The sum over the pending gradients of their sums of squares: each on the fabric,
+        the sum over parameters on the host (fp32, in parameter order)."""
+        fm = self._fabric(optimizer)
+        host0, total, acc = fm.host_cycles, 0, np.float32(0.0)
+        for name, g in self._grads(optimizer).items():
+            m, n, rect = optimizer.layout(name)
+            s, cycles = fm.sumsq(g.reshape(m, n).numpy(), rect)
+            with np.errstate(over="ignore", invalid="ignore"):
+                acc = np.float32(acc + s)
+            total += cycles
+        self.cycles[what] = self.cycles.get(what, 0) + total
+        self.host_cycles += fm.host_cycles - host0
+        return acc
+
+    def scale_grads(self, optimizer: FabricOptimizer) -> None:
+        """Multiply the optimizer's pending (unscaled) gradients by the scale on the fabric:
+        the gradients of the scaled loss, for a backward whose loss gradient is fixed at 1.0
+        (compile_training_step)."""
+        if self._found_inf is not None:
+            raise RuntimeError("GradScaler: scale_grads after unscale_ in the same step; "
+                               "the gradients are already unscaled")
+        self._begin_step()
+        self._map(optimizer, self.scale_value, "scale")
+
+    def _begin_step(self) -> None:
+        if self._fresh:  # the first fabric work since update(): this step's figures
+            self._fresh = False
+            self.cycles = {}
+            self.host_cycles = 0
+
+    def unscale_(self, optimizer: FabricOptimizer) -> bool:
+        """Check the scaled gradients for overflow and, when clean, divide them by the scale
+        (x * (1 / scale)), both on the fabric. Returns whether the step overflowed."""
+        if self._found_inf is not None:
+            raise RuntimeError("GradScaler: unscale_ was already called for this step; call "
+                               "update() after step()")
+        self._begin_step()
+        total = self._sumsq(optimizer, "overflow_check")
+        self._found_inf = not bool(np.isfinite(total))
+        if not self._found_inf:
+            self._map(optimizer, 1.0 / self.scale_value, "unscale")
+        return self._found_inf
+
+    def clip_(self, optimizer: FabricOptimizer, max_norm: float) -> float:
+        """Clip the unscaled gradients to a global norm of `max_norm`
+        (torch.nn.utils.clip_grad_norm_'s rule, module docstring). Returns the norm before
+        clipping. Call after unscale_ on a clean step."""
+        _check_scale("max_gradient_norm", max_norm)
+        if self._found_inf is None:
+            raise RuntimeError("GradScaler: clip_ needs unscaled gradients: call "
+                               "unscale_(optimizer) first")
+        if self._found_inf:
+            raise RuntimeError("GradScaler: the step overflowed; there is nothing to clip")
+        norm = float(np.sqrt(np.float32(self._sumsq(optimizer, "clip"))))
+        coef = float(max_norm) / (norm + CLIP_EPS)
+        if coef < 1.0:
+            self._map(optimizer, coef, "clip")
+        self.last_norm = norm
+        return norm
+
+    def step(self, optimizer: FabricOptimizer) -> bool:
+        """The optimizer's step with the unscaled gradients (unscale_ first if not done), or
+        nothing when they overflowed. Returns whether the step was taken."""
+        if self._found_inf is None:
+            self.unscale_(optimizer)
+        if self._found_inf:
+            optimizer.zero_grad()  # skipped: weights, state and step counts unchanged
+            taken = False
+        else:
+            optimizer.step()
+            taken = True
+        return taken
+
+    def update(self) -> None:
+        """The next step's scale from this step's outcome (module docstring's rule)."""
+        if self._found_inf is None:
+            raise RuntimeError("GradScaler: update() before unscale_/step for this step")
+        found_inf, self._found_inf = self._found_inf, None
+        self._fresh = True
+        if not self.dynamic:
+            return
+        self.steps_since_change += 1
+        if found_inf:
+            self.overflows_since_change += 1
+            if self.overflows_since_change / self.steps_since_change > self.overflow_tolerance:
+                self._change(max(self.scale_value / 2.0, self.min_loss_scale))
+        else:
+            self.clean_since_change += 1
+            if self.clean_since_change >= self.steps_per_increase:
+                self._change(min(self.scale_value * 2.0, self.max_loss_scale))
+
+    def _change(self, scale: float) -> None:
+        self.scale_value = scale
+        self.steps_since_change = self.overflows_since_change = self.clean_since_change = 0
+
+    @property
+    def found_inf(self) -> bool | None:
+        """Whether the current step overflowed (None before unscale_)."""
+        return self._found_inf
+
+    # ---- state --------------------------------------------------------------------------
+    _STATE = ("scale_value", "steps_since_change", "overflows_since_change",
+              "clean_since_change", "dynamic", "steps_per_increase", "min_loss_scale",
+              "max_loss_scale", "overflow_tolerance", "max_gradient_norm")
+
+    def state_dict(self) -> dict:
+        return {key: getattr(self, key) for key in self._STATE}
+
+    def load_state_dict(self, state: dict) -> None:
+        missing = [k for k in self._STATE if k not in state]
+        if missing:
+            raise ValueError(f"GradScaler.load_state_dict: missing keys {missing}")
+        for key in self._STATE:
+            setattr(self, key, state[key])
+        self._found_inf = None
+        self._fresh = True
+
+
+def optimizer_step(loss: torch.Tensor, optimizer: FabricOptimizer, grad_scaler: GradScaler,
+                   max_gradient_norm=None) -> bool:
+    """One optimizer step with loss scaling (module docstring's flow). Gradients: when
+    `loss` has a grad_fn, the backward of scale(loss), read from the `.grad` of the
+    optimizer's source tensors (cleared first); otherwise the optimizer's pending gradients
+    (`set_grads`, from a backward whose loss gradient is 1.0), scaled on the fabric.
+    Clips to `max_gradient_norm` (default the scaler's). Returns whether the step was
+    taken (False: overflow, skipped)."""
+    if loss.grad_fn is not None:
+        for t in optimizer.sources.values():
+            t.grad = None
+        grad_scaler.scale(loss).backward()
+        grads = {n: t.grad for n, t in optimizer.sources.items() if t.grad is not None}
+        optimizer.set_grads(grads)
+    else:
+        if optimizer.grads is None:
+            raise ValueError("optimizer_step: the loss has no grad_fn and the optimizer holds "
+                             "no gradients; call optimizer.set_grads(grads) first")
+        grad_scaler.scale_grads(optimizer)
+    grad_scaler.unscale_(optimizer)
+    max_norm = max_gradient_norm if max_gradient_norm is not None else \
+        grad_scaler.max_gradient_norm
+    if max_norm is not None and not grad_scaler.found_inf:
+        grad_scaler.clip_(optimizer, max_norm)
+    taken = grad_scaler.step(optimizer)
+    grad_scaler.update()
+    return taken
