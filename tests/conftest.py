@@ -1,8 +1,16 @@
 """Test set-up: strict JAX promotion, CPU only, and shared small configs."""
 
 import os
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One on-disk cache of compiled engines for every process of a test run (pytest-xdist
+# workers, notebook kernels, CLI subprocesses inherit the variable): each fabric config
+# compiles once per run instead of once per process. Keyed by JAX on the computation and
+# its flags, so a stale entry is never used.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                      os.path.join(tempfile.gettempdir(), "wafer-fabric-jax-cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 
 import jax
 import pytest
