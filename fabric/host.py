@@ -94,11 +94,45 @@ class Simulator:
         self.tables, self.info = build(config, program, _TABLE_FLOOR.get())
         # programs without 16-bit ops run an engine with the fp32 datapath alone
         self.half_ops = engine.has_half_ops(self.tables)
-        self.state: FabricState = init_state(config, self.tables)
+        self._state: FabricState = init_state(config, self.tables)
+        self._sram_host: np.ndarray | None = None  # host writes not yet on the device
+        self._sram_read: tuple | None = None  # (device sram, its host copy)
         self.host_cycles = 0
         self.compile_s = 0.0
         self.last_run_cycles = 0
         self.last_wall_s = 0.0
+
+    # ---- state and the host's view of SRAM ------------------------------------------------
+    # Host I/O works on a numpy copy of SRAM: consecutive writes (a kernel's load, the
+    # frontend's operands) change the copy, which goes to the device once, when the state is
+    # next used; reads of an unchanged device SRAM share one copy.
+    @property
+    def state(self) -> FabricState:
+        if self._sram_host is not None:
+            self._state = engine.replace(self._state, sram=jnp.asarray(self._sram_host))
+            self._sram_host = None
+        return self._state
+
+    @state.setter
+    def state(self, value: FabricState) -> None:
+        self._sram_host = None
+        self._state = value
+
+    def host_sram(self) -> np.ndarray:
+        """A writable host copy (rows, cols, words) of SRAM; writes reach the device when
+        the state is next used."""
+        if self._sram_host is None:
+            self._sram_host = np.array(self.sram_view())
+        return self._sram_host
+
+    def sram_view(self) -> np.ndarray:
+        """SRAM (rows, cols, words) as numpy, for reading only."""
+        if self._sram_host is not None:
+            return self._sram_host
+        device = self._state.sram
+        if self._sram_read is None or self._sram_read[0] is not device:
+            self._sram_read = (device, np.asarray(device))
+        return self._sram_read[1]
 
     # ---- host I/O -----------------------------------------------------------------------
     def _symbol_grid(self, name: str, rect: Rect | None):
@@ -150,9 +184,7 @@ class Simulator:
         r_idx = np.arange(rect.row, rect.row_end)[:, None, None]
         c_idx = np.arange(rect.col, rect.col_end)[None, :, None]
         # on the host, with numpy: an eager device scatter would compile once per shape
-        sram = np.array(self.state.sram)
-        sram[r_idx, c_idx, cols_idx] = words
-        self.state = engine.replace(self.state, sram=jnp.asarray(sram))
+        self.host_sram()[r_idx, c_idx, cols_idx] = words
         self.host_cycles += self._edge_cycles(rect, n)
 
     def memcpy_d2h(self, name: str, rect: Rect | None = None) -> np.ndarray:
@@ -166,7 +198,7 @@ class Simulator:
         cols_idx = address[..., None] + np.arange(n)
         r_idx = np.arange(rect.row, rect.row_end)[:, None, None]
         c_idx = np.arange(rect.col, rect.col_end)[None, :, None]
-        words = np.asarray(self.state.sram)[r_idx, c_idx, cols_idx]
+        words = self.sram_view()[r_idx, c_idx, cols_idx]
         self.host_cycles += self._edge_cycles(rect, n)
         values = from_words(words, sym.dtype, size)
         return values.reshape(rect.rows, rect.cols, *sym.shape).copy()

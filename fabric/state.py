@@ -8,6 +8,8 @@ microthreads); F = slot fields; P = link ports (N, S, E, W).
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -117,7 +119,13 @@ class FabricState(eqx.Module):
 
 
 def init_state(config: FabricConfig, tables) -> FabricState:
-    """A fresh fabric: zeroed SRAM, empty buffers, registers and task bits from `tables`."""
+    """A fresh fabric: zeroed SRAM, empty buffers, registers and task bits from `tables`.
+    One compiled call per config (fresh buffers every time: `run` donates them)."""
+    return _fresh_state(config, jnp.asarray(tables.init_regs), jnp.asarray(tables.init_blocked))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _fresh_state(config: FabricConfig, init_regs, init_blocked) -> FabricState:
     R, C, K = config.rows, config.cols, config.num_colors
     i32 = lambda *shape: jnp.zeros(shape, jnp.int32)  # noqa: E731
     u32 = lambda *shape: jnp.zeros(shape, jnp.uint32)  # noqa: E731
@@ -131,12 +139,12 @@ def init_state(config: FabricConfig, tables) -> FabricState:
         rr=i32(R, C, 5),
         iq_data=u32(R, C, K * RING),
         iq_ctl=i32(R, C, K),
-        regs=jnp.array(tables.init_regs, copy=True),  # state buffers are donated to run
+        regs=jnp.copy(init_regs),  # a buffer of its own: state buffers are donated to run
         pc=jnp.full((R, C), -1, jnp.int32),
         task=jnp.full((R, C), -1, jnp.int32),
         wavelet=u32(R, C),
         activated=u32(R, C),
-        blocked=jnp.array(tables.init_blocked, copy=True),
+        blocked=jnp.copy(init_blocked),
         slots=i32(R, C, config.num_async_slots + 1, SLOT_FIELDS),
         slot_active=i32(R, C, config.num_async_slots + 1),
         slot_prog=i32(R, C, config.num_async_slots + 1),

@@ -34,10 +34,8 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 
-import jax.numpy as jnp
 import numpy as np
 
-from fabric import engine
 from fabric.host import Simulator
 from fabric.numerics import FORMATS, HALF_DTYPES, from_half, to_half, words_for
 from fabric.program import Rect
@@ -338,7 +336,7 @@ def read_words(sim: Simulator, wmap: WordMap) -> dict[str, np.ndarray]:
     symbol on a PE where it is shorter (a host-side look, no cycles)."""
     layout = symbol_layout(sim, wmap.rect)
     _map_symbols(wmap, layout, "read_words")
-    sram = np.asarray(sim.state.sram)
+    sram = sim.sram_view()
     return {k: _symbol_slots(sram, wmap.rect, layout[k], a.shape[2])[0]
             for k, a in wmap.symbols.items()}
 
@@ -352,7 +350,7 @@ def write_words(sim: Simulator, wmap: WordMap, words: Mapping[str, np.ndarray],
     word of a 16-bit slot)."""
     layout = symbol_layout(sim, wmap.rect)
     _map_symbols(wmap, layout, "write_words")
-    sram = np.array(sim.state.sram)
+    sram = sim.host_sram()
     for k, a in wmap.symbols.items():
         if k not in words:
             raise ValueError(f"write_words: no words for symbol {k!r}")
@@ -361,7 +359,6 @@ def write_words(sim: Simulator, wmap: WordMap, words: Mapping[str, np.ndarray],
             raise ValueError(f"write_words: symbol {k!r} words have shape {w.shape}, map "
                              f"{a.shape}")
         _put_slots(sram, wmap.rect, layout[k], w, a >= 0 if mapped_only else np.ones_like(w, bool))
-    sim.state = engine.replace(sim.state, sram=jnp.asarray(sram))
 
 
 # ---- probe values ------------------------------------------------------------------------------
@@ -433,7 +430,7 @@ def probe_inputs(kernel, shapes: Mapping[str, tuple]) -> dict[str, WordMap]:
             raise ValueError(f"probe_inputs({kernel.name}): input {name!r} has {size} elements; "
                              f"probe values must stay below 2**24 to be exact in fp32")
     kernel.load(sim, zeros)
-    base = np.asarray(sim.state.sram)
+    base = sim.sram_view()  # the host copy: later loads start from a fresh one
     out = {}
     for name, shape in shapes.items():
         size = int(np.prod(shape, dtype=np.int64))
@@ -444,7 +441,7 @@ def probe_inputs(kernel, shapes: Mapping[str, tuple]) -> dict[str, WordMap]:
             values[start:start + count] = probe.values(count)
             sim.state = empty
             kernel.load(sim, {**zeros, name: values.reshape(shape)})
-            sram = np.asarray(sim.state.sram)
+            sram = sim.sram_view()
             for sym, slots in layout.items():
                 got, valid = _symbol_slots(sram, kernel.rect, slots)
                 ref, _ = _symbol_slots(base, kernel.rect, slots)
@@ -501,7 +498,7 @@ def probe_output(kernel) -> WordMap:
     rect = kernel.rect
     layout = symbol_layout(sim, rect)
     probe = _Values(layout)
-    empty = np.array(sim.state.sram)
+    empty = sim.sram_view().copy()
     # every real slot of every symbol, numbered 0..total-1 in (symbol, PE, slot) order
     masks = {}
     total = 0
@@ -527,7 +524,7 @@ def probe_output(kernel) -> WordMap:
             v = np.where(mine, v, np.float32(0)).astype(np.float32)
             bits = to_half(v, slots.dtype) if slots.half else v.view(np.uint32)
             _put_slots(sram, rect, slots, bits, valid)
-        sim.state = engine.replace(sim.state, sram=jnp.asarray(sram))
+        sim.host_sram()[...] = sram
         out = kernel.read(sim)
         if not isinstance(out, np.ndarray):
             raise ValueError(f"probe_output({kernel.name}): read returned "
