@@ -24,8 +24,10 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
+# tests run on up to 4 worker processes (pytest-xdist; 2 on a 2-core machine), which share
+# one on-disk cache of compiled engines (tests/conftest.py)
 test: $(STAMP) lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --maxprocesses=4
 
 bench: $(STAMP)
 	$(PY) benchmarks/engine_speed.py --grid 128 --cycles 2000 --json benchmarks/results/engine_speed_128.json
