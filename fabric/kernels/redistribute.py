@@ -68,22 +68,27 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.host import Simulator
 from fabric.isa import Port
 from fabric.kernels.base import pick_colors, rect_groups
 from fabric.kernels.layout import WordMap, read_words, write_words
-from fabric.kernels.redistribute_code import Run, chain_code, chain_cycles, split_runs
+from fabric.kernels.redistribute_code import Run, chain_cycles, split_runs
+from fabric.kernels.redistribute_ops import (
+    CHAINS,
+    DST,
+    SRC,
+    local_cycles,
+    local_ops,
+    recv_op,
+    send_op,
+    through_f32,
+    tile,
+    tile_spec,
+)
 from fabric.kernels.traffic_routes import XY, YX, Flow, cut_bound, link_loads, route_tree
-from fabric.numerics import HALF_DTYPES
-from fabric.program import Program, Rect, Tile
+from fabric.program import Program, Rect
 from fabric.stats import Stats
-
-SRC, DST = "s_", "d_"  # prefixes of the source and destination symbols in the programs
-SCRATCH = "t_"  # fp32 scratch of a local h1 -> h2 move
-CHAINS = ("recv", "send", "local")  # task order = priority of an idle CE
-COUNTER = {"recv": "rk", "send": "sk", "local": "lk"}
 
 Cell = tuple[int, int]
 
@@ -365,12 +370,8 @@ def _check_sram(config, src, dst, scratch: int = 0):
 def _scratch_words(src: WordMap, dst: WordMap, runs) -> int:
     """fp32 scratch words a PE's local runs [(dst Run, src Run)] need: the longest h1 -> h2
     run (a conversion reads fp32 or writes fp32, so h1 -> h2 takes two ops)."""
-    return max((d.length for d, s in runs if _through_f32(src.dtypes[s.symbol],
+    return max((d.length for d, s in runs if through_f32(src.dtypes[s.symbol],
                                                           dst.dtypes[d.symbol])), default=0)
-
-
-def _through_f32(src_fmt: str, dst_fmt: str) -> bool:
-    return src_fmt != dst_fmt and src_fmt in HALF_DTYPES and dst_fmt in HALF_DTYPES
 
 
 def split_best(items, joint=False):
@@ -492,14 +493,14 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict) -
     chains: dict[Cell, dict[str, list]] = {}
     for m in moves:
         send = chains.setdefault(m.src, {}).setdefault("send", [])
-        send += [_send_op(m, run, src.dtypes[run.symbol]) for run in m.send]
+        send += [send_op(m, run, src.dtypes[run.symbol]) for run in m.send]
         for d, runs in m.recv.items():
             recv = chains.setdefault(d, {}).setdefault("recv", [])
-            recv += [_recv_op(m, run, dst.dtypes[run.symbol]) for run in runs]
+            recv += [recv_op(m, run, dst.dtypes[run.symbol]) for run in runs]
     scratch = {}
     for cell, runs in local.items():
         chains.setdefault(cell, {})["local"] = [
-            op for d, s in runs for op in _local_ops(d, dst.dtypes[d.symbol], s,
+            op for d, s in runs for op in local_ops(d, dst.dtypes[d.symbol], s,
                                                      src.dtypes[s.symbol])]
         scratch[cell] = _scratch_words(src, dst, runs)
 
@@ -512,7 +513,7 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict) -
             e["recv"] = e.get("recv", 0) + m.wavelets
     for cell, runs in local.items():
         elems.setdefault(cell, {})["local"] = sum(
-            _local_cycles(config, d, dst.dtypes[d.symbol], s, src.dtypes[s.symbol])
+            local_cycles(config, d, dst.dtypes[d.symbol], s, src.dtypes[s.symbol])
             for d, s in runs)
     datapath = {cell: sum(e.values()) for cell, e in elems.items()}
     ops = {cell: {k: len(v) for k, v in ch.items()} for cell, ch in chains.items()}
@@ -520,9 +521,9 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict) -
     prog = Program(config)
     specs = {}
     for cell in set(src.rect.pes()) | set(dst.rect.pes()) | set(chains):
-        specs[cell] = _tile_spec(src, dst, cell, chains.get(cell, {}), scratch.get(cell, 0))
+        specs[cell] = tile_spec(src, dst, cell, chains.get(cell, {}), scratch.get(cell, 0))
     for rect, spec in rect_groups(specs):
-        prog.place(_tile(f"redist_{rect.row}_{rect.col}", spec), rect)
+        prog.place(tile(f"redist_{rect.row}_{rect.col}", spec), rect)
     for m in moves:
         for (r, c), (rx, tx) in route_tree(m.flow("f")).items():
             prog.route(Rect(r, c, 1, 1), m.color, rx, sorted(tx))
@@ -547,80 +548,3 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict) -
     estimate = max(model, busy + 1, link_term)
     tasks = sorted({k for ch in chains.values() for k in ch}, key=CHAINS.index)
     return Round(prog, tasks, moves, local, datapath, ops, model, estimate, busiest)
-
-
-def _convert(dst, dst_fmt: str, src, src_fmt: str, done):
-    """The async op writing `src` (format src_fmt) into `dst` (dst_fmt): a copy within one
-    format, else to_half (from fp32) or to_f32 (to fp32)."""
-    if dst_fmt == src_fmt:
-        return ins.mov(dst, src, dtype=dst_fmt, is_async=True, on_done=done)
-    if src_fmt == "f32":
-        return ins.to_half(dst, src, dst_fmt, is_async=True, on_done=done)
-    if dst_fmt == "f32":
-        return ins.to_f32(dst, src, src_fmt, is_async=True, on_done=done)
-    raise AssertionError(f"no single op converts {src_fmt} to {dst_fmt}")
-
-
-def _send_op(m: Move, run: Run, fmt: str):
-    out = ins.FabOut(m.color, run.length, packed=m.packed)
-    return lambda done: _convert(out, m.wire, _mem(SRC, run), fmt, done)
-
-
-def _recv_op(m: Move, run: Run, fmt: str):
-    inp = ins.FabIn(m.color, run.length, packed=m.packed)
-    return lambda done: _convert(_mem(DST, run), fmt, inp, m.wire, done)
-
-
-def _local_ops(d: Run, d_fmt: str, s: Run, s_fmt: str) -> list:
-    """The chain ops of one local run: one op, or h1 -> h2 through the fp32 scratch."""
-    if not _through_f32(s_fmt, d_fmt):
-        return [lambda done: _convert(_mem(DST, d), d_fmt, _mem(SRC, s), s_fmt, done)]
-    tmp = ins.Mem(SCRATCH, 0, d.length)
-    return [lambda done: _convert(tmp, "f32", _mem(SRC, s), s_fmt, done),
-            lambda done: _convert(_mem(DST, d), d_fmt, tmp, "f32", done)]
-
-
-def _local_cycles(config, d: Run, d_fmt: str, s: Run, s_fmt: str) -> int:
-    """Datapath cycles of a local run's ops at their SIMD widths (`Run.mov_cycles`)."""
-    if _through_f32(s_fmt, d_fmt):
-        cvt = config.simd_width("cvt", "f16")
-        return s.mov_cycles(cvt) + d.mov_cycles(cvt)
-    if d_fmt != s_fmt:
-        return d.mov_cycles(config.simd_width("cvt", "f16"))
-    return d.mov_cycles(config.simd_width("mov", "f16" if d_fmt in HALF_DTYPES else "f32"))
-
-
-def _mem(prefix: str, run: Run) -> ins.Mem:
-    return dataclasses.replace(run.mem(), symbol=prefix + run.symbol)
-
-
-def _tile_spec(src, dst, cell, chains, scratch: int = 0):
-    """What a PE holds and runs: its symbols [(name, dtype, slots)] and its chains' code."""
-    symbols = []
-    for prefix, m in ((SRC, src), (DST, dst)):
-        if m.rect.contains(*cell):
-            symbols += [(prefix + k, _symbol_dtype(m.dtypes[k]), a.shape[2])
-                        for k, a in m.symbols.items()]
-    if scratch:
-        symbols.append((SCRATCH, "f32", scratch))
-    code = tuple((k, tuple(chain_code(k, COUNTER[k], chains[k]))) for k in CHAINS
-                 if k in chains)
-    return tuple(symbols), code
-
-
-def _tile(name, spec) -> Tile:
-    symbols, code = spec
-    tile = Tile(name)
-    for sym, dtype, slots in symbols:
-        tile.symbol(sym, dtype, slots)
-    for task, body in code:
-        tile.local_task(task, body)
-    return tile
-
-
-
-
-def _symbol_dtype(fmt: str) -> str:
-    """The program symbol dtype of a slot format: 32-bit slots are raw words ("u32": token
-    ids and fp32 values move alike)."""
-    return fmt if fmt in HALF_DTYPES else "u32"

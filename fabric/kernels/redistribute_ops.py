@@ -1,0 +1,102 @@
+"""The ops and tiles of `fabric.kernels.redistribute`'s programs: which DSD op moves a run
+between two slot formats (a copy within one format; to_half from fp32, to_f32 to fp32; one
+16-bit format to another through an fp32 scratch on the same PE), and the symbols and
+chain tasks of each PE's tile."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from fabric import instructions as ins
+from fabric.kernels.redistribute_code import Run, chain_code
+from fabric.numerics import HALF_DTYPES
+from fabric.program import Tile
+
+SRC, DST = "s_", "d_"  # prefixes of the source and destination symbols in the programs
+SCRATCH = "t_"  # fp32 scratch of a local h1 -> h2 move
+CHAINS = ("recv", "send", "local")  # task order = priority of an idle CE
+COUNTER = {"recv": "rk", "send": "sk", "local": "lk"}
+
+
+def through_f32(src_fmt: str, dst_fmt: str) -> bool:
+    """A move between two different 16-bit formats: no single op converts it."""
+    return src_fmt != dst_fmt and src_fmt in HALF_DTYPES and dst_fmt in HALF_DTYPES
+
+
+def _convert(dst, dst_fmt: str, src, src_fmt: str, done):
+    """The async op writing `src` (format src_fmt) into `dst` (dst_fmt): a copy within one
+    format, else to_half (from fp32) or to_f32 (to fp32)."""
+    if dst_fmt == src_fmt:
+        return ins.mov(dst, src, dtype=dst_fmt, is_async=True, on_done=done)
+    if src_fmt == "f32":
+        return ins.to_half(dst, src, dst_fmt, is_async=True, on_done=done)
+    if dst_fmt == "f32":
+        return ins.to_f32(dst, src, src_fmt, is_async=True, on_done=done)
+    raise AssertionError(f"no single op converts {src_fmt} to {dst_fmt}")
+
+
+def send_op(m, run: Run, fmt: str):
+    """The op sending `run` (format `fmt`) of move `m` in its wire format."""
+    out = ins.FabOut(m.color, run.length, packed=m.packed)
+    return lambda done: _convert(out, m.wire, _mem(SRC, run), fmt, done)
+
+
+def recv_op(m, run: Run, fmt: str):
+    """The op receiving `run` of move `m` into format `fmt`."""
+    inp = ins.FabIn(m.color, run.length, packed=m.packed)
+    return lambda done: _convert(_mem(DST, run), fmt, inp, m.wire, done)
+
+
+def local_ops(d: Run, d_fmt: str, s: Run, s_fmt: str) -> list:
+    """The chain ops of one local run: one op, or h1 -> h2 through the fp32 scratch."""
+    if not through_f32(s_fmt, d_fmt):
+        return [lambda done: _convert(_mem(DST, d), d_fmt, _mem(SRC, s), s_fmt, done)]
+    tmp = ins.Mem(SCRATCH, 0, d.length)
+    return [lambda done: _convert(tmp, "f32", _mem(SRC, s), s_fmt, done),
+            lambda done: _convert(_mem(DST, d), d_fmt, tmp, "f32", done)]
+
+
+def local_cycles(config, d: Run, d_fmt: str, s: Run, s_fmt: str) -> int:
+    """Datapath cycles of a local run's ops at their SIMD widths (`Run.mov_cycles`)."""
+    if through_f32(s_fmt, d_fmt):
+        cvt = config.simd_width("cvt", "f16")
+        return s.mov_cycles(cvt) + d.mov_cycles(cvt)
+    if d_fmt != s_fmt:
+        return d.mov_cycles(config.simd_width("cvt", "f16"))
+    return d.mov_cycles(config.simd_width("mov", "f16" if d_fmt in HALF_DTYPES else "f32"))
+
+
+def _mem(prefix: str, run: Run) -> ins.Mem:
+    return dataclasses.replace(run.mem(), symbol=prefix + run.symbol)
+
+
+def tile_spec(src, dst, cell, chains, scratch: int = 0):
+    """What a PE holds and runs: its symbols [(name, dtype, slots)] and its chains' code."""
+    symbols = []
+    for prefix, m in ((SRC, src), (DST, dst)):
+        if m.rect.contains(*cell):
+            symbols += [(prefix + k, _symbol_dtype(m.dtypes[k]), a.shape[2])
+                        for k, a in m.symbols.items()]
+    if scratch:
+        symbols.append((SCRATCH, "f32", scratch))
+    code = tuple((k, tuple(chain_code(k, COUNTER[k], chains[k]))) for k in CHAINS
+                 if k in chains)
+    return tuple(symbols), code
+
+
+def tile(name, spec) -> Tile:
+    symbols, code = spec
+    tile = Tile(name)
+    for sym, dtype, slots in symbols:
+        tile.symbol(sym, dtype, slots)
+    for task, body in code:
+        tile.local_task(task, body)
+    return tile
+
+
+
+
+def _symbol_dtype(fmt: str) -> str:
+    """The program symbol dtype of a slot format: 32-bit slots are raw words ("u32": token
+    ids and fp32 values move alike)."""
+    return fmt if fmt in HALF_DTYPES else "u32"
