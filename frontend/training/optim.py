@@ -202,6 +202,23 @@ class FabricOptimizer:
             for name, w in self.parameters().items():
                 params[name].copy_(w)
 
+    def load_parameters(self, weights: Mapping[str, torch.Tensor]) -> None:
+        """Write `weights` {name: tensor of that parameter's shape} into PE memory (host
+        I/O); parameters not named keep their weights."""
+        for name, w in weights.items():
+            if name not in self._slots:
+                raise ValueError(f"{self.kind}: no parameter {name!r}; parameters: "
+                                 f"{sorted(self._slots)}")
+            slot = self._slots[name]
+            if tuple(w.shape) != slot.shape:
+                raise ValueError(f"{self.kind}: weights of {name!r} have shape "
+                                 f"{tuple(w.shape)}, the parameter {slot.shape}")
+            slot.kernel.load(slot.sim, {"w": slot.matrix(w)})
+
+    def io_cycles(self) -> int:
+        """Host I/O cycles of all the parameters' Simulators since they were built."""
+        return sum(slot.sim.host_cycles for slot in self._slots.values())
+
     @property
     def param_names(self) -> list[str]:
         return list(self._slots)
