@@ -51,16 +51,22 @@ class Gather:
     def shape(self) -> tuple[int, ...]:
         return (*self.idx_shape, self.row)
 
-    def resolve(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Global ids (tokens, row) of the picked rows for this call's inputs."""
+    def indices(self, inputs: dict[str, torch.Tensor], limit: int) -> torch.Tensor:
+        """This call's indices at the picked positions (int64, flat), each checked to lie
+        in [0, limit)."""
         given = inputs[self.idx_name]
         if given.dtype.is_floating_point or given.dtype == torch.bool:
             raise TypeError(f"embedding indices {self.idx_name!r} must be integers, got "
                             f"{given.dtype}")
         idx = given.reshape(-1)[self.idx_pick.reshape(-1)].to(torch.int64)
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.table_rows):
-            raise IndexError(f"embedding index out of range [0, {self.table_rows}) in input "
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= limit):
+            raise IndexError(f"embedding index out of range [0, {limit}) in input "
                              f"{self.idx_name!r}: min {int(idx.min())}, max {int(idx.max())}")
+        return idx
+
+    def resolve(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Global ids (tokens, row) of the picked rows for this call's inputs."""
+        idx = self.indices(inputs, self.table_rows)
         return self.table_base + idx[:, None] * self.row + torch.arange(self.row)
 
 

@@ -30,7 +30,7 @@ import torch
 from fabric.kernels.resident import build_resident
 from fabric.kernels.rowreduce import build_rowreduce
 from frontend.lowering import backward as _floats  # noqa: F401  (rules wrapped below)
-from frontend.lowering import embedding as _tables  # noqa: F401
+from frontend.lowering import embedding as _tables
 from frontend.lowering import layout as _layout  # noqa: F401
 from frontend.lowering import masks as _masks  # noqa: F401
 from frontend.lowering.backward_pool import scatter_add
@@ -79,31 +79,12 @@ class Clamped(Symbolic):
     hi: float
 
 
-def _source(low, indices: Ref):
-    """The user input tensor that all `indices` come from."""
-    flat = indices.index.reshape(-1)
-    src = low.owner(int(flat[0])) if flat.numel() and int(flat[0]) >= 0 else None
-    if src is None or src.kind != "input" or bool((flat < src.base).any()) \
-            or bool((flat >= src.base + src.numel).any()):
-        raise low.unsupported("embedding indices computed on the fabric (they must come "
-                              "from an input)")
-    return src
-
-
 def gather_rows(low, table: Ref, indices: Ref, suffix: str = "") -> Ref:
     """table[indices] for a table materialized by a stage (vocab, dim): the picked rows
     moved per call into a resident tile of (tokens, dim)."""
     vocab, dim = table.shape
-    source = _source(low, indices)
-    table_base = int(table.index.reshape(-1)[0])
-    tokens = indices.index.numel()
-    gather = Gather(table_base, vocab, dim, source.name, indices.index - source.base,
-                    tuple(indices.shape))
-    out = low.stage("resident", (tokens, dim),
-                    lambda cfg, rect, **fmt: build_resident(cfg, rect, tokens, dim, **fmt),
-                    [low.operand("x", gather, (tokens, dim))], tokens * dim,
-                    Limits(tokens, dim), words_per_element=1, suffix=suffix)
-    return Ref(out.index.reshape(*indices.shape, dim))
+    return _tables.gather_rows(low, int(table.index.reshape(-1)[0]), vocab, dim, indices,
+                               suffix)
 
 
 def resident(low, value, shape, suffix: str) -> Ref:
@@ -251,14 +232,7 @@ class ScatterRows(Gather):
     vocab: int = 0
 
     def resolve(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        given = inputs[self.idx_name]
-        if given.dtype.is_floating_point or given.dtype == torch.bool:
-            raise TypeError(f"embedding indices {self.idx_name!r} must be integers, got "
-                            f"{given.dtype}")
-        idx = given.reshape(-1)[self.idx_pick.reshape(-1)].to(torch.int64)
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.vocab):
-            raise IndexError(f"embedding index out of range [0, {self.vocab}) in input "
-                             f"{self.idx_name!r}: min {int(idx.min())}, max {int(idx.max())}")
+        idx = self.indices(inputs, self.vocab)
         tokens, dim = idx.numel(), self.row
         ids = self.table_base + torch.arange(tokens * dim).reshape(tokens, dim)
         out = torch.full((self.vocab, dim, tokens), -1, dtype=torch.int64)
@@ -272,7 +246,7 @@ def _runtime_scatter(low, idx: Ref, g: Ref, vocab: int) -> Ref:
     (v, :) of a (vocab dim, tokens) operand that its index names (the other slots hold
     zero), and a row reduction sums every row: a scatter-add in token order."""
     tokens, dim = g.shape
-    source = _source(low, idx)
+    source = _tables.index_source(low, idx)
     table = resident(low, g, (tokens, dim), "_rows")
     rows = ScatterRows(int(table.index.reshape(-1)[0]), tokens, dim, source.name,
                        idx.index - source.base, tuple(idx.shape), vocab)
