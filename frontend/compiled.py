@@ -92,17 +92,17 @@ class CompiledModel:
         self._need_run()
         ex = self.last
         outs = []
-        for v, node_val, name in zip(self.lowered.outputs, _output_vals(self.captured),
-                                     _output_names(self.captured)):
-            if isinstance(v, Ref):
-                outs.append(ex.value(v.index).to(self._output_dtype(name, node_val.dtype)))
+        for v, node in zip(self.lowered.outputs, _output_args(self.captured)):
+            if isinstance(v, Ref):  # a Ref comes from a graph node
+                dtype = self._output_dtype(node.name, node.meta["val"].dtype)
+                outs.append(ex.value(v.index).to(dtype))
             elif hasattr(v, "value"):
                 outs.append(v.value.clone())
             else:
                 raise FrontendError(f"output of type {type(v).__name__} is not supported")
         return torch.utils._pytree.tree_unflatten(outs, self.captured.out_spec)
 
-    def _output_dtype(self, node: str | None, traced: torch.dtype) -> torch.dtype:
+    def _output_dtype(self, node: str, traced: torch.dtype) -> torch.dtype:
         """An output's dtype: the traced one, or under mixed precision the half dtype where
         autocast gives it (cbfloat16, which torch lacks, comes back as its exact fp32
         values)."""
@@ -154,16 +154,10 @@ class CompiledModel:
         return plot_placement(self, path)
 
 
-def _output_vals(captured: Captured) -> list:
+def _output_args(captured: Captured) -> list:
+    """The output node's arguments, flattened (FX nodes, or constants)."""
     out = captured.graph.find_nodes(op="output")[0]
-    flat, _ = torch.utils._pytree.tree_flatten(out.args[0])
-    return [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in flat]
-
-
-def _output_names(captured: Captured) -> list:
-    out = captured.graph.find_nodes(op="output")[0]
-    flat, _ = torch.utils._pytree.tree_flatten(out.args[0])
-    return [a.name if isinstance(a, torch.fx.Node) else None for a in flat]
+    return torch.utils._pytree.tree_flatten(out.args[0])[0]
 
 
 def _edges(lowered) -> list[tuple[str, str]]:
