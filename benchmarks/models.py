@@ -21,14 +21,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "frontend"))
 
 from harness import median_time, warm_up, write_json  # noqa: E402
-from models import MLP, LeNet, TinyGPT  # noqa: E402  (the test models)
 
 import frontend  # noqa: E402
 from fabric import FabricConfig  # noqa: E402
 from frontend import amp  # noqa: E402
+from frontend.zoo import MLP, LeNet, TinyGPT  # noqa: E402
 
 DTYPES = ("fp32", "float16", "bfloat16", "cbfloat16")
 

@@ -6,6 +6,10 @@ against eager PyTorch.
 
 Mixed precision: `frontend.amp.set_half_dtype("bfloat16")`, then
 `frontend.compile(..., precision="mixed")`.
+
+Training: `frontend.Trainer(device="fabric", model=..., optimizer=..., loss=...,
+precision=..., loop=...).fit(train_loader)`, or `backend=frontend.backend("fabric",
+config=..., mode=...)` in place of device (`frontend.training`).
 """
 
 from frontend import amp
@@ -16,6 +20,7 @@ from frontend.errors import (
     UnsupportedOpError,
     ValidationError,
 )
+from frontend.training import Trainer, backend
 
-__all__ = ["amp", "CompiledModel", "FrontendError", "PlacementError", "UnsupportedOpError",
-           "ValidationError", "compile"]
+__all__ = ["amp", "backend", "CompiledModel", "FrontendError", "PlacementError", "Trainer",
+           "UnsupportedOpError", "ValidationError", "compile"]

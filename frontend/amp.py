@@ -15,6 +15,7 @@ CPU kernels do for fp16 and bf16 (fp32 "opmath").
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import torch
@@ -61,6 +62,17 @@ def set_half_dtype(name="float16") -> HalfDtype:
 
 def get_half_dtype() -> HalfDtype:
     return _current
+
+
+@contextlib.contextmanager
+def using_half_dtype(name):
+    """`set_half_dtype(name)` for the duration of a `with` block, then the previous one
+    again (name None: keep the current one)."""
+    previous = _current
+    try:
+        yield set_half_dtype(name) if name is not None else previous
+    finally:
+        set_half_dtype(previous.name)
 
 
 def check_precision(precision: str) -> str:

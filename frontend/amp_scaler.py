@@ -183,20 +183,37 @@ class GradScaler:
             self._math[key] = FabricMath(optimizer.config, optimizer.table_floor)
         return self._math[key]
 
-    def _grads(self, optimizer: FabricOptimizer) -> dict[str, torch.Tensor]:
+    def _grads(self, optimizer) -> dict:
+        """The gradients the step works on: a fabric optimizer's pending ones {name: tensor},
+        or a torch optimizer's `.grad` tensors {position: tensor} (eager: the same rule run
+        in PyTorch, for a "cpu" run to compare with)."""
+        if isinstance(optimizer, torch.optim.Optimizer):
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            grads = {i: p.grad for i, p in enumerate(params) if p.grad is not None}
+            if not grads:
+                raise ValueError("GradScaler: no parameter of the optimizer has a .grad; run "
+                                 "backward on scale(loss) first")
+            return grads
         if not isinstance(optimizer, FabricOptimizer):
             raise TypeError(f"GradScaler: expected a fabric optimizer (FabricSGD, "
-                            f"FabricAdamW), got {type(optimizer).__name__}")
+                            f"FabricAdamW) or a torch.optim optimizer, got "
+                            f"{type(optimizer).__name__}")
         if optimizer.grads is None:
             raise ValueError("GradScaler: the optimizer holds no gradients; call "
                              "optimizer.set_grads(grads) (or backward on scale(loss)) first")
         return optimizer.grads
 
-    def _map(self, optimizer: FabricOptimizer, factor: float, what: str) -> None:
-        """Every pending gradient times `factor`, on the fabric; cycles into cycles[what]."""
+    def _map(self, optimizer, factor: float, what: str) -> None:
+        """Every pending gradient times fp32(`factor`) (one rounding per element), on the
+        fabric (cycles into cycles[what]) or, for a torch optimizer, in place in PyTorch."""
+        grads = self._grads(optimizer)
+        if isinstance(optimizer, torch.optim.Optimizer):
+            for g in grads.values():
+                g.mul_(float(np.float32(factor)))
+            return
         fm = self._fabric(optimizer)
         host0, total, out = fm.host_cycles, 0, {}
-        for name, g in self._grads(optimizer).items():
+        for name, g in grads.items():
             m, n, rect = optimizer.layout(name)
             # the scale and its inverse recur step after step: their programs are kept
             z, cycles = fm.mul(g.reshape(m, n).numpy(), rect, factor, keep=what != "clip")
@@ -206,12 +223,21 @@ class GradScaler:
         self.cycles[what] = self.cycles.get(what, 0) + total
         self.host_cycles += fm.host_cycles - host0
 
-    def _sumsq(self, optimizer: FabricOptimizer, what: str) -> np.float32:
-        """The sum over the pending gradients of their sums of squares: each on the fabric,
-        the sum over parameters on the host (fp32, in parameter order)."""
+    def _sumsq(self, optimizer, what: str) -> np.float32:
+        """The sum over the pending gradients of their sums of squares: each on the fabric
+        (or in PyTorch for a torch optimizer), the sum over parameters on the host (fp32, in
+        parameter order)."""
+        grads = self._grads(optimizer)
+        acc = np.float32(0.0)
+        if isinstance(optimizer, torch.optim.Optimizer):
+            for g in grads.values():
+                s = np.float32(g.detach().to(torch.float32).square().sum().item())
+                with np.errstate(over="ignore", invalid="ignore"):
+                    acc = np.float32(acc + s)
+            return acc
         fm = self._fabric(optimizer)
-        host0, total, acc = fm.host_cycles, 0, np.float32(0.0)
-        for name, g in self._grads(optimizer).items():
+        host0, total = fm.host_cycles, 0
+        for name, g in grads.items():
             m, n, rect = optimizer.layout(name)
             s, cycles = fm.sumsq(g.reshape(m, n).numpy(), rect)
             with np.errstate(over="ignore", invalid="ignore"):
@@ -221,7 +247,7 @@ class GradScaler:
         self.host_cycles += fm.host_cycles - host0
         return acc
 
-    def scale_grads(self, optimizer: FabricOptimizer) -> None:
+    def scale_grads(self, optimizer) -> None:
         """Multiply the optimizer's pending (unscaled) gradients by the scale on the fabric:
         the gradients of the scaled loss, for a backward whose loss gradient is fixed at 1.0
         (compile_training_step)."""
@@ -237,7 +263,7 @@ class GradScaler:
             self.cycles = {}
             self.host_cycles = 0
 
-    def unscale_(self, optimizer: FabricOptimizer) -> bool:
+    def unscale_(self, optimizer) -> bool:
         """Check the scaled gradients for overflow and, when clean, divide them by the scale
         (x * (1 / scale)), both on the fabric. Returns whether the step overflowed."""
         if self._found_inf is not None:
@@ -250,7 +276,7 @@ class GradScaler:
             self._map(optimizer, 1.0 / self.scale_value, "unscale")
         return self._found_inf
 
-    def clip_(self, optimizer: FabricOptimizer, max_norm: float) -> float:
+    def clip_(self, optimizer, max_norm: float) -> float:
         """Clip the unscaled gradients to a global norm of `max_norm`
         (torch.nn.utils.clip_grad_norm_'s rule, module docstring). Returns the norm before
         clipping. Call after unscale_ on a clean step."""
@@ -267,13 +293,14 @@ class GradScaler:
         self.last_norm = norm
         return norm
 
-    def step(self, optimizer: FabricOptimizer) -> bool:
+    def step(self, optimizer) -> bool:
         """The optimizer's step with the unscaled gradients (unscale_ first if not done), or
         nothing when they overflowed. Returns whether the step was taken."""
         if self._found_inf is None:
             self.unscale_(optimizer)
         if self._found_inf:
-            optimizer.zero_grad()  # skipped: weights, state and step counts unchanged
+            # skipped: weights, state and step counts unchanged
+            optimizer.zero_grad(set_to_none=True)
             taken = False
         else:
             optimizer.step()
@@ -325,15 +352,23 @@ class GradScaler:
         self._fresh = True
 
 
-def optimizer_step(loss: torch.Tensor, optimizer: FabricOptimizer, grad_scaler: GradScaler,
-                   max_gradient_norm=None) -> bool:
+def optimizer_step(loss: torch.Tensor, optimizer, grad_scaler: GradScaler,
+                   max_gradient_norm=None, grads_scaled: bool = False) -> bool:
     """One optimizer step with loss scaling (module docstring's flow). Gradients: when
     `loss` has a grad_fn, the backward of scale(loss), read from the `.grad` of the
-    optimizer's source tensors (cleared first); otherwise the optimizer's pending gradients
-    (`set_grads`, from a backward whose loss gradient is 1.0), scaled on the fabric.
-    Clips to `max_gradient_norm` (default the scaler's). Returns whether the step was
-    taken (False: overflow, skipped)."""
-    if loss.grad_fn is not None:
+    optimizer's parameters (cleared first: a fabric optimizer's source tensors, or a torch
+    optimizer's parameters, all in PyTorch); otherwise the fabric optimizer's pending
+    gradients (`set_grads`): from a backward whose loss gradient is 1.0, scaled on the
+    fabric, or with `grads_scaled=True` already those of scale(loss) (a training step run
+    with `loss_scale=grad_scaler.get_scale()`). Clips to `max_gradient_norm` (default the
+    scaler's). Returns whether the step was taken (False: overflow, skipped)."""
+    if isinstance(optimizer, torch.optim.Optimizer):
+        if loss.grad_fn is None:
+            raise ValueError("optimizer_step: a torch optimizer needs a loss with a grad_fn "
+                             "(the eager forward's)")
+        optimizer.zero_grad(set_to_none=True)
+        grad_scaler.scale(loss).backward()
+    elif loss.grad_fn is not None:
         for t in optimizer.sources.values():
             t.grad = None
         grad_scaler.scale(loss).backward()
@@ -343,7 +378,8 @@ def optimizer_step(loss: torch.Tensor, optimizer: FabricOptimizer, grad_scaler: 
         if optimizer.grads is None:
             raise ValueError("optimizer_step: the loss has no grad_fn and the optimizer holds "
                              "no gradients; call optimizer.set_grads(grads) first")
-        grad_scaler.scale_grads(optimizer)
+        if not grads_scaled:
+            grad_scaler.scale_grads(optimizer)
     grad_scaler.unscale_(optimizer)
     max_norm = max_gradient_norm if max_gradient_norm is not None else \
         grad_scaler.max_gradient_norm

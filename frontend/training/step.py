@@ -7,9 +7,19 @@ loss and the saved activations; these and the loss's gradient (1.0) are the back
 inputs, read back and written by the host between the two runs. A saved value the
 forward computes from constants alone is a constant of the backward.
 
+Mixed precision (precision="mixed", the half dtype of `frontend.amp` when the step is
+compiled): each graph's nodes take their formats from one run of that graph under CPU
+autocast (`frontend.amp.node_formats`), the forward's on the example inputs, the
+backward's on the saved values of an fp32 run of the forward. Saved values travel between
+the graphs widened to fp32 (exact); gradients come back as fp32 tensors.
+
+Loss scaling: `step(inputs, targets, loss_scale=s)` feeds s as the loss's gradient, so the
+backward computes the gradients of s * loss (in 16 bits where autocast says so: that is
+what the scale is for); the loss returned is unscaled.
+
 Example:
     >>> step = compile_training_step(model, (x,), (y,), F.mse_loss, config)
-    >>> loss, grads = step(x, y)            # grads: {parameter name: tensor}
+    >>> loss, grads = step((x,), (y,))      # grads: {parameter name: tensor}
     >>> step.cycles                         # forward + backward, simulated
 """
 
@@ -20,6 +30,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from fabric.config import FabricConfig
+from frontend.amp import check_precision, get_half_dtype
 from frontend.capture import Captured
 from frontend.compiled import CompiledModel
 from frontend.errors import FrontendError
@@ -35,13 +46,14 @@ def _captured(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor]) -> C
     return Captured(gm, dict(constants), [n for n in names if n not in constants], spec)
 
 
-def _fit(compiled: CompiledModel, args: list[torch.Tensor]) -> list[torch.Tensor]:
-    """`args` reshaped to the placeholders' shapes (a scalar travels as shape (1,), see
-    `graphs._lift_scalar_inputs`)."""
-    graph = compiled.captured.graph
-    shapes = [graph.find_nodes(op="placeholder", target=n)[0].meta["val"].shape
-              for n in compiled.captured.user_inputs]
-    return [a.reshape(s) for a, s in zip(args, shapes)]
+def _fit(captured: Captured, args: list[torch.Tensor]) -> list[torch.Tensor]:
+    """`args` reshaped to the runtime placeholders' shapes (a scalar travels as shape (1,),
+    see `graphs._lift_scalar_inputs`) and widened to fp32 where the graph traced fp32 (a
+    saved value of a mixed-precision forward comes back in 16 bits; widening is exact)."""
+    graph = captured.graph
+    vals = [graph.find_nodes(op="placeholder", target=n)[0].meta["val"]
+            for n in captured.user_inputs]
+    return [a.reshape(v.shape).to(v.dtype) for a, v in zip(args, vals)]
 
 
 class TrainingStep:
@@ -51,24 +63,51 @@ class TrainingStep:
     computed on the fabric with the model's current parameters."""
 
     def __init__(self, model: torch.nn.Module, graphs: JointGraphs, config: FabricConfig,
-                 max_cycles: int = 5_000_000):
+                 max_cycles: int = 5_000_000, precision: str = "fp32",
+                 example: tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]] = ((), ())):
         self.model = model
         self.graphs = graphs
+        self.precision = check_precision(precision)
+        self.half = get_half_dtype() if precision == "mixed" else None
         buffers = dict(model.named_buffers())
         fw_consts = {ph: buffers[b].detach() for ph, b in
                      zip(graphs.forward_inputs[len(graphs.params):], graphs.buffers)}
-        self.forward = CompiledModel(_captured(graphs.forward, fw_consts), config, max_cycles)
+        fw_captured = _captured(graphs.forward, fw_consts)
+        fw_args = (_fit(fw_captured, self._fw_args(*example)) if precision == "mixed"
+                   else ())
+        self.forward = CompiledModel(fw_captured, config, max_cycles, precision, fw_args)
         # saved values the forward folded to constants stay constants of the backward
         outs = self.forward.lowered.outputs[1:]
         bw_consts = {name: v.value.detach() for name, v in zip(graphs.saved, outs)
                      if isinstance(v, Const)}
-        self.backward = CompiledModel(_captured(graphs.backward, bw_consts), config,
-                                      max_cycles)
+        bw_captured = _captured(graphs.backward, bw_consts)
+        bw_args = (self._example_backward(fw_captured, fw_args, bw_captured)
+                   if precision == "mixed" else ())
+        self.backward = CompiledModel(bw_captured, config, max_cycles, precision, bw_args)
         # one table size for both graphs: one compiled engine serves the whole step
         rows = tuple(max(a, b) for a, b in zip(self.forward.table_rows,
                                                self.backward.table_rows))
         self.forward.table_rows = self.backward.table_rows = rows
         self.loss: torch.Tensor | None = None
+
+    def _example_backward(self, fw_captured: Captured, fw_args: list[torch.Tensor],
+                          bw_captured: Captured) -> list[torch.Tensor]:
+        """The backward's runtime inputs from an fp32 run of the forward graph on the
+        example (for the autocast run that gives the backward's node formats)."""
+        placeholders = self.graphs.forward.graph.find_nodes(op="placeholder")
+        given = dict(zip(fw_captured.user_inputs, fw_args))
+        args = [given.get(ph.name, fw_captured.constants.get(ph.name)) for ph in placeholders]
+        with torch.no_grad():
+            outs = self.graphs.forward(*[a.reshape(ph.meta["val"].shape)
+                                         for a, ph in zip(args, placeholders)])
+        return self._bw_args(outs[0], outs[1:], 1.0, bw_captured)
+
+    def _bw_args(self, loss: torch.Tensor, saved: Sequence[torch.Tensor], loss_scale: float,
+                 captured: Captured) -> list[torch.Tensor]:
+        by_name = dict(zip(self.graphs.saved, saved))
+        args = [by_name[n] for n in captured.user_inputs if n != self.graphs.tangent]
+        args.append(torch.full((), loss_scale, dtype=torch.float32))  # d (s * loss) / d loss
+        return _fit(captured, args)
 
     def _fw_args(self, inputs, targets) -> list[torch.Tensor]:
         g = self.graphs
@@ -80,17 +119,24 @@ class TrainingStep:
         return [params[n].detach() for n in g.params] + [t.detach() for t in (*inputs,
                                                                                *targets)]
 
-    def __call__(self, inputs: Sequence[torch.Tensor], targets: Sequence[torch.Tensor] = ()
-                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        outs = self.forward(*_fit(self.forward, self._fw_args(tuple(inputs),
-                                                                 tuple(targets))))
-        self.loss = outs[0].reshape(())
-        saved = {name: v for name, v in zip(self.graphs.saved, outs[1:])}
-        bw_args = [saved[n] for n in self.backward.captured.user_inputs
-                   if n != self.graphs.tangent]
-        bw_args.append(torch.ones((), dtype=self.loss.dtype))  # d loss / d loss
-        grads = self.backward(*_fit(self.backward, bw_args))
-        return self.loss, {name: grads[i] for name, i in self.graphs.grads.items()}
+    def __call__(self, inputs: Sequence[torch.Tensor], targets: Sequence[torch.Tensor] = (),
+                 loss_scale: float = 1.0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """(loss, {parameter name: gradient of loss_scale * loss}) with the model's current
+        parameters; the loss (fp32) is not scaled."""
+        outs = self.forward(*_fit(self.forward.captured,
+                                  self._fw_args(tuple(inputs), tuple(targets))))
+        self.loss = outs[0].reshape(()).to(torch.float32)
+        grads = self.backward(*self._bw_args(self.loss, outs[1:], float(loss_scale),
+                                             self.backward.captured))
+        return self.loss, {name: grads[i].to(torch.float32)
+                           for name, i in self.graphs.grads.items()}
+
+    def loss_only(self, inputs: Sequence[torch.Tensor], targets: Sequence[torch.Tensor] = ()
+                  ) -> torch.Tensor:
+        """The loss alone (the forward graph; an evaluation step)."""
+        outs = self.forward(*_fit(self.forward.captured,
+                                  self._fw_args(tuple(inputs), tuple(targets))))
+        return outs[0].reshape(()).to(torch.float32)
 
     @property
     def cycles(self) -> int:
@@ -109,10 +155,13 @@ class TrainingStep:
 def compile_training_step(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor],
                           targets: Sequence[torch.Tensor], loss_fn: Callable,
                           config: FabricConfig | None = None,
-                          max_cycles: int = 5_000_000) -> TrainingStep:
+                          max_cycles: int = 5_000_000, precision: str = "fp32"
+                          ) -> TrainingStep:
     """Trace `loss_fn(model(*example_inputs), *targets)` and its gradient (`joint_graphs`),
     lower both graphs to fabric kernels and place them on `config` (default
-    `FabricConfig.small(32, 32)`)."""
+    `FabricConfig.small(32, 32)`). precision: "fp32" or "mixed" (module docstring)."""
     config = config or FabricConfig.small(32, 32)
+    check_precision(precision)
     graphs = joint_graphs(model, example_inputs, loss_fn, targets)
-    return TrainingStep(model, graphs, config, max_cycles)
+    return TrainingStep(model, graphs, config, max_cycles, precision,
+                        (tuple(example_inputs), tuple(targets)))

@@ -9,7 +9,7 @@ import torch.nn as nn
 from models import CONFIG, MLP
 
 import frontend
-from frontend.backend import fabric_backend
+from frontend.dynamo_backend import fabric_backend
 
 
 def test_backend_is_registered_by_entry_point():
