@@ -1,4 +1,4 @@
-"""Elementwise math from the PE's builtins: exp, tanh, rsqrt and reciprocal.
+"""Elementwise math from the PE's builtins: exp, tanh, log, rsqrt and reciprocal.
 
 The PE has no transcendental instructions; each function here is a generator that returns
 the list of DSD instructions computing `dst = f(src)` element by element, built only from
@@ -14,6 +14,7 @@ tile can serve PEs holding different numbers of elements.
 |---|---|---|---|---|---|
 | exp | 2 | yes | 1 ulp | [EXP_LO, EXP_HI] = [-87.33, 88.72] | 14 n |
 | tanh | 4 | yes | 3 ulps | all finite x | 27.5 n |
+| log | 4 | yes | 1 ulp | every x > 0, subnormals included | 34 n |
 | rsqrt | 1 | no | 2 ulps | positive normal x | 13 n |
 | reciprocal | 1 | no | 2 ulps | 2^-126 <= abs(x) <= 2^125 | 8 n |
 | reciprocal, refined | 1 | no | 1 ulp | 2^-126 <= abs(x) <= 2^100 | 8.5 n |
@@ -34,6 +35,13 @@ Methods:
   computed as 2^n (-expm1(r)) + (1 - 2^n) from a polynomial for -expm1 on the reduced
   argument, so that small |x| loses no bits; the quotient uses `reciprocal`; the sign bit of
   x is added back.
+- log: x = 2^k m with m in [sqrt(2)/2, sqrt(2)) from the bits alone: the significand S
+  (the hidden bit added for normal x) converts exactly to a float (itof), whose exponent
+  joins x's; log(x) = k ln2 + log1p(f), f = m - 1 (exact), log1p(f) = f + f^2 Q(f) with a
+  degree-8 Q (near-minimax in relative error, 4e-9), summed as
+  ((f^2 Q + k LN2_LO) + f) + k LN2_HI. Zero, the sign and inf/NaN come from integer and
+  float identities (no select): an integer term -inf for +-0 and NaN for x < 0, and
+  x - min(x, FLT_MAX), which is 0 for finite x, inf for +inf and NaN for -inf and NaN.
 - rsqrt: the 0x5F3759DF bit-trick estimate, then three Newton steps y (1.5 - 0.5 x y^2).
 - reciprocal: the 0x7EF311C3 bit-trick estimate (magic - bits), then three Newton steps
   y (2 - d y); refined, the third as y + y (1 - d y).
@@ -84,6 +92,19 @@ TANH_COEFFS = tuple(_f32(c) for c in (
     -0.08884782141138865, 0.2677369615122719, -0.6666753315535603, 1.3333233353509268,
     -1.9999999244184408, 2.0, 0.0))
 
+# log1p(f) = f + f^2 Q(f) on [sqrt(2)/2 - 1, sqrt(2) - 1], near-minimax in relative error
+# (4e-9, weighted least squares iterated to equal ripple); Horner coefficients, highest first
+LOG_COEFFS = tuple(_f32(c) for c in (
+    -0.07623113691806793, 0.12905602157115936, -0.1324300915002823, 0.141816183924675,
+    -0.16609050333499908, 0.20001985132694244, -0.25001585483551025, 0.33333325386047363,
+    -0.49999988079071045))
+SQRT_HALF_BITS = 0x3F3504F3  # sqrt(2)/2 in fp32: m's lower end
+ONE_BITS = 0x3F800000
+# x = S 2^(max(E, 1) - 150) for the significand S and exponent field E; the float S has
+# exponent field kv + 127, so k = kv + max(E, 1) - 150 = (ix >> 23) + (E - [E > 0]) - 276
+LOG_BIAS = 276
+F32_MAX = float(np.finfo(np.float32).max)
+
 RSQRT_MAGIC = 0x5F3759DF
 RECIPROCAL_MAGIC = 0x7EF311C3
 NEWTON_STEPS = 3
@@ -91,6 +112,7 @@ NEWTON_STEPS = 3
 # Measured bounds (fp32 ulps of the correctly rounded result; see module docstring)
 EXP_ULPS = 1
 TANH_ULPS = 3
+LOG_ULPS = 1
 RSQRT_ULPS = 2
 RECIPROCAL_ULPS = 2
 RECIPROCAL_REFINED_ULPS = 1
@@ -270,6 +292,68 @@ def tanh(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
     ]
 
 
+def log(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
+    """dst = log(src) (natural), within LOG_ULPS ulps for every src > 0, subnormal included.
+
+    Args:
+        dst, src: memory DSDs of n elements (dst may be src: it is written last).
+        scratch: four memory DSDs of n elements.
+
+    Returns:
+        the instructions (54).
+
+    Edge values (as torch.log): +-0 gives -inf; src < 0 (-inf and negative subnormals
+    included) gives NaN; +inf gives +inf; NaN gives NaN; log(1) = +0.
+    """
+    _check("log", dst, src, scratch, 4, True)
+    a, k, t, f = scratch[:4]
+    return [
+        # ---- k (float in k) and m, from the bits of src
+        ins.shl(a, src, 1),  # the bits of |x|, shifted left once (kept for the specials)
+        ins.shr(k, a, 24),  # E, the exponent field
+        ins.iaddv(t, k, 255),
+        ins.shr(t, t, 8),  # [E > 0]: 1 for normal x (and inf, NaN), 0 for zero, subnormal
+        ins.isubv(k, k, t),  # max(E, 1) - 1
+        ins.shl(t, t, 23),
+        ins.shl(f, src, 9),
+        ins.shr(f, f, 9),  # the mantissa field
+        ins.iaddv(f, f, t),  # S < 2^24: the significand with its hidden bit
+        ins.itof(f, f),  # S as a float, exact, normal unless S = 0
+        ins.iaddv(f, f, ONE_BITS - SQRT_HALF_BITS),  # ix: m >= sqrt(2)/2 carries into E
+        ins.shr(t, f, 23),
+        ins.iaddv(k, k, t),
+        ins.isubv(k, k, LOG_BIAS),
+        ins.itof(k, k),  # k, exact
+        ins.shl(f, f, 9),
+        ins.shr(f, f, 9),
+        ins.iaddv(f, f, SQRT_HALF_BITS),  # m in [sqrt(2)/2, sqrt(2))
+        ins.sub(f, f, 1.0),  # f = m - 1, exact (Sterbenz)
+        # ---- log1p(f) + k ln2
+        *_horner(t, f, LOG_COEFFS),  # Q(f)
+        ins.mul(t, t, f),
+        ins.mul(t, t, f),  # f^2 Q(f)
+        ins.fma(t, t, k, LN2_LO),
+        ins.add(t, t, f),
+        ins.fma(t, t, k, LN2_HI),  # k LN2_HI is exact: |k| < 2^9, LN2_HI has 15 bits
+        # ---- specials: -inf bits for +-0, NaN bits for x < 0, else 0
+        ins.shr(a, a, 1),  # |x| bits
+        ins.iaddv(a, a, 0x7FFFFFFF),
+        ins.shr(a, a, 31),  # [x != 0]
+        ins.shr(k, src, 31),  # sign bit
+        ins.iaddv(k, k, a),
+        ins.shr(k, k, 1),  # [x < 0 and x != 0]
+        ins.isubv(k, 0, k),
+        ins.shl(k, k, 22),  # 0xFFC00000 (a NaN) or 0
+        ins.isubv(a, a, 1),
+        ins.shl(a, a, 23),  # 0xFF800000 (-inf) or 0
+        ins.iaddv(a, a, k),  # the two cases exclude each other
+        ins.add(t, t, a),
+        ins.min_(k, src, F32_MAX),
+        ins.sub(k, src, k),  # 0 for finite x, +inf for +inf, NaN for -inf and NaN
+        ins.add(dst, t, k),
+    ]
+
+
 # ---- cycle formulas ---------------------------------------------------------------------------
 def _width(config, op: Op) -> int:
     return config.simd_width(*SIMD_NAME[op])
@@ -299,10 +383,23 @@ def reciprocal_cycles(config, n: int, refined: bool = False) -> int:
     return _cost(config, n, {Op.ISUBV: 1, Op.MUL: 6, Op.SUB: 3, Op.ADD: int(refined)})
 
 
+def reciprocal_copy_cycles(config, n: int) -> int:
+    """The refined reciprocal into a scratch vector and a copy (mov) to dst, so that dst may
+    be src: reciprocal_cycles(refined=True) + c(mov); 9 n on WSE-2 for even n."""
+    return reciprocal_cycles(config, n, refined=True) + _cost(config, n, {Op.MOV: 1})
+
+
 def rsqrt_cycles(config, n: int) -> int:
     """c(shr) + c(isubv) + 9 c(mul) + 3 c(fma), c(op) = ceil(n / w_op); 13 n on WSE-2 for
     even n."""
     return _cost(config, n, {Op.SHR: 1, Op.ISUBV: 1, Op.MUL: 9, Op.FMA: 3})
+
+
+def log_cycles(config, n: int) -> int:
+    """15 c(shl/shr) + 12 c(iaddv/isubv) + 2 c(itof) + 2 c(sub) + 3 c(fma) + 9 c(mul)
+    + 10 c(add) + c(min), c(op) = ceil(n / w_op); 34 n on WSE-2 for even n."""
+    return _cost(config, n, {Op.SHL: 6, Op.SHR: 9, Op.IADDV: 8, Op.ISUBV: 4, Op.ITOF: 2,
+                             Op.SUB: 2, Op.FMA: 3, Op.MUL: 9, Op.ADD: 10, Op.MIN: 1})
 
 
 def tanh_cycles(config, n: int) -> int:
@@ -311,3 +408,45 @@ def tanh_cycles(config, n: int) -> int:
     for even n."""
     return _cost(config, n, {Op.SHL: 3, Op.SHR: 2, Op.MIN: 1, Op.FMA: 4, Op.MUL: 13,
                              Op.SUB: 6, Op.ADD: 6, Op.IADDV: 2, Op.ISUBV: 1})
+
+
+# ---- numpy references ---------------------------------------------------------------------
+def _flush(x: np.ndarray) -> np.ndarray:
+    """fp32 with subnormals flushed to (signed) zero, as the fabric's float ops do."""
+    x = np.asarray(x, np.float32)
+    return np.where(np.abs(x) < np.float32(np.finfo(np.float32).tiny), x * np.float32(0), x)
+
+
+def _fma(a, b, s, fused: bool) -> np.ndarray:
+    if fused:
+        return _flush(np.float64(a) + np.float64(b) * np.float64(s))
+    return _flush(a + _flush(b * np.float32(s)))
+
+
+def log_reference(x: np.ndarray, fused: bool = False) -> np.ndarray:
+    """The arithmetic of `log` step by step in numpy: integer ops on uint32 bit patterns,
+    each float op rounded to fp32 with subnormal results flushed; `fused`: one rounding per
+    fma (the engine may round fma once or twice). The fabric's result equals this bit for
+    bit for one of the two."""
+    u, f32 = np.uint32, np.float32
+    b = np.ascontiguousarray(x, np.float32).view(u)
+    with np.errstate(all="ignore"):
+        a = b << u(1)
+        e = a >> u(24)
+        normal = (e + u(255)) >> u(8)
+        sig = ((b << u(9)) >> u(9)) + (normal << u(23))
+        ix = sig.view(np.int32).astype(f32).view(u) + u(ONE_BITS - SQRT_HALF_BITS)
+        k = (e - normal + (ix >> u(23)) - u(LOG_BIAS)).view(np.int32).astype(f32)
+        f = _flush((((ix << u(9)) >> u(9)) + u(SQRT_HALF_BITS)).view(f32) - f32(1))
+        q = _fma(f32(LOG_COEFFS[1]), f, LOG_COEFFS[0], fused)
+        for c in LOG_COEFFS[2:]:
+            q = _flush(_flush(q * f) + f32(c))
+        q = _flush(_flush(q * f) * f)
+        r = _flush(_fma(q, k, LN2_LO, fused) + f)
+        r = _fma(r, k, LN2_HI, fused)
+        nonzero = ((a >> u(1)) + u(0x7FFFFFFF)) >> u(31)
+        negative = ((b >> u(31)) + nonzero) >> u(1)
+        special = ((nonzero - u(1)) << u(23)) + ((u(0) - negative) << u(22))
+        xf = _flush(b.view(f32))
+        r = _flush(r + special.view(f32))
+        return _flush(r + _flush(xf - np.minimum(xf, f32(F32_MAX)))).reshape(np.shape(x))

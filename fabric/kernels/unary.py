@@ -1,20 +1,24 @@
-"""Elementwise tanh or exp of an (m, n) fp32 tensor in 2D blocks on a rectangle, built from
-`mathlib`'s sequences of PE builtins (no communication). Layout as `activations.Blocks`
-(each PE's block row major, packed; a register holds each PE's element count).
+"""Elementwise tanh, exp, log or reciprocal of an (m, n) fp32 tensor in 2D blocks on a
+rectangle, built from `mathlib`'s sequences of PE builtins (no communication). Layout as
+`activations.Blocks` (each PE's block row major, packed; a register holds each PE's element
+count).
 
-Cycle model (exact): T = 2 + tanh_cycles(e_max) or exp_cycles(e_max) (task start and end,
-one straight list of synchronous ops over the PE's e elements; `mathlib` gives the
-formulas). Numerics: within `mathlib.TANH_ULPS` / `EXP_ULPS` ulps of the exact value.
+Cycle model (exact): T = 2 + fn_cycles(e_max) (tanh_cycles, exp_cycles, log_cycles or
+reciprocal_copy_cycles; task start and end, one straight list of synchronous ops over
+the PE's e elements; `mathlib` gives the formulas). Numerics: within `mathlib.TANH_ULPS` /
+`EXP_ULPS` / `LOG_ULPS` / `RECIPROCAL_REFINED_ULPS` ulps of the exact value (reciprocal for
+2^-126 <= |x| <= 2^100; 1/0 gives NaN).
 
 16-bit storage (dtype "f16", "bf16" or "cb16"; acc_dtype "f32" only, the polynomials need
 fp32): x and y are 16-bit symbols; x is widened exactly (`to_f32`) into an fp32 working
 vector, the fp32 code runs unchanged on it (in place) and y is rounded once (`to_half`):
-    T = 2 + 2 ceil(e_max / w_cvt) + tanh_cycles(e_max) or exp_cycles(e_max)
+    T = 2 + 2 ceil(e_max / w_cvt) + fn_cycles(e_max)
 (w_cvt: the ("cvt", "f16") width). The result is the fp32 kernel's output on the same
 inputs rounded to dtype: a few fp32 ulps from the exact value, so the correctly rounded
 16-bit value except near ties (at most 1 ulp of dtype off). exp overflows to infinity in
 fp16 above about 11.09 (cbfloat16: 22.18), as the rounding of the fp32 result. bf16
-subnormal inputs (below 2^-126) widen exactly but the fp32 ops flush them to zero.
+subnormal inputs (below 2^-126) widen exactly but the fp32 ops flush them to zero (log
+reads its input's bits and handles them exactly).
 
 Example:
     >>> k = build_unary(FabricConfig.small(4, 4), Rect(0, 0, 2, 2), 10, 6, "tanh")
@@ -39,12 +43,18 @@ from fabric.program import Program, Rect, Tile
 FUNCTIONS = {
     "tanh": (lambda y, x, s: ml.tanh(y, x, s), 4, ml.tanh_cycles),
     "exp": (lambda y, x, s: ml.exp(y, x, s), 2, ml.exp_cycles),
+    "log": (lambda y, x, s: ml.log(y, x, s), 4, ml.log_cycles),
+    # Newton's steps read x after writing their result: into scratch, then a copy to y
+    # (so that y may be x, as the 16-bit path runs it)
+    "reciprocal": (lambda y, x, s: [*ml.reciprocal(s[1], x, s[:1], refined=True),
+                                    ins.mov(y, s[1])], 2, ml.reciprocal_copy_cycles),
 }
 
 
 def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tanh",
                 dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
-    """y = fn(x) for x of shape (m, n); fn "tanh" or "exp". Inputs {"x"}; output (m, n).
+    """y = fn(x) for x of shape (m, n); fn "tanh", "exp", "log" or "reciprocal". Inputs
+    {"x"}; output (m, n).
 
     dtype: storage format of x and y ("f32", "f16", "bf16", "cb16"); acc_dtype: "f32" only
     (a 16-bit computation raises ValueError; see the module docstring)."""
