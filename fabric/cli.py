@@ -6,6 +6,7 @@ timelines of the demo (traces).
               [--out DIR] [--quiet]          (--fabric-demo [--n N]: the fabric-level demo)
     wafer bench [--quick] [--only NAME ...]
     wafer trace [--grid RxC] [--n N] [--rect R,C,H,W] [--links] [--out FILE]
+    wafer train CONFIG.yaml [--steps N] [--device fabric|cpu] [--compare] [--out DIR]
 
 Bad arguments print one line on stderr and exit with code 2.
 """
@@ -358,7 +359,32 @@ def build_parser() -> Parser:
     trace.add_argument("--max-cycles", type=int, default=100_000,
                        help="cycle limit of the run (default 100000)")
     trace.set_defaults(handler=cmd_trace, parser=trace)
+
+    train = commands.add_parser(
+        "train", help="train a model on the fabric from a YAML config",
+        description="Run the training loop a YAML file describes (keys: device or backend, "
+                    "model, optimizer, loss, precision, loop, checkpoint, callbacks, data; "
+                    "see examples/train_mlp.yaml), print a summary, write the history "
+                    "(JSON) and the loss curve (PNG). --compare also runs the loop in eager "
+                    "PyTorch and exits 1 if a step's loss differs beyond the tolerance.")
+    train.add_argument("config", help="the YAML file")
+    train.add_argument("--steps", type=int, help="stop after this many steps (overrides "
+                       "loop.max_steps)")
+    train.add_argument("--device", choices=["fabric", "cpu"],
+                       help="run on this device instead of the config's")
+    train.add_argument("--compare", action="store_true",
+                       help="also run the loop in eager PyTorch and compare the loss curves")
+    train.add_argument("--out", default="out",
+                       help="folder for train_history.json and train_loss.png (default out)")
+    train.add_argument("--quiet", action="store_true", help="print the summary only")
+    train.set_defaults(handler=cmd_train, parser=train)
     return parser
+
+
+def cmd_train(args, parser) -> int:
+    from frontend.training.cli import train  # torch and the frontend: only when training
+
+    return train(args, parser)
 
 
 def main(argv=None) -> int:

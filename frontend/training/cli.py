@@ -1,0 +1,101 @@
+"""`wafer train CONFIG.yaml` (arguments parsed in fabric.cli): a training run from a YAML
+file (`config_file`), with a printed summary, the history as JSON and the loss curve as a
+PNG; `--compare` runs the same loop in eager PyTorch too and checks the fabric's loss curve
+against it.
+
+    wafer train examples/train_mlp.yaml [--steps N] [--device fabric|cpu] [--compare]
+                [--out DIR] [--quiet]
+
+Exit codes: 0 done (and, with --compare, every step's loss within the tolerance of
+`frontend.training.curves`); 1 a loss outside it; 2 a bad config (one line naming it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+from frontend.training.config_file import load_config, make_data, make_trainer
+from frontend.training.curves import compare_curves, plot_curves
+
+
+def _trainer(cfg, parser, **overrides):
+    try:
+        return make_trainer(cfg, **overrides)
+    except ValueError as e:
+        parser.error(str(e).splitlines()[0])
+
+
+def train(args, parser) -> int:
+    """`wafer train` (arguments parsed by fabric.cli)."""
+    if args.steps is not None and args.steps < 1:
+        parser.error(f"--steps must be >= 1, got {args.steps}")
+    try:
+        cfg = load_config(args.config)
+        train, val = make_data(cfg)
+    except ValueError as e:
+        parser.error(str(e).splitlines()[0])
+    if args.steps is not None:
+        cfg["loop"] = {**(cfg.get("loop") or {}), "max_steps": args.steps}
+    overrides = {"device": args.device} if args.device else {}
+    if args.quiet:
+        cfg["callbacks"] = []
+    trainer = _trainer(cfg, parser, **overrides)
+    runs = {trainer.device: trainer}
+    if args.compare and trainer.device == "fabric":
+        eager_cfg = dict(cfg, callbacks=[])
+        if trainer.runner.half == "cbfloat16":  # torch has no cbfloat16: compare with fp32
+            eager_cfg["precision"] = {"dtype": "fp32"}
+        runs["cpu"] = _trainer(eager_cfg, parser, device="cpu")
+    quiet = contextlib.redirect_stdout(io.StringIO()) if args.quiet \
+        else contextlib.nullcontext()
+    for run in runs.values():
+        with quiet:
+            run.fit(train, val)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"config": str(args.config), "device": trainer.device,
+              "precision": trainer.precision.mode,
+              "half": trainer.runner.half, "history": trainer.history,
+              "val_history": trainer.val_history}
+    code = 0
+    if "cpu" in runs and trainer.device == "fabric":
+        check = compare_curves(trainer.losses, runs["cpu"].losses, trainer.precision.mode)
+        result["eager"] = {"history": runs["cpu"].history, **check}
+        code = 0 if check["ok"] else 1
+    (out / "train_history.json").write_text(json.dumps(result, indent=1))
+    png = plot_curves({trainer.runner.half or "fp32": trainer.history},
+                      {trainer.runner.half or "fp32": runs["cpu"].history}
+                      if "cpu" in runs and trainer.device == "fabric" else {},
+                      out / "train_loss.png", title=Path(args.config).name)
+    print(summary(trainer, result), end="")
+    print(f"wrote {out / 'train_history.json'} and {png}")
+    return code
+
+
+def summary(trainer, result: dict) -> str:
+    """A few lines: steps, losses, skipped steps, cycles and the comparison with eager."""
+    h = trainer.history
+    lines = [f"{trainer.device} training, {trainer.precision.mode}"
+             f"{' (' + trainer.runner.half + ')' if trainer.runner.half else ''}: "
+             f"{len(h)} steps"]
+    if h:
+        lines.append(f"  loss {h[0]['loss']:.6g} -> {h[-1]['loss']:.6g}"
+                     f" (skipped steps: {sum(not x['taken'] for x in h)})")
+    if h and "cycles" in h[0]:
+        cycles = sum(x["cycles"] for x in h) / len(h)
+        util = sum(x["utilization"] for x in h) / len(h)
+        opt = sum(x["optimizer_cycles"] for x in h) / len(h)
+        lines.append(f"  simulated cycles per step: {cycles:,.0f} forward + backward "
+                     f"({util:.2%} fma utilization), {opt:,.0f} optimizer")
+    if trainer.val_history:
+        lines.append(f"  val_loss {trainer.val_history[-1]['val_loss']:.6g}")
+    if "eager" in result:
+        e = result["eager"]
+        verdict = "within" if e["ok"] else "OUTSIDE"
+        lines.append(f"  against eager PyTorch: largest relative loss difference "
+                     f"{e['max_rel']:.2e} at step {e['worst_step']} ({verdict} {e['rtol']:g})")
+    return "\n".join(lines) + "\n"
+
