@@ -10,6 +10,7 @@ dict with loss (fp32, unscaled), taken (False when loss scaling skipped the step
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 
 import torch
@@ -108,8 +109,7 @@ class FabricRunner:
 
     def save(self, path, extra: dict) -> dict:
         report = save_checkpoint(path, self.optimizer, self.scaler, extra=extra)
-        return {"path": report.path, "file_bytes": report.file_bytes,
-                "host_cycles": report.host_cycles}
+        return dataclasses.asdict(report)
 
     def load(self, path) -> dict:
         extra = load_checkpoint(path, self.optimizer, self.scaler)
@@ -178,7 +178,7 @@ class EagerRunner:
                     "scaler": self.scaler.state_dict() if self.scaler else None,
                     "extra": extra, "format": "eager-1"}, path)
         return {"path": os.fspath(path), "file_bytes": os.path.getsize(path),
-                "host_cycles": 0}
+                "host_cycles": 0}  # eager: no fabric to read back
 
     def load(self, path) -> dict:
         ckpt = torch.load(path, weights_only=True)

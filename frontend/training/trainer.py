@@ -22,6 +22,8 @@ end: the fabric's weights, optimizer and scaler state (`save_checkpoint`) plus t
 position and history. `checkpoint={"resume": path | "latest"}` continues from one: the
 batches already seen are skipped (the loader must give the same batches in the same order),
 and the run goes on as the uninterrupted one would, bit for bit in fp32.
+`trainer.checkpoints`: one dict per file written: step, path, file_bytes and, on the
+fabric, the parts' bytes (weights, optimizer, scaler) and the read-back's host cycles.
 """
 
 from __future__ import annotations

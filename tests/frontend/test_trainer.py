@@ -173,6 +173,12 @@ def test_checkpoint_resume_continues_bit_for_bit(tmp_path):
     whole = _fabric(**common, checkpoint={"dir": str(tmp_path), "every": 2})
     whole.fit(train)
     assert [c["step"] for c in whole.checkpoints] == [2, 4]
+    info, numel = whole.checkpoints[0], sum(p.numel() for p in whole.model.parameters())
+    # each part as torch.save writes it alone: its fp32 values plus the container
+    assert 4 * numel < info["weights_bytes"] < 4 * numel + 4096
+    assert 4 * numel < info["optimizer_bytes"]  # the momentum buffers
+    assert info["scaler_bytes"] > 0 and info["host_cycles"] > 0
+    assert info["file_bytes"] > 8 * numel
     assert whole.history[-1]["scale"] == 2.0**9  # doubled after 3 clean steps
 
     resumed = _fabric(**common, checkpoint={"resume": str(tmp_path / "step_2.pt")})
