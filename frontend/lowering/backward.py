@@ -7,7 +7,8 @@ A comparison is symbolic until a `where` uses it; the select then runs as a 0/1 
     where(c, 0, b) = b * mask(not c),   where(c, a, 0) = a * mask(c),
     where(c, a, b) = b + mask(c) * (a - b)   (exact when a - b and the sum are: not in
                                               general, so refused unless one side is 0)
-Other `where`s (the attention guard) go to the rule registered before this module.
+This `where` is the case of a `Compare` condition; other `where`s go to the other rules of
+`where` (`masks`' attention guard, the index checks of `backward_embedding` and `losses`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import dataclasses
 import torch
 
 from fabric.kernels.compare import build_compare
-from frontend.lowering import masks  # noqa: F401  (its `where` rule is the fallback)
+from frontend.lowering import masks  # noqa: F401  (registers the general `where`)
 from frontend.lowering.common import as2d, expand_to, out_shape
-from frontend.lowering.core import RULES, rule
+from frontend.lowering.core import rule
 from frontend.lowering.elementwise import _binary, _num, _scalar
 from frontend.lowering.reductions import _reduce
 from frontend.stages import Limits
@@ -75,17 +76,12 @@ def _compare_rule(op):
 for _op in ("gt", "lt", "ge", "le"):
     rule(getattr(aten, _op).Scalar)(_compare_rule(_op))
 
-_fallback_where = RULES[aten.where.self]
-
-
 def _zero(v) -> bool:
     return isinstance(v, Const) and bool((v.value == 0).all())
 
 
-@rule(aten.where.self)
+@rule(aten.where.self, case=lambda low, node, cond, a, b: isinstance(cond, Compare))
 def where(low, node, cond, a, b):
-    if not isinstance(cond, Compare):
-        return _fallback_where(low, node, cond, a, b)
     shape = out_shape(node)
     if _zero(a) and isinstance(b, Ref):
         keep, value = mask(low, cond, negate=True), b

@@ -18,10 +18,10 @@ import math
 
 import torch
 
-from frontend.lowering import norms
+from frontend.lowering import norms  # noqa: F401  (registers the general batch norm)
 from frontend.lowering.backward_pool import positions, scatter_add
 from frontend.lowering.common import out_shape, relayout, shape_of
-from frontend.lowering.core import RULES, Unavailable, rule
+from frontend.lowering.core import Unavailable, rule
 from frontend.lowering.elementwise import _binary
 from frontend.lowering.matmul import gemm
 from frontend.lowering.reductions import _pair, reduce_rows, windows
@@ -72,14 +72,13 @@ def _im2col_values(t: torch.Tensor, kernel, stride, padding, dilation, oh, ow):
     return flat[torch.where(ids >= 0, ids, flat.numel() - 1)]
 
 
-_constant_batch_norm = RULES[aten._native_batch_norm_legit_no_training.default]
-assert _constant_batch_norm is norms.batch_norm
+def _trained_affine(low, node, x, weight, bias, *args, **kwargs) -> bool:
+    """Weight or bias a runtime input (else `norms.batch_norm`, all constants)."""
+    return isinstance(weight, Ref) or isinstance(bias, Ref)
 
 
-@rule(aten._native_batch_norm_legit_no_training.default)
+@rule(aten._native_batch_norm_legit_no_training.default, case=_trained_affine)
 def batch_norm(low, node, x, weight, bias, mean, var, momentum, eps):
-    if not (isinstance(weight, Ref) or isinstance(bias, Ref)):
-        return _constant_batch_norm(low, node, x, weight, bias, mean, var, momentum, eps)
     if not (isinstance(mean, Const) and isinstance(var, Const)):
         raise low.unsupported("batch norm with runtime running statistics")
     channels = x.shape[1]

@@ -29,13 +29,13 @@ import torch
 
 from fabric.kernels.resident import build_resident
 from fabric.kernels.rowreduce import build_rowreduce
-from frontend.lowering import backward as _floats  # noqa: F401  (rules wrapped below)
+from frontend.lowering import backward as _floats  # noqa: F401  (the general compares)
 from frontend.lowering import embedding as _tables
-from frontend.lowering import layout as _layout  # noqa: F401
-from frontend.lowering import masks as _masks  # noqa: F401
+from frontend.lowering import layout as _layout  # noqa: F401  (the general unsqueeze)
+from frontend.lowering import masks as _masks  # noqa: F401  (general logical_not, where)
 from frontend.lowering.backward_pool import scatter_add
 from frontend.lowering.common import out_shape
-from frontend.lowering.core import RULES, rule
+from frontend.lowering.core import rule
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref, Symbolic
 
@@ -96,17 +96,16 @@ def resident(low, value, shape, suffix: str) -> Ref:
                      words_per_element=1, suffix=suffix)
 
 
-_const_embedding = RULES[aten.embedding.default]
+def _runtime_table(low, node, weight, *args, **kwargs) -> bool:
+    """The table is a runtime input (a constant one: `embedding.embedding`)."""
+    return isinstance(weight, Ref)
 
 
-@rule(aten.embedding.default)
+@rule(aten.embedding.default, case=_runtime_table)
 def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
               sparse=False):
-    if isinstance(weight, Ref) and isinstance(indices, Const):
+    if isinstance(indices, Const):
         return Ref(weight.index[indices.value.to(torch.int64)], weight.dtype)  # a layout
-    if not isinstance(weight, Ref):
-        return _const_embedding(low, node, weight, indices, padding_idx, scale_grad_by_freq,
-                                sparse)
     if not isinstance(indices, Ref):
         raise low.unsupported("embedding indices that are not a runtime input")
     table = resident(low, weight, weight.shape, "_table")
@@ -114,19 +113,20 @@ def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
 
 
 # ---- index checks ------------------------------------------------------------------------
-def _wrap_compare(op):
-    previous = RULES[getattr(aten, op).Scalar]
+def _index_check(low, node, x, other) -> bool:
+    """A comparison of an integer input with a number (on floats: `backward`'s compares)."""
+    return _is_index(x) and isinstance(other, (int, float))
 
+
+def _compare_rule(op):
     def lower_compare(low, node, x, other):
-        if _is_index(x) and isinstance(other, (int, float)):
-            return IndexPred(x, ((op, other),))
-        return previous(low, node, x, other)
+        return IndexPred(x, ((op, other),))
 
     return lower_compare
 
 
 for _op in ("ge", "gt", "lt", "le"):
-    rule(getattr(aten, _op).Scalar)(_wrap_compare(_op))
+    rule(getattr(aten, _op).Scalar, case=_index_check)(_compare_rule(_op))
 
 
 @rule(aten.ne.Scalar)
@@ -144,26 +144,21 @@ def both(low, node, a, b):
     raise low.unsupported("a logical and of runtime tensors (only index checks)")
 
 
-_logical_not = RULES[aten.logical_not.default]
+def _of_index_pred(low, node, x, *args, **kwargs) -> bool:
+    return isinstance(x, IndexPred)
 
 
-@rule(aten.bitwise_not.default, aten.logical_not.default)
+@rule(aten.logical_not.default, case=_of_index_pred)  # other logical_nots: `masks`
+@rule(aten.bitwise_not.default)
 def negate(low, node, x):
     if isinstance(x, IndexPred):
         return dataclasses.replace(x, negated=not x.negated)
-    if node.target == aten.logical_not.default:
-        return _logical_not(low, node, x)
     raise low.unsupported("bitwise_not of a runtime tensor (only index checks)")
 
 
-_unsqueeze = RULES[aten.unsqueeze.default]
-
-
-@rule(aten.unsqueeze.default)
+@rule(aten.unsqueeze.default, case=_of_index_pred)  # other unsqueezes: `layout`, `losses`
 def unsqueeze(low, node, x, dim):
-    if isinstance(x, IndexPred):  # elementwise on the indices: its shape follows `where`
-        return x
-    return _unsqueeze(low, node, x, dim)
+    return x  # elementwise on the indices: its shape follows `where`
 
 
 @rule(aten.clamp.default)
@@ -174,20 +169,22 @@ def clamp(low, node, x, lo=None, hi=None):
     raise low.unsupported("clamp of a runtime tensor (only of indices)")
 
 
-_where = RULES[aten.where.self]
-
-
-@rule(aten.where.self)
-def where(low, node, cond, a, b):
+def _zero_or_gradient(low, node, cond, a, b) -> bool:
+    """where(c, 0, g) for a runtime g and c a negated index check or a constant (the other
+    `where`s: `masks`, `backward`, `losses`)."""
     zero_a = isinstance(a, Const) and bool((a.value == 0).all())
-    if isinstance(cond, IndexPred) and cond.negated and zero_a and isinstance(b, Ref):
+    return (zero_a and isinstance(b, Ref)
+            and ((isinstance(cond, IndexPred) and cond.negated) or isinstance(cond, Const)))
+
+
+@rule(aten.where.self, case=_zero_or_gradient)
+def where(low, node, cond, a, b):
+    if isinstance(cond, IndexPred):
         return Guarded(b, dataclasses.replace(cond, negated=False))
-    if isinstance(cond, Const) and zero_a and isinstance(b, Ref):
-        # a constant condition selecting 0: those elements read as zero (index -1)
-        shape = out_shape(node)
-        keep = cond.value.to(torch.bool).expand(shape)
-        return Ref(torch.where(keep, torch.tensor(-1), b.index.expand(shape)), b.dtype)
-    return _where(low, node, cond, a, b)
+    # a constant condition selecting 0: those elements read as zero (index -1)
+    shape = out_shape(node)
+    keep = cond.value.to(torch.bool).expand(shape)
+    return Ref(torch.where(keep, torch.tensor(-1), b.index.expand(shape)), b.dtype)
 
 
 # ---- the scatter-add -----------------------------------------------------------------------

@@ -21,7 +21,7 @@ from fabric.kernels import mathlib as ml
 from fabric.kernels.unary import build_blockwise
 from frontend.lowering import norms
 from frontend.lowering.common import as2d, expand_to
-from frontend.lowering.core import RULES, rule
+from frontend.lowering.core import rule
 from frontend.lowering.elementwise import _binary, _map
 from frontend.lowering.reductions import reduce_rows
 from frontend.stages import Limits
@@ -29,8 +29,6 @@ from frontend.values import Ref
 
 aten = torch.ops.aten
 
-_inference_layer_norm = RULES[aten.native_layer_norm.default]
-assert _inference_layer_norm is norms.layer_norm
 RSQRT_CYCLES_PER_ELEMENT = 14  # mathlib.rsqrt: 14 ops (shr, isubv, 3 x (mul, mul, fma, mul))
 
 
@@ -48,17 +46,15 @@ def rsqrt(low, x: Ref) -> Ref:
     return Ref(ref.index.reshape(x.shape))
 
 
-def _stats_used(node) -> bool:
+def _stats_used(low, node, *args, **kwargs) -> bool:
+    """The graph reads the mean or rstd (else `norms.layer_norm` alone)."""
     return any(u.target is operator.getitem and u.args[1] in (1, 2)
                for u in node.users)
 
 
-@rule(aten.native_layer_norm.default)
+@rule(aten.native_layer_norm.default, case=_stats_used)
 def layer_norm(low, node, x, normalized_shape, weight, bias, eps):
-    y, mean_u, rstd_u = _inference_layer_norm(low, node, x, normalized_shape, weight, bias,
-                                              eps)
-    if not _stats_used(node):
-        return y, mean_u, rstd_u
+    y, _, _ = norms.layer_norm(low, node, x, normalized_shape, weight, bias, eps)
     n = math.prod(normalized_shape)
     rows = x.index.reshape(-1, n)
     m = rows.shape[0]

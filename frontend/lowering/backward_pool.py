@@ -26,10 +26,10 @@ import operator
 
 import torch
 
-from frontend.lowering import reductions as _pools  # noqa: F401  (rule wrapped below)
+from frontend.lowering import reductions
 from frontend.lowering.backward import Compare, mask
 from frontend.lowering.common import expand_to, out_shape
-from frontend.lowering.core import RULES, Unavailable, rule
+from frontend.lowering.core import Unavailable, rule
 from frontend.lowering.elementwise import _binary, _map
 from frontend.lowering.matmul import gemm
 from frontend.lowering.reductions import _pair, reduce_rows, windows
@@ -91,14 +91,21 @@ class FirstMaxima(Symbolic):
     each window's first maximum from the pooled input."""
 
 
-_max_pool = RULES[aten.max_pool2d_with_indices.default]
+def _output_used(node, i: int) -> bool:
+    return any(u.target is operator.getitem and u.args[1] == i for u in node.users)
 
 
-@rule(aten.max_pool2d_with_indices.default)
+def _for_backward(low, node, *args, **kwargs) -> bool:
+    """The indices are used, or the values are not (a backward recomputing the indices);
+    else `reductions.max_pool2d` alone."""
+    return _output_used(node, 1) or not _output_used(node, 0)
+
+
+@rule(aten.max_pool2d_with_indices.default, case=_for_backward)
 def max_pool2d(low, node, x, *args, **kwargs):
     """The inference rule's values (when used) and `FirstMaxima` for the indices."""
-    if any(u.target is operator.getitem and u.args[1] == 0 for u in node.users):
-        values, _ = _max_pool(low, node, x, *args, **kwargs)
+    if _output_used(node, 0):
+        values, _ = reductions.max_pool2d(low, node, x, *args, **kwargs)
     else:  # only the indices are used (a backward recomputing them): no stage
         values = Unavailable("max_pool2d's values")
     return values, FirstMaxima()

@@ -5,6 +5,15 @@ A rule is `rule(low: Lowering, node, *args, **kwargs) -> value` where FX-node ar
 arrive as values (`Const`, `Ref`, or what an earlier rule returned); it returns a value (or a
 tuple of values for multi-output ops). Rules live in small files by op family and register
 with `@rule(aten.op.overload, ...)`.
+
+An op may have several rules: at most one general rule (`@rule(op)`) and any number of case
+rules (`@rule(op, case=pred)`, `pred(low, node, *args, **kwargs) -> bool` with the rule's
+arguments), each taking the nodes its predicate accepts (a runtime embedding table, an index
+predicate, ...). A node goes to the case rule that accepts it, else to the general rule. The
+cases of an op exclude each other (a node two cases accept is an error naming both), so the
+order in which files register never matters; an op whose cases all decline and that has no
+general rule raises the same UnsupportedOpError as an unknown op. A case that builds on the
+general rule calls that function by name (`norms.layer_norm`).
 """
 
 from __future__ import annotations
@@ -23,15 +32,44 @@ from frontend.sources import describe, target_name
 from frontend.stages import Limits, Operand, Stage
 from frontend.values import Const, Gather, Ref, Symbolic, Tensor
 
-RULES: dict[object, Callable] = {}
+
+@dataclasses.dataclass
+class OpRules:
+    """The rules of one ATen overload: `general` (or None) and the `cases`, pairs
+    (predicate, rule) whose predicates exclude each other."""
+
+    general: Callable | None = None
+    cases: list[tuple[Callable, Callable]] = dataclasses.field(default_factory=list)
+
+    def pick(self, low: Lowering, node: torch.fx.Node, args, kwargs) -> Callable | None:
+        """The rule for `node`: the case whose predicate accepts it, else the general rule
+        (None when there is none)."""
+        taken = [fn for case, fn in self.cases if case(low, node, *args, **kwargs)]
+        if len(taken) > 1:
+            raise RuntimeError(f"{describe(node)}: rules {', '.join(map(_qualname, taken))} "
+                               f"all accept this node; the cases of {target_name(node)} "
+                               "must exclude each other")
+        return taken[0] if taken else self.general
 
 
-def rule(*targets):
-    """Register a lowering rule for ATen overloads."""
+RULES: dict[object, OpRules] = {}
+
+
+def rule(*targets, case: Callable | None = None):
+    """Register `fn` as the general rule of ATen overloads `targets`, or with `case` as the
+    rule of the nodes `case(low, node, *args, **kwargs)` accepts (module docstring)."""
 
     def wrap(fn):
         for t in targets:
-            RULES[t] = fn
+            rules = RULES.setdefault(t, OpRules())
+            if case is not None:
+                rules.cases.append((case, fn))
+            elif rules.general is not None and rules.general is not fn:
+                raise ValueError(f"{_name(t)} has a general rule already "
+                                 f"({_qualname(rules.general)}), so {_qualname(fn)} needs a "
+                                 "case= predicate")
+            else:
+                rules.general = fn
         return fn
 
     return wrap
@@ -39,6 +77,10 @@ def rule(*targets):
 
 def supported_ops() -> list[str]:
     return sorted({_name(t) for t in RULES})
+
+
+def _qualname(fn: Callable) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 def _name(target) -> str:
@@ -190,7 +232,8 @@ def _call(low: Lowering, node: torch.fx.Node, env):
     flat, _ = torch.utils._pytree.tree_flatten((args, kwargs))
     if not any(isinstance(a, (Ref, Gather, Symbolic)) for a in flat):
         return _fold(node, args, kwargs)
-    fn = RULES.get(node.target)
+    rules = RULES.get(node.target)
+    fn = rules.pick(low, node, args, kwargs) if rules is not None else None
     if fn is None:
         raise UnsupportedOpError(
             f"{describe(node)}: ATen op {target_name(node)} has no lowering to the fabric.\n"

@@ -34,13 +34,13 @@ import dataclasses
 import torch
 
 from fabric.kernels.unary import build_unary
-from frontend.lowering import backward as _training  # noqa: F401  (rules wrapped below)
+from frontend.lowering import backward as _training  # noqa: F401  (the other `where`s)
 from frontend.lowering.backward_embedding import IndexPred, resident
 from frontend.lowering.common import as2d, expand_to, out_shape
-from frontend.lowering.core import RULES, rule
-from frontend.lowering.elementwise import _binary
+from frontend.lowering.core import rule
+from frontend.lowering.elementwise import _binary, mul
 from frontend.lowering.embedding import index_source
-from frontend.lowering.reductions import reduce_rows
+from frontend.lowering.reductions import reduce_rows, sum_, sum_all
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref, Symbolic
 
@@ -302,30 +302,37 @@ def _single_table(low, x: Ref) -> tuple[Ref, int]:
 
 
 # ---- rules -----------------------------------------------------------------------------------
-_where = RULES[aten.where.self]
-
-
 def _zero(v) -> bool:
     return isinstance(v, Const) and bool((v.value == 0).all())
 
 
-@rule(aten.where.self)
+def _masked_targets(cond, a, b) -> bool:
+    """where(t != ignore, t, fill) on integer targets t."""
+    return (isinstance(a, Ref) and not a.dtype.is_floating_point and isinstance(b, Const)
+            and b.value.numel() == 1)
+
+
+def _selects_by_targets(low, node, cond, a, b) -> bool:
+    """A target predicate selecting masked targets or a float tensor against 0 (the other
+    `where`s: `masks`, `backward`, `backward_embedding`)."""
+    return isinstance(cond, IndexPred) and (
+        _masked_targets(cond, a, b)
+        or (isinstance(a, Ref) and a.dtype.is_floating_point and _zero(b)))
+
+
+@rule(aten.where.self, case=_selects_by_targets)
 def where(low, node, cond, a, b):
-    if isinstance(cond, IndexPred):
-        shape = out_shape(node)
-        if isinstance(a, Ref) and not a.dtype.is_floating_point and isinstance(b, Const) \
-                and b.value.numel() == 1:  # where(t != ignore, t, fill): masked targets
-            idx = class_index(low, a)
-            check = IndexCheck.of(low, cond)
-            try:
-                idx, check = idx.relayout(lambda p: p.expand(shape)), check.expand(shape)
-            except RuntimeError:
-                raise low.unsupported("where on class indices with shapes that do not "
-                                      f"broadcast to {shape}") from None
-            return dataclasses.replace(idx, check=check, fill=int(b.value.reshape(())))
-        if isinstance(a, Ref) and a.dtype.is_floating_point and _zero(b):
-            return select(low, a, IndexCheck.of(low, cond), shape)
-    return _where(low, node, cond, a, b)
+    shape = out_shape(node)
+    if _masked_targets(cond, a, b):
+        idx = class_index(low, a)
+        check = IndexCheck.of(low, cond)
+        try:
+            idx, check = idx.relayout(lambda p: p.expand(shape)), check.expand(shape)
+        except RuntimeError:
+            raise low.unsupported("where on class indices with shapes that do not "
+                                  f"broadcast to {shape}") from None
+        return dataclasses.replace(idx, check=check, fill=int(b.value.reshape(())))
+    return select(low, a, IndexCheck.of(low, cond), shape)
 
 
 @rule(aten.gather.default)
@@ -358,42 +365,25 @@ def scatter_value(low, node, base, dim, index, value):
                        idx=idx, dim=d)
 
 
-def _wrap_sum(target):
-    previous = RULES[target]
-
-    def lower_sum(low, node, x, *args, **kwargs):
-        if isinstance(x, IndexPred):  # a count of the targets that pass: sum of the mask
-            x = check_mask(low, IndexCheck.of(low, x), x.source.shape)
-        return previous(low, node, x, *args, **kwargs)
-
-    return lower_sum
+SUMS = {aten.sum.dim_IntList: sum_, aten.sum.default: sum_all}  # their general rules
 
 
-for _target in (aten.sum.dim_IntList, aten.sum.default):
-    rule(_target)(_wrap_sum(_target))
+@rule(*SUMS, case=lambda low, node, x, *args, **kwargs: isinstance(x, IndexPred))
+def sum_of_checks(low, node, x, *args, **kwargs):
+    """A count of the targets that pass: the sum of the predicate's 0/1 mask."""
+    x = check_mask(low, IndexCheck.of(low, x), x.source.shape)
+    return SUMS[node.target](low, node, x, *args, **kwargs)
 
-_div = RULES[aten.div.Tensor]
 
-
-@rule(aten.div.Tensor)
+@rule(aten.div.Tensor, case=lambda low, node, x, y: isinstance(y, Ref))
 def div(low, node, x, y):
-    """x / y for a runtime y: x * reciprocal(y)."""
-    if not isinstance(y, Ref):
-        return _div(low, node, x, y)
-    return RULES[aten.mul.Tensor](low, node, x, unary(low, y, "reciprocal"))
+    """x / y for a runtime y: x * reciprocal(y) (by a constant: `elementwise.div`)."""
+    return mul(low, node, x, unary(low, y, "reciprocal"))
 
 
-def _wrap_layout(target):
-    previous = RULES[target]
-
-    def lower_layout(low, node, x, *args, **kwargs):
-        if isinstance(x, ClassIndex):
-            return x.relayout(lambda p: node.target(p, *args, **kwargs))
-        return previous(low, node, x, *args, **kwargs)
-
-    return lower_layout
-
-
-for _target in (aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims,
-                aten.view.default, aten.reshape.default, aten.expand.default):
-    rule(_target)(_wrap_layout(_target))
+@rule(aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.view.default,
+      aten.reshape.default, aten.expand.default,
+      case=lambda low, node, x, *args, **kwargs: isinstance(x, ClassIndex))
+def class_index_layout(low, node, x, *args, **kwargs):
+    """A layout op on class indices re-indexes their picks (on tensors: `layout`)."""
+    return x.relayout(lambda p: node.target(p, *args, **kwargs))

@@ -1,0 +1,48 @@
+"""The lowering's rule mechanism (frontend/lowering/core.py): case rules of an op are tried
+before its general rule, at most one case may accept a node, an op whose rules all decline
+is an unknown op, and an op has one general rule. Exercised on aten.sinh, which has no rule
+of its own (registered here and removed afterwards)."""
+
+import pytest
+import torch
+
+from frontend.capture import capture_module
+from frontend.errors import UnsupportedOpError
+from frontend.lowering import core, lower
+from frontend.values import Ref
+
+OP = torch.ops.aten.sinh.default
+
+
+class Sinh(torch.nn.Module):
+    def forward(self, x):
+        return torch.sinh(x)
+
+
+@pytest.fixture
+def captured():
+    assert OP not in core.RULES
+    yield capture_module(Sinh(), (torch.randn(2, 3),))
+    core.RULES.pop(OP, None)
+
+
+def test_cases_then_general_rule_then_errors(captured):
+    # cases only, all declining: the unknown-op error
+    core.rule(OP, case=lambda low, node, x: False)(lambda low, node, x: x)
+    with pytest.raises(UnsupportedOpError,
+                       match=r"aten.sinh.default has no lowering.*\nSupported ops:"):
+        lower(captured)
+    # a general rule takes what the cases decline
+    core.rule(OP)(lambda low, node, x: Ref(x.index.flip(0)))
+    out = lower(captured).outputs[0]
+    assert torch.equal(out.index, torch.arange(6).reshape(2, 3).flip(0))
+    # a case that accepts wins over the general rule
+    core.rule(OP, case=lambda low, node, x: isinstance(x, Ref))(lambda low, node, x: x)
+    assert torch.equal(lower(captured).outputs[0].index, torch.arange(6).reshape(2, 3))
+    # two accepting cases: an error naming both
+    core.rule(OP, case=lambda low, node, x: True)(lambda low, node, x: x)
+    with pytest.raises(RuntimeError, match=r"sinh.*rules .*<lambda>, .*<lambda> all accept"):
+        lower(captured)
+    # a second general rule: refused at registration
+    with pytest.raises(ValueError, match="has a general rule already"):
+        core.rule(OP)(lambda low, node, x: x)
