@@ -46,6 +46,7 @@ REGISTRY = (
     Benchmark("kernels", quick=("--quick",)),
     Benchmark("fabric_fidelity"),  # one fixed set of small cases: nothing to shorten
     Benchmark("models", quick=("--quick",)),
+    Benchmark("training", quick=("--quick",)),
 )
 
 

@@ -39,6 +39,7 @@ BENCHMARKS = {
     "kernels": ["--quick"],
     "fabric_fidelity": [],  # one fixed size: nothing to shorten
     "models": ["--quick"],
+    "training": ["--quick"],
 }
 
 
