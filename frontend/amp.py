@@ -85,8 +85,16 @@ def node_formats(captured, inputs: dict[str, torch.Tensor], half: HalfDtype) -> 
     """{node name: fabric format} of every node that produces a floating tensor, from one run
     of the graph under CPU autocast with `half`'s rules (nodes in fp32 map to "f32")."""
     dtypes = node_dtypes(captured, inputs, half.autocast_dtype)
-    return {name: half.fabric if dt == half.autocast_dtype else "f32"
-            for name, dt in dtypes.items() if dt.is_floating_point}
+    formats = {name: half.fabric if dt == half.autocast_dtype else "f32"
+               for name, dt in dtypes.items() if dt.is_floating_point}
+    # autocast's lists name forward ops only: in eager, a backward op runs in its forward's
+    # dtype. mm and bmm of a backward graph are on the lists themselves; a convolution's
+    # backward is not, but its convolution always runs in the half dtype, so it does too
+    # (its gradients overflow where eager autocast's do)
+    for node in captured.graph.find_nodes(op="call_function",
+                                          target=torch.ops.aten.convolution_backward.default):
+        formats[node.name] = half.fabric
+    return formats
 
 
 def node_dtypes(captured, inputs: dict[str, torch.Tensor],
