@@ -75,16 +75,19 @@ def _operand(slots, start):
     return slots[..., start:start + OPERAND_FIELDS]
 
 
-def _queue_ok(record, iq_empty, rq_full):
-    """bool [R, C, S]: the fabric side of an operand can move one element this cycle.
+def _queue_blocked(record, iq_empty, rq_full):
+    """uint32 [R, C, S], bit 0 set where the fabric side of an operand cannot move one
+    element this cycle (an input queue empty, an output buffer full); other bits are junk.
 
-    iq_empty, rq_full: uint32 [R, C] color bitmasks of the start-of-cycle queues.
+    iq_empty, rq_full: uint32 [R, C] color bitmasks of the start-of-cycle queues. Few
+    integer ops per slot keep the caller's loop memory-bound, which XLA:CPU runs on one
+    thread (a loop it splits over threads pays a thread hand-off in every cycle).
     """
     cls, color = record[..., O_CLS], record[..., O_COLOR]
-    shift = jnp.clip(color, 0, 31).astype(jnp.uint32)
-    empty = (jnp.right_shift(iq_empty[..., None], shift) & 1) != 0
-    full = (jnp.right_shift(rq_full[..., None], shift) & 1) != 0
-    return ~(((cls == CLS_FABIN) & empty) | ((cls == CLS_FABOUT) & full))
+    mask = jnp.where(cls == CLS_FABIN, iq_empty[..., None],
+                     jnp.where(cls == CLS_FABOUT, rq_full[..., None], jnp.uint32(0)))
+    # fabric operands name a color below 32 (config: at most 31 colors)
+    return jnp.right_shift(mask, (color & 31).astype(jnp.uint32))
 
 
 def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
@@ -94,11 +97,12 @@ def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
     K, Q = config.num_colors, config.queue_depth
     S = slots.shape[-2]
     active = slot_active != 0
-    ready = active
     iq_empty = ~bits.pack(state.iq_count > 0, K)
     rq_full = bits.pack(state.rq_count >= Q, K)
+    blocked_ops = jnp.uint32(0)
     for start in (S_DST, S_A, S_B):
-        ready = ready & _queue_ok(_operand(slots, start), iq_empty, rq_full)
+        blocked_ops = blocked_ops | _queue_blocked(_operand(slots, start), iq_empty, rq_full)
+    ready = active & ((blocked_ops & 1) == 0)
     # computed once: the mask and the oldest-op choice below both read it
     ready = materialize(ready, state.cycle)
     ready_mask = bits.pack(ready, S)
