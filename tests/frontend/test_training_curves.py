@@ -1,10 +1,10 @@
 """Loss curves on the fabric against eager PyTorch, step by step, on fixed synthetic tasks:
 50 steps of the zoo's MLP (SGD with momentum, mse on a regression task) and 20 of a
 one-layer GPT of the zoo (AdamW, cross-entropy on next-token prediction; d=8, vocab 16,
-batch 1 x 4 tokens: the same ~180 stages as at d=16, at a quarter of the simulated
-cycles), in fp32 and in mixed precision with each half dtype (cbfloat16, which PyTorch
-lacks, against eager fp32). Tolerances: `frontend.training.curves.CURVE_RTOL` (its docstring says
-why). Each run also has to learn: its last losses lie well below its first.
+batches of 2 x 4 tokens: the same ~180 stages as at d=16, with narrower GEMMs), in fp32
+and in mixed precision with each half dtype (cbfloat16, which PyTorch lacks, against eager
+fp32). Tolerances: `frontend.training.curves.CURVE_RTOL` (its docstring says why). Each
+run also has to learn: its last losses lie well below its first.
 
 These runs take minutes each (hundreds of simulated graph runs per step): they carry the
 `curves` mark, stay out of the default `make test` and run in CI through `make test-curves`.
@@ -54,12 +54,13 @@ def test_mlp_loss_curve_follows_eager(precision):
 @pytest.mark.curves
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_gpt_loss_curve_follows_eager(precision):
-    train, _ = tasks.tokens(vocab=16, block=4, batch=1, batches=GPT_STEPS, seed=0)
+    train, _ = tasks.tokens(vocab=16, block=4, batch=2, batches=GPT_STEPS, seed=0)
     model = {"name": "gpt", "args": {"layers": 1, "vocab": 16, "d": 8, "heads": 2},
              "seed": 0}
     fabric, eager = _curves({"model": model, "loss": "cross_entropy",
-                             "optimizer": {"type": "adamw", "lr": 1e-2,
+                             "optimizer": {"type": "adamw", "lr": 3e-2,
                                            "weight_decay": 0.0}}, train, precision)
     assert len(fabric.history) == GPT_STEPS
+    # it learns the successor table: eager fp32 goes from 3.03 to 1.57 (first and last 3)
     first, last = fabric.losses[:3], fabric.losses[-3:]
-    assert sum(last) < 0.8 * sum(first)
+    assert sum(last) < 0.7 * sum(first)
