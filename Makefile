@@ -1,7 +1,8 @@
 # The two commands of the README:
 #   make demo   the main job (a program on a simulated fabric, checked, reported, pictured)
 #   make test   the test suite (ruff + pytest, slow tests included)
-# CI also runs `make test-curves` (training loss curves against eager PyTorch, ~30 min).
+# CI also runs `make test-long` (training loss curves against eager PyTorch and the
+# largest training-step checks, ~20 min).
 # Both create or reuse .venv and install what they need.
 
 PYTHON ?= python3
@@ -9,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-curves lint bench clean-venv
+.PHONY: demo test test-long lint bench clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,9 +31,9 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	$(PY) -m pytest -q -n auto --maxprocesses=4
 
-# the `curves` tests: many training steps each, fabric against eager PyTorch
-test-curves: $(STAMP)
-	$(PY) -m pytest -q -n auto --maxprocesses=4 -m curves
+# the `long` tests: many training steps each, fabric against eager PyTorch
+test-long: $(STAMP)
+	$(PY) -m pytest -q -n auto --maxprocesses=4 -m long
 
 bench: $(STAMP)
 	$(PY) benchmarks/engine_speed.py --grid 128 --cycles 2000 --json benchmarks/results/engine_speed_128.json

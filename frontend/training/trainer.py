@@ -112,7 +112,7 @@ class Trainer:
                 break
             self._fire("on_fit_end")
             return self.history
-        step, last_saved = len(self.history), None
+        step, last_saved, ran = len(self.history), None, False
         for epoch in range(epoch0, self.loop.epochs):
             for i, batch in enumerate(train_loader):
                 if epoch == epoch0 and i < skip:
@@ -120,6 +120,7 @@ class Trainer:
                 if self.loop.max_steps is not None and step >= self.loop.max_steps:
                     break
                 step += 1
+                ran = True
                 self._fire("on_step_start", step)
                 inputs, targets = split_batch(batch, i)
                 t0 = time.perf_counter()
@@ -139,7 +140,7 @@ class Trainer:
                 self._fire("on_epoch_end", epoch)
                 continue
             break  # max_steps reached
-        if self.checkpoint.dir is not None and last_saved != step and self.history:
+        if self.checkpoint.dir is not None and ran and last_saved != step:
             last = self.history[-1]
             self._save(step, last["epoch"], last["batch"] + 1)
         self._fire("on_fit_end")

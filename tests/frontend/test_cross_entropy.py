@@ -128,7 +128,7 @@ def test_nll_loss_all_targets_ignored_and_out_of_range():
         step((x,), (torch.tensor([1, 8, 0]),))
 
 
-@pytest.mark.slow  # about 180 stages: half a minute or more on a shared CPU
+@pytest.mark.long  # about 180 stages: a minute of CPU (make test-long)
 def test_gpt_one_layer_cross_entropy_over_tokens():
     """A GPT's loss: (B, T, V) logits viewed to (B*T, V), targets (B, T) viewed to (B*T,),
     one ignored. Narrow widths (d=8, vocab 16): the same graph at a quarter of the cycles."""

@@ -7,7 +7,7 @@ fp32). Tolerances: `frontend.training.curves.CURVE_RTOL` (its docstring says why
 run also has to learn: its last losses lie well below its first.
 
 These runs take minutes each (hundreds of simulated graph runs per step): they carry the
-`curves` mark, stay out of the default `make test` and run in CI through `make test-curves`.
+`long` mark, stay out of the default `make test` and run in CI through `make test-long`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _curves(common: dict, train, precision: str):
     return fabric, eager
 
 
-@pytest.mark.curves
+@pytest.mark.long
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_mlp_loss_curve_follows_eager(precision):
     train, _ = tasks.regression(batch=4, batches=MLP_STEPS, seed=0)
@@ -51,7 +51,7 @@ def test_mlp_loss_curve_follows_eager(precision):
     assert sum(last) < 0.6 * sum(first)
 
 
-@pytest.mark.curves
+@pytest.mark.long
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_gpt_loss_curve_follows_eager(precision):
     train, _ = tasks.tokens(vocab=16, block=4, batch=2, batches=GPT_STEPS, seed=0)

@@ -101,7 +101,7 @@ def test_max_pool_ties_go_to_the_first_maximum():
     _check_step(TiedPool(), (x,), (torch.randn(1, 1, 2, 2),), F.mse_loss)
 
 
-@pytest.mark.slow  # about 160 stages: a minute or two on a shared CPU
+@pytest.mark.long  # about 160 stages: a minute of CPU (make test-long)
 def test_gpt_one_layer_gradients():
     """Embeddings (runtime tables; the token table's gradient a scatter-add planned per
     call, here with repeated tokens), layer norm (mean and rstd computed for the backward),
