@@ -16,7 +16,7 @@ import os
 import torch
 
 from frontend import amp_scaler  # a module: amp_scaler imports frontend.training too
-from frontend.amp import get_half_dtype, using_half_dtype
+from frontend.amp import using_half_dtype
 from frontend.runtime import TABLE_FLOOR
 from frontend.training.checkpoint import load_checkpoint, save_checkpoint
 from frontend.training.optim import FabricAdamW, FabricSGD
@@ -48,8 +48,7 @@ class FabricRunner:
                  precision: PrecisionSpec, backend: Backend):
         self.model, self.loss_fn, self.backend = model, loss_fn, backend
         self.precision = precision
-        self.half = (precision.half or get_half_dtype().name) if precision.mode == "mixed" \
-            else None
+        self.half = precision.half_name()
         self.steps: dict[tuple, TrainingStep] = {}
         self.optimizer = FABRIC_OPTIMIZERS[optimizer.kind](
             model.named_parameters(), **optimizer.hyper, config=backend.config,
@@ -138,8 +137,7 @@ class EagerRunner:
     def __init__(self, model: torch.nn.Module, loss_fn, optimizer: OptimizerSpec,
                  precision: PrecisionSpec):
         self.model, self.loss_fn, self.precision = model, loss_fn, precision
-        self.half = (precision.half or get_half_dtype().name) if precision.mode == "mixed" \
-            else None
+        self.half = precision.half_name()
         if self.half == "cbfloat16":
             raise ValueError("device 'cpu' cannot run cbfloat16 (PyTorch has no such dtype); "
                              "compare a cbfloat16 fabric run with precision='fp32' on the cpu")

@@ -29,11 +29,15 @@ import torch.nn.functional as F
 
 from fabric.config import FabricConfig
 from frontend import zoo
-from frontend.amp import HALF_DTYPES, half_dtype
+from frontend.amp import HALF_DTYPES, get_half_dtype, half_dtype
 
 BACKENDS = ("fabric", "cpu")
 MODES = ("train", "validate", "compile_only")
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
+# the keyword arguments each fabric optimizer takes from torch's
+HYPERPARAMETERS = {"sgd": ("lr", "momentum", "dampening", "weight_decay", "nesterov",
+                           "maximize"),
+                   "adamw": ("lr", "betas", "eps", "weight_decay", "maximize")}
 SCALER_KEYS = ("loss_scale", "init_scale", "steps_per_increase", "min_loss_scale",
                "max_loss_scale", "overflow_tolerance", "max_gradient_norm")
 
@@ -180,9 +184,7 @@ def resolve_optimizer(spec, model: torch.nn.Module) -> OptimizerSpec:
     kind = str(spec.pop("type", "")).lower()
     if kind not in OPTIMIZERS:
         raise ValueError(f"optimizer.type must be one of {sorted(OPTIMIZERS)}, got {kind!r}")
-    allowed = (("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize")
-               if kind == "sgd" else ("lr", "betas", "eps", "weight_decay", "maximize"))
-    _check_keys(f"optimizer ({kind})", spec, allowed)
+    _check_keys(f"optimizer ({kind})", spec, HYPERPARAMETERS[kind])
     if "lr" not in spec:
         raise ValueError(f"optimizer ({kind}): lr is required")
     if "betas" in spec:
@@ -203,9 +205,7 @@ def _from_torch(opt: torch.optim.Optimizer, model: torch.nn.Module) -> Optimizer
         raise ValueError("optimizer: it was not built on exactly this model's parameters")
     if kind == "adamw" and group.get("amsgrad"):
         raise ValueError("optimizer: AdamW(amsgrad=True) has no fabric kernel")
-    keys = (("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize")
-            if kind == "sgd" else ("lr", "betas", "eps", "weight_decay", "maximize"))
-    hyper = {k: group[k] for k in keys}
+    hyper = {k: group[k] for k in HYPERPARAMETERS[kind]}
     if isinstance(hyper["lr"], torch.Tensor):
         hyper["lr"] = float(hyper["lr"])
     return OptimizerSpec(kind, hyper)
@@ -221,6 +221,13 @@ class PrecisionSpec:
     mode: str
     half: str | None
     scaler: dict | None
+
+    def half_name(self) -> str | None:
+        """The half dtype a mixed run uses (the spec's, else frontend.amp's current one);
+        None in fp32."""
+        if self.mode != "mixed":
+            return None
+        return self.half or get_half_dtype().name
 
 
 def resolve_precision(spec) -> PrecisionSpec:
