@@ -43,32 +43,33 @@ def train(args, parser) -> int:
     if args.quiet:
         cfg["callbacks"] = []
     trainer = _trainer(cfg, parser, **overrides)
-    runs = {trainer.device: trainer}
+    eager = None  # the same loop in eager PyTorch (--compare on the fabric)
     if args.compare and trainer.device == "fabric":
         eager_cfg = dict(cfg, callbacks=[])
         if trainer.runner.half == "cbfloat16":  # torch has no cbfloat16: compare with fp32
             eager_cfg["precision"] = {"dtype": "fp32"}
-        runs["cpu"] = _trainer(eager_cfg, parser, device="cpu")
+        eager = _trainer(eager_cfg, parser, device="cpu")
     quiet = contextlib.redirect_stdout(io.StringIO()) if args.quiet \
         else contextlib.nullcontext()
-    for run in runs.values():
-        with quiet:
-            run.fit(train, val)
+    for run in (trainer, eager):
+        if run is not None:
+            with quiet:
+                run.fit(train, val)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    label = trainer.runner.half or "fp32"
     result = {"config": str(args.config), "device": trainer.device,
               "precision": trainer.precision.mode,
               "half": trainer.runner.half, "history": trainer.history,
               "val_history": trainer.val_history}
     code = 0
-    if "cpu" in runs and trainer.device == "fabric":
-        check = compare_curves(trainer.losses, runs["cpu"].losses, trainer.precision.mode)
-        result["eager"] = {"history": runs["cpu"].history, **check}
+    if eager is not None:
+        check = compare_curves(trainer.losses, eager.losses, trainer.precision.mode)
+        result["eager"] = {"history": eager.history, **check}
         code = 0 if check["ok"] else 1
     (out / "train_history.json").write_text(json.dumps(result, indent=1))
-    png = plot_curves({trainer.runner.half or "fp32": trainer.history},
-                      {trainer.runner.half or "fp32": runs["cpu"].history}
-                      if "cpu" in runs and trainer.device == "fabric" else {},
+    png = plot_curves({label: trainer.history},
+                      {label: eager.history} if eager is not None else {},
                       out / "train_loss.png", title=Path(args.config).name)
     print(summary(trainer, result), end="")
     print(f"wrote {out / 'train_history.json'} and {png}")
