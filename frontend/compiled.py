@@ -8,12 +8,14 @@ from collections.abc import Sequence
 import torch
 
 from fabric.config import FabricConfig
+from fabric.kernels.layout import WordMap
+from fabric.kernels.redistribute import plan_redistribution
 from frontend.amp import check_precision, get_half_dtype, node_formats
 from frontend.capture import Captured, capture_module
 from frontend.errors import FrontendError
 from frontend.lowering import lower
 from frontend.placement import place
-from frontend.runtime import Execution, prepare, table_rows
+from frontend.runtime import Execution, ResidentTensor, Source, prepare, table_rows
 from frontend.values import Ref
 
 
@@ -41,6 +43,7 @@ class CompiledModel:
                  precision: str = "fp32", example_inputs: Sequence = ()):
         t0 = time.perf_counter()
         self.captured = captured
+        self.resident_inputs: set[str] = set()  # inputs that live in PE memory
         self.config = config
         self.max_cycles = max_cycles
         self.precision = check_precision(precision)
@@ -57,9 +60,35 @@ class CompiledModel:
         self.last: Execution | None = None
         self.last_inputs: dict[str, torch.Tensor] | None = None
 
+    # ---- resident inputs ---------------------------------------------------------------------
+    def make_resident(self, name: str, home: WordMap) -> int:
+        """Input `name` will live in PE memory in the layout `home` (in the input's element
+        order): every operand it feeds gets it over the mesh from there, by a plan made
+        now, instead of from the host. Afterwards `run` takes it as a `ResidentTensor` in
+        `resident=`, not among the positional inputs. Returns the number of operands fed."""
+        if name not in self.captured.user_inputs:
+            raise FrontendError(f"make_resident: {name!r} is not a runtime input of the model "
+                                f"(inputs: {', '.join(self.captured.user_inputs)})")
+        want = tuple(self.lowered.tensors[name].shape)
+        if tuple(home.shape) != want:
+            raise FrontendError(f"make_resident: input {name!r} is {want}, its home map "
+                                f"{tuple(home.shape)}")
+        fed = 0
+        for p in self.prepared:
+            for sources in p.sources.values():
+                for i, src in enumerate(sources):
+                    if src.tensor.name == name and src.plan is None:
+                        plan = plan_redistribution(self.config, home, src.dst)
+                        sources[i] = Source(src.tensor, src.dst, plan)
+                        fed += 1
+        self.resident_inputs.add(name)
+        rows = table_rows(self.config, self.prepared)
+        self.table_rows = tuple(max(a, b) for a, b in zip(self.table_rows, rows))
+        return fed
+
     # ---- running ---------------------------------------------------------------------------
     def _inputs(self, args) -> dict[str, torch.Tensor]:
-        names = self.captured.user_inputs
+        names = [n for n in self.captured.user_inputs if n not in self.resident_inputs]
         flat, _ = torch.utils._pytree.tree_flatten(list(args))
         if len(flat) != len(names):
             raise FrontendError(f"the model was compiled for {len(names)} input tensors "
@@ -76,15 +105,21 @@ class CompiledModel:
             out[name] = value.detach()
         return out
 
-    def run(self, *args) -> Execution:
+    def run(self, *args, resident: dict[str, ResidentTensor] | None = None) -> Execution:
+        """Run once on `args` (the runtime inputs, resident ones left out) and `resident`
+        {input name: its words in PE memory} for every input made resident."""
         inputs = self._inputs(args)
+        resident = dict(resident or {})
+        if set(resident) != self.resident_inputs:
+            raise FrontendError(f"run: resident inputs {sorted(self.resident_inputs)} need "
+                                f"their words, got {sorted(resident)}")
         self.last = Execution(self.config, self.prepared, self.lowered.tensors, inputs,
-                              self.max_cycles, self.table_rows)
+                              self.max_cycles, self.table_rows, resident)
         self.last_inputs = inputs
         return self.last
 
-    def __call__(self, *args):
-        self.run(*args)
+    def __call__(self, *args, resident: dict[str, ResidentTensor] | None = None):
+        self.run(*args, resident=resident)
         return self.outputs()
 
     def outputs(self):

@@ -7,6 +7,11 @@ over the mesh by a redistribution program (`fabric.kernels.redistribute`, simula
 by cycle), or from the host for the model's inputs (host I/O). Between runs, each tile's
 SRAM words carry over unchanged (the next program on those PEs starts from them).
 
+Resident inputs: an input given as a `ResidentTensor` (its words already in PE memory, e.g.
+a parameter the optimizer keeps on the fabric) is not written by the host: every operand it
+feeds gets it over the mesh from where it lives (`CompiledModel.make_resident` plans those
+moves once), and its move cycles count like any other.
+
 Cycles: kernel cycles of every stage plus the cycles of every movement, summed (one input
 flows through the layers one stage at a time); host I/O cycles apart.
 """
@@ -54,6 +59,14 @@ class Source:
 
 
 @dataclasses.dataclass
+class ResidentTensor:
+    """A runtime input that lives in PE memory: its words there and their map."""
+
+    map: WordMap
+    words: dict[str, np.ndarray]
+
+
+@dataclasses.dataclass
 class PreparedStage:
     stage: Stage
     rect: Rect
@@ -92,7 +105,7 @@ def prepare(stages: list[Stage], rects: dict[str, Rect], tensors: dict[str, Tens
             raise AssertionError(f"{s.name}: kernel output {out_map.shape} vs {s.tensor.shape}")
         out_map = WordMap(s.tensor.shape, out_map.rect, out_map.symbols, out_map.dtypes)
         consts = {op.name: op.const for op in s.operands if op.const is not None}
-        sources = {op.name: _sources(op, in_maps[op.name], tensors, out, config)
+        sources = {op.name: sources_of(op.index, in_maps[op.name], tensors, out, config)
                    for op in s.operands if op.index is not None}
         out[s.name] = PreparedStage(s, rect, kernel, in_maps, out_map, consts, sources)
     return list(out.values())
@@ -121,8 +134,12 @@ def _relabel(dst: WordMap, gids: np.ndarray, tensor: Tensor) -> WordMap | None:
     return WordMap(tensor.shape, dst.rect, symbols, dst.dtypes) if any_word else None
 
 
-def _sources(op: Operand, dst: WordMap, tensors, prepared, config) -> list[Source]:
-    gids = op.index.reshape(-1).numpy()
+def sources_of(index: torch.Tensor, dst: WordMap, tensors: dict[str, Tensor],
+               prepared: dict[str, PreparedStage], config: FabricConfig) -> list[Source]:
+    """The sources that fill `dst`, a map of the elements of `index` (global ids of the
+    model's tensors): one per materialized tensor it draws from, each with its move plan
+    from the producing stage's output (None for a user input: the host writes it)."""
+    gids = index.reshape(-1).numpy()
     out = []
     for t in tensors.values():
         if not ((gids >= t.base) & (gids < t.base + t.numel)).any():
@@ -147,12 +164,15 @@ class Execution:
 
     def __init__(self, config: FabricConfig, prepared: list[PreparedStage],
                  tensors: dict[str, Tensor], inputs: dict[str, torch.Tensor],
-                 max_cycles: int, rows: tuple[int, int] = (0, 0)):
+                 max_cycles: int, rows: tuple[int, int] = (0, 0),
+                 resident: dict[str, ResidentTensor] | None = None):
         self.config = config
         self.tensors = tensors
         self.inputs = inputs
-        self.words: dict[str, dict[str, np.ndarray]] = {}
-        self.maps: dict[str, WordMap] = {}
+        # words of every materialized tensor, resident inputs first (moves read them alike)
+        self.words: dict[str, dict[str, np.ndarray]] = {
+            k: r.words for k, r in (resident or {}).items()}
+        self.maps: dict[str, WordMap] = {k: r.map for k, r in (resident or {}).items()}
         self.results: list[StageResult] = []
         with table_floor(*rows):
             for p in prepared:
@@ -213,10 +233,12 @@ class Execution:
             mine = (flat >= t.base) & (flat < t.base + t.numel)
             if not mine.any():
                 continue
-            if t.kind == "input":
+            if t.name in self.maps:  # a stage's output, or a resident input
+                full = self.maps[t.name].from_words(self.words[t.name]).reshape(-1)
+                out[mine] = full.view(np.uint32)[flat[mine] - t.base]
+            elif t.kind == "input":
                 src = self.inputs[t.name].detach().contiguous().to(torch.float32).numpy()
                 out[mine] = src.reshape(-1).view(np.uint32)[flat[mine] - t.base]
             else:
-                full = self.maps[t.name].from_words(self.words[t.name]).reshape(-1)
-                out[mine] = full.view(np.uint32)[flat[mine] - t.base]
+                raise AssertionError(f"tensor {t.name!r} has not run yet")
         return torch.from_numpy(out.view(np.float32).reshape(tuple(gids.shape)).copy())

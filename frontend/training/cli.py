@@ -7,7 +7,8 @@ against it.
                 [--out DIR] [--quiet]
 
 Exit codes: 0 done (and, with --compare, every step's loss within the tolerance of
-`frontend.training.curves`); 1 a loss outside it; 2 a bad config (one line naming it).
+`frontend.training.curves`); 1 a loss outside it; 2 a bad config or flags (one line
+naming it: --compare with the cpu device has nothing to compare with).
 """
 
 from __future__ import annotations
@@ -43,8 +44,11 @@ def train(args, parser) -> int:
     if args.quiet:
         cfg["callbacks"] = []
     trainer = _trainer(cfg, parser, **overrides)
+    if args.compare and trainer.device != "fabric":
+        parser.error(f"--compare compares a fabric run with eager PyTorch; this run is on "
+                     f"device {trainer.device!r} already (drop --compare or the cpu device)")
     eager = None  # the same loop in eager PyTorch (--compare on the fabric)
-    if args.compare and trainer.device == "fabric":
+    if args.compare:
         eager_cfg = dict(cfg, callbacks=[])
         if trainer.runner.half == "cbfloat16":  # torch has no cbfloat16: compare with fp32
             eager_cfg["precision"] = {"dtype": "fp32"}

@@ -8,6 +8,9 @@ of n is 1 x n, a tensor of shape (d0, d1, ...) is d0 x d1...), sits in 2D blocks
 with its state (momentum buffer; exp_avg and exp_avg_sq). The weights and the state stay
 there between steps; a step writes the gradient and the step's scalars through host I/O,
 launches the kernel and runs it. `parameters()` reads the weights back (host I/O).
+Resident use (`frontend.training.resident`): the step's graphs take the weights from the
+kernel's SRAM over the mesh (`resident`, `weight_map`) and move the gradients straight into
+its "g" symbol (`put_grad_words`, `grad_map`); `step_resident` then writes only the scalars.
 
 Every Simulator is built under one table floor (`OPTIM_TABLE_FLOOR`, or the caller's), so
 all the kernels of a config share one compiled engine; the frontend's `TABLE_FLOOR` makes
@@ -35,6 +38,7 @@ import torch
 from fabric.config import FabricConfig
 from fabric.host import Simulator, table_floor
 from fabric.kernels.base import Kernel
+from fabric.kernels.layout import WordMap, probe_inputs, read_words, write_words
 from fabric.kernels.optimizers import build_adamw, build_sgd, write_step_scalars
 from fabric.program import Rect
 
@@ -55,6 +59,12 @@ def tile_rect(config: FabricConfig, m: int, n: int) -> Rect:
     """The rectangle at the origin that an (m, n) matrix occupies: one block per PE, at most
     the whole fabric."""
     return Rect(0, 0, min(config.rows, m), min(config.cols, n))
+
+
+def home_rect(home: Rect, m: int, n: int) -> Rect:
+    """The part of `home` (a stage's tile) an (m, n) matrix occupies: its top-left corner,
+    one block per PE."""
+    return Rect(home.row, home.col, min(home.rows, m), min(home.cols, n))
 
 
 def named_tensors(params, what: str) -> dict[str, torch.Tensor]:
@@ -97,7 +107,18 @@ class _Slot:
         with table_floor(*floor):
             self.sim = Simulator(kernel.config, kernel.program)
         self.step = 0
+        self._maps: dict[str, WordMap] | None = None
         kernel.load(self.sim, {"w": self.matrix(value)})
+
+    def maps(self) -> dict[str, WordMap]:
+        """{"w": map, "g": map} of the weights and the gradient in the kernel's SRAM, in
+        the parameter's shape (probed once)."""
+        if self._maps is None:
+            m, n = self.kernel.info["m"], self.kernel.info["n"]
+            probed = probe_inputs(self.kernel, {"w": (m, n), "g": (m, n)})
+            self._maps = {k: WordMap(self.shape, v.rect, v.symbols, v.dtypes)
+                          for k, v in probed.items()}
+        return self._maps
 
     def matrix(self, t: torch.Tensor) -> np.ndarray:
         return t.detach().to(torch.float32).reshape(self.kernel.info["m"],
@@ -115,7 +136,7 @@ class FabricOptimizer:
     state_names: tuple[str, ...] = ()  # the kernel's state tensors (read/load names)
 
     def __init__(self, params, lr: float, hyper: dict, config: FabricConfig | None,
-                 floor: tuple[int, int] | None):
+                 floor: tuple[int, int] | None, homes: Mapping[str, Rect] | None = None):
         if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0.0):
             raise ValueError(f"{self.kind}: lr must be a finite value >= 0, got {lr!r}")
         self.lr = float(lr)
@@ -125,9 +146,7 @@ class FabricOptimizer:
         self.sources = named_tensors(params, self.kind)
         self._slots: dict[str, _Slot] = {}
         for name, t in self.sources.items():
-            m, n = as_matrix(tuple(t.shape))
-            kernel = self._build(tile_rect(self.config, m, n), m, n)
-            self._slots[name] = _Slot(name, t, kernel, self.table_floor)
+            self._slots[name] = self._slot(name, t, (homes or {}).get(name))
         self.grads: dict[str, torch.Tensor] | None = None  # pending gradients (set_grads)
         self.cycles = 0
         self.host_cycles = 0
@@ -135,6 +154,53 @@ class FabricOptimizer:
 
     def _build(self, rect: Rect, m: int, n: int) -> Kernel:
         raise NotImplementedError
+
+    def _slot(self, name: str, value: torch.Tensor, home: Rect | None) -> _Slot:
+        m, n = as_matrix(tuple(value.shape))
+        rect = tile_rect(self.config, m, n) if home is None else home_rect(home, m, n)
+        if rect.row_end > self.config.rows or rect.col_end > self.config.cols:
+            raise ValueError(f"{self.kind}: home {home} of parameter {name!r} lies outside "
+                             f"the {self.config.rows}x{self.config.cols} fabric")
+        return _Slot(name, value, self._build(rect, m, n), self.table_floor)
+
+    # ---- where the parameters live ------------------------------------------------------
+    def rehome(self, homes: Mapping[str, Rect]) -> None:
+        """Move parameters to new home tiles {name: Rect} (the top-left part of each that
+        the parameter needs): weights, state and step counts carry over unchanged."""
+        for name, home in homes.items():
+            old = self._slots[name]
+            m, n = old.kernel.info["m"], old.kernel.info["n"]
+            if old.kernel.rect == home_rect(home, m, n):
+                continue
+            values = old.read()
+            slot = self._slot(name, values["w"], home)
+            slot.kernel.load(slot.sim, {k: slot.matrix(values[k]) for k in self.state_names})
+            slot.step = old.step
+            self._slots[name] = slot
+
+    def program(self, name: str):
+        """The optimizer program of parameter `name` (its kernel's, on its home)."""
+        return self._slots[name].kernel.program
+
+    def weight_map(self, name: str) -> WordMap:
+        """Where parameter `name`'s weights sit in PE memory (its shape's element order)."""
+        return self._slots[name].maps()["w"]
+
+    def grad_map(self, name: str) -> WordMap:
+        """The slots a step reads parameter `name`'s gradient from."""
+        return self._slots[name].maps()["g"]
+
+    def resident(self, name: str) -> tuple[WordMap, dict[str, np.ndarray]]:
+        """(map, words) of parameter `name`'s weights as they are in PE memory (no host
+        I/O: a look at the SRAM a later program on those PEs starts from)."""
+        wmap = self.weight_map(name)
+        return wmap, read_words(self._slots[name].sim, wmap)
+
+    def put_grad_words(self, name: str, gmap: WordMap, words: dict[str, np.ndarray]) -> None:
+        """Gradient words moved over the mesh into parameter `name`'s "g" symbol: `gmap`
+        (a part of `grad_map(name)`, relabelled to the moving tensor's elements) names the
+        slots `words` fill."""
+        write_words(self._slots[name].sim, gmap, words, mapped_only=True)
 
     # ---- gradients ----------------------------------------------------------------------
     def check_grads(self, grads: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -173,19 +239,41 @@ class FabricOptimizer:
                                  "call set_grads first")
             grads = self.grads
         grads = self.check_grads(grads)
+        self._step({name: slot.matrix(g) for name, g in grads.items()
+                    for slot in (self._slots[name],)})
+        self.grads = None
+
+    def step_resident(self, names, grads: Mapping[str, torch.Tensor] | None = None) -> None:
+        """One optimizer step of parameters `names` with the gradients already in their "g"
+        symbols (`put_grad_words`; only the step's scalars come from the host), and of the
+        parameters of `grads` {name: gradient} the host writes."""
+        unknown = sorted(set(names) - set(self._slots))
+        if unknown:
+            raise ValueError(f"{self.kind}: step_resident: unknown parameters {unknown}")
+        host = self.check_grads(grads or {})
+        both = sorted(set(names) & set(host))
+        if both:
+            raise ValueError(f"{self.kind}: step_resident: gradients of {both} are both in "
+                             "PE memory and given")
+        todo = {name: self._slots[name].matrix(g) for name, g in host.items()}
+        todo.update(dict.fromkeys(names))
+        self._step({name: todo[name] for name in self._slots if name in todo})
+
+    def _step(self, grads: dict[str, np.ndarray | None]) -> None:
+        """grads: {name: (m, n) gradient the host writes, or None: already in SRAM}."""
         self.cycles = self.host_cycles = 0
         self.cycles_per_param = {}
         for name, g in grads.items():
             slot = self._slots[name]
             host0 = slot.sim.host_cycles
             slot.step += 1
-            slot.kernel.load(slot.sim, {"g": slot.matrix(g)})
+            if g is not None:
+                slot.kernel.load(slot.sim, {"g": g})
             write_step_scalars(slot.sim, slot.kernel, lr=self.lr, step=slot.step)
             cycles = run_on(slot.sim, slot.kernel)
             self.cycles_per_param[name] = cycles
             self.cycles += cycles
             self.host_cycles += slot.sim.host_cycles - host0
-        self.grads = None
 
     # ---- reading back -------------------------------------------------------------------
     def parameters(self) -> dict[str, torch.Tensor]:
@@ -284,6 +372,7 @@ class FabricSGD(FabricOptimizer):
         lr, momentum, dampening, weight_decay, nesterov, maximize: torch's.
         config: the fabric of every parameter's Simulator (default small(4, 4)).
         table_floor: the table floor of the Simulators (default OPTIM_TABLE_FLOOR).
+        homes: {name: Rect} home tiles (default: at the origin; module docstring).
     """
 
     kind = "sgd"
@@ -291,12 +380,13 @@ class FabricSGD(FabricOptimizer):
     def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False,
                  config: FabricConfig | None = None,
-                 table_floor: tuple[int, int] | None = None):
+                 table_floor: tuple[int, int] | None = None,
+                 homes: Mapping[str, Rect] | None = None):
         hyper = {"momentum": float(momentum), "dampening": float(dampening),
                  "weight_decay": float(weight_decay), "nesterov": bool(nesterov),
                  "maximize": bool(maximize)}
         self.state_names = ("momentum_buffer",) if momentum else ()
-        super().__init__(params, lr, hyper, config, table_floor)
+        super().__init__(params, lr, hyper, config, table_floor, homes)
 
     def _build(self, rect: Rect, m: int, n: int) -> Kernel:
         return build_sgd(self.config, rect, m, n, **self.hyper)
@@ -309,7 +399,7 @@ class FabricAdamW(FabricOptimizer):
     Args:
         params: {name: fp32 tensor} or model.named_parameters().
         lr, betas, eps, weight_decay, maximize: torch's.
-        config, table_floor: as FabricSGD's.
+        config, table_floor, homes: as FabricSGD's.
     """
 
     kind = "adamw"
@@ -318,10 +408,11 @@ class FabricAdamW(FabricOptimizer):
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, maximize: bool = False,
                  config: FabricConfig | None = None,
-                 table_floor: tuple[int, int] | None = None):
+                 table_floor: tuple[int, int] | None = None,
+                 homes: Mapping[str, Rect] | None = None):
         hyper = {"betas": (float(betas[0]), float(betas[1])), "eps": float(eps),
                  "weight_decay": float(weight_decay), "maximize": bool(maximize)}
-        super().__init__(params, lr, hyper, config, table_floor)
+        super().__init__(params, lr, hyper, config, table_floor, homes)
 
     def _build(self, rect: Rect, m: int, n: int) -> Kernel:
         return build_adamw(self.config, rect, m, n, **self.hyper)

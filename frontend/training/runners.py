@@ -20,6 +20,7 @@ from frontend.amp import using_half_dtype
 from frontend.runtime import TABLE_FLOOR
 from frontend.training.checkpoint import load_checkpoint, save_checkpoint
 from frontend.training.optim import FabricAdamW, FabricSGD
+from frontend.training.resident import ResidentStep
 from frontend.training.specs import OPTIMIZERS, Backend, OptimizerSpec, PrecisionSpec
 from frontend.training.step import TrainingStep, compile_training_step
 
@@ -40,7 +41,10 @@ def _scaler(precision: PrecisionSpec):
 
 class FabricRunner:
     """Steps on the simulated fabric: the step compiled per batch shape (once each), weights
-    and optimizer state in PE memory, read back into the model after every step."""
+    and optimizer state resident in PE memory (`frontend.training.resident`: homed on the
+    tiles of the first compiled step's forward stages that read them). The model's
+    parameters are updated from the fabric by `sync_model` (the Trainer calls it at the end
+    of fit), and after every step in mode "validate" (its eager reference reads them)."""
 
     device = "fabric"
 
@@ -49,21 +53,23 @@ class FabricRunner:
         self.model, self.loss_fn, self.backend = model, loss_fn, backend
         self.precision = precision
         self.half = precision.half_name()
-        self.steps: dict[tuple, TrainingStep] = {}
+        self.steps: dict[tuple, ResidentStep] = {}
         self.optimizer = FABRIC_OPTIMIZERS[optimizer.kind](
             model.named_parameters(), **optimizer.hyper, config=backend.config,
             table_floor=TABLE_FLOOR)
         with using_half_dtype(self.half):
             self.scaler = _scaler(precision)
 
-    def step_for(self, inputs, targets) -> TrainingStep:
-        """The compiled step for this batch's shapes (compiled on first use)."""
+    def step_for(self, inputs, targets) -> ResidentStep:
+        """The compiled step for this batch's shapes (compiled on first use; the first one
+        compiled decides where the parameters live)."""
         key = (_shape_key(inputs), _shape_key(targets))
         if key not in self.steps:
             with using_half_dtype(self.half):
-                self.steps[key] = compile_training_step(
+                step = compile_training_step(
                     self.model, inputs, targets, self.loss_fn, self.backend.config,
                     self.backend.max_cycles, self.precision.mode)
+            self.steps[key] = ResidentStep(step, self.optimizer, rehome=not self.steps)
         return self.steps[key]
 
     def train_step(self, inputs, targets) -> dict:
@@ -71,25 +77,34 @@ class FabricRunner:
         reference = self._eager_reference(inputs, targets) \
             if self.backend.mode == "validate" else None
         scale = self.scaler.get_scale() if self.scaler else 1.0
-        loss, grads = step(inputs, targets, loss_scale=scale)
-        self.optimizer.set_grads(grads)
+        # the scaler's kernels and the eager comparison take the gradients from the host
+        loss = step(inputs, targets, loss_scale=scale,
+                    host_grads=self.scaler is not None or reference is not None)
+        grads = step.host_grads
         if self.scaler is not None:
+            self.optimizer.set_grads(grads)
             taken = amp_scaler.optimizer_step(loss, self.optimizer, self.scaler,
                                               grads_scaled=True)
         else:
-            self.optimizer.step()
+            self.optimizer.step_resident(step.moved, grads)
             taken = True
-        self.optimizer.copy_to(self.model)
+        if reference is not None:
+            self.sync_model()
         config = self.backend.config
         peak = config.simd_width("fma", "f16" if self.half else "f32") * config.num_pes
         log = {"loss": float(loss), "taken": taken, "scale": scale, "cycles": step.cycles,
                "host_cycles": step.host_cycles,
+               "grad_move_cycles": step.grad_move_cycles,
                "optimizer_cycles": self.optimizer.cycles if taken else 0,
                "scaler_cycles": sum(self.scaler.cycles.values()) if self.scaler else 0,
                "utilization": step.fmas / (peak * max(1, step.cycles))}
         if reference is not None:
             log.update(_errors(loss, grads, scale, *reference))
         return log
+
+    def sync_model(self) -> None:
+        """Copy the weights in PE memory into the model's parameters (host I/O)."""
+        self.optimizer.copy_to(self.model)
 
     def _eager_reference(self, inputs, targets):
         """Eager fp32 loss and gradients at the current weights (mode "validate")."""
@@ -104,7 +119,7 @@ class FabricRunner:
         return float(self.step_for(inputs, targets).loss_only(inputs, targets))
 
     def compile_only(self, inputs, targets) -> TrainingStep:
-        return self.step_for(inputs, targets)
+        return self.step_for(inputs, targets).step
 
     def save(self, path, extra: dict) -> dict:
         report = save_checkpoint(path, self.optimizer, self.scaler, extra=extra)
@@ -112,7 +127,7 @@ class FabricRunner:
 
     def load(self, path) -> dict:
         extra = load_checkpoint(path, self.optimizer, self.scaler)
-        self.optimizer.copy_to(self.model)
+        self.sync_model()
         return extra
 
 
@@ -163,6 +178,9 @@ class EagerRunner:
             self.optimizer.step()
             taken = True
         return {"loss": float(loss.detach().float()), "taken": taken, "scale": scale}
+
+    def sync_model(self) -> None:
+        """Nothing to do: eager steps update the model's parameters in place."""
 
     def eval_loss(self, inputs, targets) -> float:
         with torch.no_grad(), self._autocast():

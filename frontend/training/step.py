@@ -46,13 +46,15 @@ def _captured(gm: torch.fx.GraphModule, constants: dict[str, torch.Tensor]) -> C
     return Captured(gm, dict(constants), [n for n in names if n not in constants], spec)
 
 
-def _fit(captured: Captured, args: list[torch.Tensor]) -> list[torch.Tensor]:
-    """`args` reshaped to the runtime placeholders' shapes (a scalar travels as shape (1,),
-    see `graphs._lift_scalar_inputs`) and widened to fp32 where the graph traced fp32 (a
-    saved value of a mixed-precision forward comes back in 16 bits; widening is exact)."""
+def fit_args(captured: Captured, args: list[torch.Tensor], skip=frozenset()
+             ) -> list[torch.Tensor]:
+    """`args` (one per runtime placeholder not in `skip`, in order) reshaped to the
+    placeholders' shapes (a scalar travels as shape (1,), see
+    `graphs._lift_scalar_inputs`) and widened to fp32 where the graph traced fp32 (a saved
+    value of a mixed-precision forward comes back in 16 bits; widening is exact)."""
     graph = captured.graph
     vals = [graph.find_nodes(op="placeholder", target=n)[0].meta["val"]
-            for n in captured.user_inputs]
+            for n in captured.user_inputs if n not in skip]
     return [a.reshape(v.shape).to(v.dtype) for a, v in zip(args, vals)]
 
 
@@ -73,7 +75,7 @@ class TrainingStep:
         fw_consts = {ph: buffers[b].detach() for ph, b in
                      zip(graphs.forward_inputs[len(graphs.params):], graphs.buffers)}
         fw_captured = _captured(graphs.forward, fw_consts)
-        fw_args = (_fit(fw_captured, self._fw_args(*example)) if precision == "mixed"
+        fw_args = (fit_args(fw_captured, self._fw_args(*example)) if precision == "mixed"
                    else ())
         self.forward = CompiledModel(fw_captured, config, max_cycles, precision, fw_args)
         # saved values the forward folded to constants stay constants of the backward
@@ -100,21 +102,28 @@ class TrainingStep:
         with torch.no_grad():
             outs = self.graphs.forward(*[a.reshape(ph.meta["val"].shape)
                                          for a, ph in zip(args, placeholders)])
-        return self._bw_args(outs[0], outs[1:], 1.0, bw_captured)
+        return self.bw_args(outs[0], outs[1:], 1.0, bw_captured)
 
-    def _bw_args(self, loss: torch.Tensor, saved: Sequence[torch.Tensor], loss_scale: float,
-                 captured: Captured) -> list[torch.Tensor]:
+    def bw_args(self, loss: torch.Tensor, saved: Sequence[torch.Tensor], loss_scale: float,
+                captured: Captured, skip=frozenset()) -> list[torch.Tensor]:
+        """The backward's runtime inputs (those not in `skip`): the saved values, then the
+        loss's gradient loss_scale."""
         by_name = dict(zip(self.graphs.saved, saved))
-        args = [by_name[n] for n in captured.user_inputs if n != self.graphs.tangent]
+        args = [by_name[n] for n in captured.user_inputs
+                if n != self.graphs.tangent and n not in skip]
         args.append(torch.full((), loss_scale, dtype=torch.float32))  # d (s * loss) / d loss
-        return _fit(captured, args)
+        return fit_args(captured, args, skip)
 
-    def _fw_args(self, inputs, targets) -> list[torch.Tensor]:
+    def check_batch(self, inputs: tuple, targets: tuple) -> None:
         g = self.graphs
         if len(inputs) != len(g.user_inputs) or len(targets) != len(g.targets):
             raise FrontendError(f"the step was compiled for {len(g.user_inputs)} inputs and "
                                 f"{len(g.targets)} targets, got {len(inputs)} and "
                                 f"{len(targets)}")
+
+    def _fw_args(self, inputs, targets) -> list[torch.Tensor]:
+        g = self.graphs
+        self.check_batch(inputs, targets)
         params = dict(self.model.named_parameters())
         return [params[n].detach() for n in g.params] + [t.detach() for t in (*inputs,
                                                                                *targets)]
@@ -123,10 +132,10 @@ class TrainingStep:
                  loss_scale: float = 1.0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """(loss, {parameter name: gradient of loss_scale * loss}) with the model's current
         parameters; the loss (fp32) is not scaled."""
-        outs = self.forward(*_fit(self.forward.captured,
+        outs = self.forward(*fit_args(self.forward.captured,
                                   self._fw_args(tuple(inputs), tuple(targets))))
         self.loss = outs[0].reshape(()).to(torch.float32)
-        grads = self.backward(*self._bw_args(self.loss, outs[1:], float(loss_scale),
+        grads = self.backward(*self.bw_args(self.loss, outs[1:], float(loss_scale),
                                              self.backward.captured))
         return self.loss, {name: grads[i].to(torch.float32)
                            for name, i in self.graphs.grads.items()}
@@ -134,7 +143,7 @@ class TrainingStep:
     def loss_only(self, inputs: Sequence[torch.Tensor], targets: Sequence[torch.Tensor] = ()
                   ) -> torch.Tensor:
         """The loss alone (the forward graph; an evaluation step)."""
-        outs = self.forward(*_fit(self.forward.captured,
+        outs = self.forward(*fit_args(self.forward.captured,
                                   self._fw_args(tuple(inputs), tuple(targets))))
         return outs[0].reshape(()).to(torch.float32)
 

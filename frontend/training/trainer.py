@@ -8,12 +8,17 @@ eager PyTorch), configured in Python or by a YAML file with the same keys
 
 A loader is any iterable of batches (input, target): each a tensor or a tuple of tensors
 (a torch DataLoader's [x, y] works); shapes are static per compiled step, and a batch of
-new shapes compiles a step of its own. The model is trained in place: after every fabric
-step the weights are read back from PE memory into it.
+new shapes compiles a step of its own. On the fabric the weights and the optimizer state
+stay in PE memory from step to step (`frontend.training.resident`: homed on the tiles of
+the forward stages that read them); the model's parameters are updated from there at the
+end of `fit` (and after every step in mode "validate"); a callback that needs them
+mid-run calls `trainer.sync_model()` (host I/O).
 
 History (`trainer.history`, one dict per step): step (from 1), epoch, batch, loss (fp32,
 unscaled; the fabric's forward), taken, scale, wall_s; on the fabric also cycles (forward +
-backward, simulated), host_cycles, optimizer_cycles, scaler_cycles, utilization (fma
+backward with their weight moves, simulated), host_cycles, grad_move_cycles (gradients
+over the mesh to the weights' homes, in cycles too), optimizer_cycles, scaler_cycles,
+utilization (fma
 utilization of the step's graphs), and in mode "validate" loss_error and grad_error
 against eager fp32 autograd at the same weights. `trainer.val_history`: {step, val_loss}.
 
@@ -143,8 +148,13 @@ class Trainer:
         if self.checkpoint.dir is not None and ran and last_saved != step:
             last = self.history[-1]
             self._save(step, last["epoch"], last["batch"] + 1)
+        self.runner.sync_model()
         self._fire("on_fit_end")
         return self.history
+
+    def sync_model(self) -> None:
+        """Copy the weights the device holds into the model's parameters."""
+        self.runner.sync_model()
 
     def evaluate(self, loader) -> float:
         """The mean loss over `loader`'s batches (forward only), on this Trainer's device."""

@@ -1,5 +1,6 @@
 """`wafer train CONFIG.yaml`: a YAML run on the fabric compared with eager PyTorch (summary,
-history JSON, loss PNG, exit code 0), and bad configs refused in one line (exit code 2)."""
+history JSON, loss PNG, exit code 0), and bad configs or flags refused in one line (exit
+code 2)."""
 
 from __future__ import annotations
 
@@ -38,14 +39,17 @@ def test_train_compares_with_eager(tmp_path, capsys):
     assert (out / "train_loss.png").stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"optimizer": {"type": "sgd"}}, "lr is required"),
-    ({"data": {"task": "images"}}, "data.task must be one of"),
-    ({"epochs": 2}, r"unknown keys \['epochs'\]"),
+@pytest.mark.parametrize("change, flags, message", [
+    ({"optimizer": {"type": "sgd"}}, [], "lr is required"),
+    ({"data": {"task": "images"}}, [], "data.task must be one of"),
+    ({"epochs": 2}, [], r"unknown keys \['epochs'\]"),
+    ({}, ["--device", "cpu", "--compare"], "--compare compares a fabric run with eager "
+                                            "PyTorch; this run is on device 'cpu' already"),
 ])
-def test_bad_config_exits_2_with_one_line(tmp_path, capsys, change, message):
+def test_bad_config_exits_2_with_one_line(tmp_path, capsys, change, flags, message):
     with pytest.raises(SystemExit) as exit_info:
-        main(["train", _write(tmp_path, {**CONFIG, **change}), "--out", str(tmp_path)])
+        main(["train", _write(tmp_path, {**CONFIG, **change}), "--out", str(tmp_path),
+              *flags])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
