@@ -52,6 +52,8 @@ from fabric.config import FabricConfig
 from fabric.host import Simulator, table_floor
 from fabric.kernels.elementwise import build_map
 from fabric.kernels.gradnorm import build_sumsq
+from fabric.kernels.layout import WordMap, probe_inputs, probe_output, read_words, write_words
+from fabric.kernels.redistribute import Redistribution, plan_redistribution
 from fabric.program import Rect
 from frontend.amp import get_half_dtype
 from frontend.training.optim import FabricOptimizer, run_on
@@ -67,6 +69,8 @@ class FabricMath:
         self.config = config
         self.floor = floor
         self._sims: dict[tuple, tuple] = {}
+        self._map_cache: dict[tuple, dict[str, WordMap]] = {}
+        self._plans: dict[tuple, Redistribution] = {}
         self.host_cycles = 0
 
     def _sim(self, key: tuple, make, keep: bool = True):
@@ -86,6 +90,65 @@ class FabricMath:
         out = kernel.read(sim)
         self.host_cycles += sim.host_cycles - host0
         return out, cycles
+
+    # ---- on gradients in SRAM (a resident training step's) ---------------------------------
+    def _layouts(self, key: tuple, kernel, shape: tuple) -> dict[str, WordMap]:
+        """The kernel's input map "x" and, for a map kernel, its output map "z", in the
+        gradient's element order (the layout does not depend on the map's scalar)."""
+        if key not in self._map_cache:
+            m, n = kernel.info["m"], kernel.info["n"]
+            maps = {"x": probe_inputs(kernel, {"x": (m, n)})["x"]}
+            if key[0] == "mul":
+                maps["z"] = probe_output(kernel)
+            self._map_cache[key] = {k: WordMap(shape, v.rect, v.symbols, v.dtypes)
+                               for k, v in maps.items()}
+        return self._map_cache[key]
+
+    def _plan(self, key: tuple, src: WordMap, dst: WordMap) -> Redistribution:
+        """A cached plan from `src` to `dst` (no rounds when both place every element on the
+        same PE at the same slot: the words are where the next program reads them)."""
+        if key not in self._plans:
+            self._plans[key] = plan_redistribution(self.config, src, dst)
+        return self._plans[key]
+
+    def _feed(self, key: tuple, optimizer, name: str, kernel, sim) -> tuple[dict, int]:
+        """Move parameter `name`'s pending gradient from its optimizer's "g" into the
+        kernel's "x" (same PEs: local moves, none when the layouts agree). Returns the
+        kernel's maps and the move cycles."""
+        gmap, words = optimizer.grad_words(name)
+        maps = self._layouts(key, kernel, tuple(gmap.shape))
+        moved, cycles, _ = self._plan((*key, "in"), gmap, maps["x"]).run(words)
+        write_words(sim, maps["x"], moved)
+        return maps, cycles
+
+    def sumsq_resident(self, optimizer, name: str) -> tuple[np.float32, int]:
+        """(sum of squares, cycles: moves + kernel) of parameter `name`'s gradient in SRAM;
+        the one-word result is read by the host."""
+        m, n, rect = optimizer.layout(name)
+        key = ("sumsq", m, n, rect)
+        kernel, sim = self._sim(key, lambda: build_sumsq(self.config, rect, m, n))
+        _, move = self._feed(key, optimizer, name, kernel, sim)
+        host0 = sim.host_cycles
+        cycles = run_on(sim, kernel)
+        out = kernel.read(sim)
+        self.host_cycles += sim.host_cycles - host0
+        return out, cycles + move
+
+    def mul_resident(self, optimizer, name: str, s: float, keep: bool = True) -> int:
+        """Parameter `name`'s gradient in SRAM times fp32(s), in place (its "g" symbol);
+        cycles: moves in and out + kernel."""
+        m, n, rect = optimizer.layout(name)
+        s = float(np.float32(s))
+        key = ("mul", m, n, rect)
+        kernel, sim = self._sim((*key, s),
+                                lambda: build_map(self.config, rect, m, n, "mul", s), keep)
+        maps, move_in = self._feed(key, optimizer, name, kernel, sim)
+        cycles = run_on(sim, kernel)
+        gmap = optimizer.grad_map(name)
+        back, move_out, _ = self._plan((*key, "out"), maps["z"], gmap).run(
+            read_words(sim, maps["z"]))
+        optimizer.put_grad_words(name, gmap, back)
+        return move_in + cycles + move_out
 
     def sumsq(self, x: np.ndarray, rect: Rect) -> tuple[np.float32, int]:
         """(sum of x**2 in fp32, kernel cycles) for x of shape (m, n) on `rect`."""
@@ -198,10 +261,10 @@ class GradScaler:
             raise TypeError(f"GradScaler: expected a fabric optimizer (FabricSGD, "
                             f"FabricAdamW) or a torch.optim optimizer, got "
                             f"{type(optimizer).__name__}")
-        if optimizer.grads is None:
+        if optimizer.grads is None and not optimizer.resident_grads:
             raise ValueError("GradScaler: the optimizer holds no gradients; call "
                              "optimizer.set_grads(grads) (or backward on scale(loss)) first")
-        return optimizer.grads
+        return optimizer.grads or {}
 
     def _map(self, optimizer, factor: float, what: str) -> None:
         """Every pending gradient times fp32(`factor`) (one rounding per element), on the
@@ -213,13 +276,15 @@ class GradScaler:
             return
         fm = self._fabric(optimizer)
         host0, total, out = fm.host_cycles, 0, {}
+        keep = what != "clip"  # the scale and its inverse recur step after step: kept
         for name, g in grads.items():
             m, n, rect = optimizer.layout(name)
-            # the scale and its inverse recur step after step: their programs are kept
-            z, cycles = fm.mul(g.reshape(m, n).numpy(), rect, factor, keep=what != "clip")
+            z, cycles = fm.mul(g.reshape(m, n).numpy(), rect, factor, keep=keep)
             out[name] = torch.from_numpy(np.array(z)).reshape(g.shape)
             total += cycles
-        optimizer.grads = out
+        for name in sorted(optimizer.resident_grads):
+            total += fm.mul_resident(optimizer, name, factor, keep=keep)
+        optimizer.grads = out or None
         self.cycles[what] = self.cycles.get(what, 0) + total
         self.host_cycles += fm.host_cycles - host0
 
@@ -237,9 +302,14 @@ class GradScaler:
             return acc
         fm = self._fabric(optimizer)
         host0, total = fm.host_cycles, 0
-        for name, g in grads.items():
-            m, n, rect = optimizer.layout(name)
-            s, cycles = fm.sumsq(g.reshape(m, n).numpy(), rect)
+        for name in optimizer.param_names:
+            if name in grads:
+                m, n, rect = optimizer.layout(name)
+                s, cycles = fm.sumsq(grads[name].reshape(m, n).numpy(), rect)
+            elif name in optimizer.resident_grads:
+                s, cycles = fm.sumsq_resident(optimizer, name)
+            else:
+                continue
             with np.errstate(over="ignore", invalid="ignore"):
                 acc = np.float32(acc + s)
             total += cycles
@@ -375,7 +445,7 @@ def optimizer_step(loss: torch.Tensor, optimizer, grad_scaler: GradScaler,
         grads = {n: t.grad for n, t in optimizer.sources.items() if t.grad is not None}
         optimizer.set_grads(grads)
     else:
-        if optimizer.grads is None:
+        if optimizer.grads is None and not optimizer.resident_grads:
             raise ValueError("optimizer_step: the loss has no grad_fn and the optimizer holds "
                              "no gradients; call optimizer.set_grads(grads) first")
         if not grads_scaled:

@@ -148,6 +148,7 @@ class FabricOptimizer:
         for name, t in self.sources.items():
             self._slots[name] = self._slot(name, t, (homes or {}).get(name))
         self.grads: dict[str, torch.Tensor] | None = None  # pending gradients (set_grads)
+        self.resident_grads: set[str] = set()  # pending gradients in SRAM (put_grad_words)
         self.cycles = 0
         self.host_cycles = 0
         self.cycles_per_param: dict[str, int] = {}
@@ -199,8 +200,15 @@ class FabricOptimizer:
     def put_grad_words(self, name: str, gmap: WordMap, words: dict[str, np.ndarray]) -> None:
         """Gradient words moved over the mesh into parameter `name`'s "g" symbol: `gmap`
         (a part of `grad_map(name)`, relabelled to the moving tensor's elements) names the
-        slots `words` fill."""
+        slots `words` fill. The gradient is then pending (`resident_grads`) for the next
+        `step()` and for a GradScaler."""
         write_words(self._slots[name].sim, gmap, words, mapped_only=True)
+        self.resident_grads.add(name)
+
+    def grad_words(self, name: str) -> tuple[WordMap, dict[str, np.ndarray]]:
+        """(map, words) of parameter `name`'s pending gradient in its "g" symbol."""
+        gmap = self.grad_map(name)
+        return gmap, read_words(self._slots[name].sim, gmap)
 
     # ---- gradients ----------------------------------------------------------------------
     def check_grads(self, grads: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -225,8 +233,9 @@ class FabricOptimizer:
         self.grads = self.check_grads(grads)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Drop the pending gradients (the fabric keeps none between steps)."""
+        """Drop the pending gradients, host-held and in SRAM (a step that is skipped)."""
         self.grads = None
+        self.resident_grads = set()
 
     # ---- the step -----------------------------------------------------------------------
     def step(self, grads: Mapping[str, torch.Tensor] | None = None) -> None:
@@ -234,9 +243,13 @@ class FabricOptimizer:
         Parameters without a gradient are left alone and their step count does not move
         (torch skips a parameter whose .grad is None)."""
         if grads is None:
-            if self.grads is None:
+            if self.grads is None and not self.resident_grads:
                 raise ValueError(f"{self.kind}: step() without gradients: pass them or "
                                  "call set_grads first")
+            if self.resident_grads:  # some (or all) pending gradients are in SRAM
+                self.step_resident(sorted(self.resident_grads), self.grads)
+                self.grads = None
+                return
             grads = self.grads
         grads = self.check_grads(grads)
         self._step({name: slot.matrix(g) for name, g in grads.items()
@@ -258,6 +271,7 @@ class FabricOptimizer:
         todo = {name: self._slots[name].matrix(g) for name, g in host.items()}
         todo.update(dict.fromkeys(names))
         self._step({name: todo[name] for name in self._slots if name in todo})
+        self.resident_grads = set()
 
     def _step(self, grads: dict[str, np.ndarray | None]) -> None:
         """grads: {name: (m, n) gradient the host writes, or None: already in SRAM}."""

@@ -19,8 +19,12 @@ Per step:
   optimizer kernel runs there (`step_resident`). A gradient that is not wholly produced by
   stages (a constant, a runtime input, structural zeros) goes through the host instead
   (`host_grads` names them);
-- with a loss scaler (`host_grads=True`) every gradient goes to the host: the scaler's
-  overflow check and unscaling run in kernels of their own that take host-written inputs.
+- a loss scaler (`frontend.amp_scaler`) works on the gradients where they are: its
+  sum-of-squares and scaling kernels run on the homes' PEs and take the "g" words as they
+  lie (local moves when their layouts differ; the scaled gradient goes back into "g");
+  only the one-word sums of squares reach the host;
+- `host_grads=True` (mode "validate", which compares every gradient with eager's) brings
+  every gradient to the host instead.
 
 Cycles: `cycles` = forward + backward (their parameter moves included) + the gradient moves
 (`grad_move_cycles`); the optimizer's own kernel cycles are the optimizer's figure.
@@ -81,8 +85,8 @@ class ResidentStep:
     """`step` (a TrainingStep) run with `optimizer`'s parameters resident in PE memory.
 
     Call with (inputs, targets): returns the loss (fp32); the gradients are in the homes'
-    "g" symbols of the parameters in `moved`; the others' come back in `host_grads`
-    (with host_grads=True: all of them, for a loss scaler)."""
+    "g" symbols of the parameters in `moved` (pending in the optimizer's `resident_grads`);
+    the others' come back in `host_grads` (with host_grads=True: all of them)."""
 
     def __init__(self, step: TrainingStep, optimizer: FabricOptimizer, rehome: bool = True):
         self.step = step

@@ -77,12 +77,12 @@ class FabricRunner:
         reference = self._eager_reference(inputs, targets) \
             if self.backend.mode == "validate" else None
         scale = self.scaler.get_scale() if self.scaler else 1.0
-        # the scaler's kernels and the eager comparison take the gradients from the host
-        loss = step(inputs, targets, loss_scale=scale,
-                    host_grads=self.scaler is not None or reference is not None)
+        # the eager comparison takes the gradients from the host
+        loss = step(inputs, targets, loss_scale=scale, host_grads=reference is not None)
         grads = step.host_grads
         if self.scaler is not None:
-            self.optimizer.set_grads(grads)
+            if grads:
+                self.optimizer.set_grads(grads)
             taken = amp_scaler.optimizer_step(loss, self.optimizer, self.scaler,
                                               grads_scaled=True)
         else:

@@ -1,12 +1,14 @@
 """Weights and optimizer state resident on the fabric (frontend.training.resident): the
 training step takes the weights over the mesh from their homes in the layer-pipelined
 placement and moves the gradients back there; the results are the host path's bit for bit
-(fp32), and only the step's scalars cross the host boundary for the optimizer."""
+(fp32), only the step's scalars cross the host boundary for the optimizer, and a loss
+scaler checks and unscales the gradients where they lie."""
 
 from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,6 +16,7 @@ from models import CONFIG, MLP
 
 import frontend
 from fabric import FabricConfig
+from frontend.amp import GradScaler, optimizer_step
 from frontend.errors import PlacementError
 from frontend.runtime import TABLE_FLOOR, host_cycles
 from frontend.training import compile_training_step
@@ -119,3 +122,37 @@ def test_trainer_keeps_weights_on_the_fabric_and_syncs_the_model_at_the_end():
     for name, p in model.named_parameters():
         assert torch.equal(p.detach(), on_fabric[name]) and not torch.equal(p, start[0])
     assert all(log["grad_move_cycles"] > 0 for log in trainer.history)
+
+
+def test_loss_scaler_works_on_the_gradients_in_sram():
+    (x, y), (model, host_step, host_opt), (_, res, res_opt) = _pair(
+        FabricSGD, lr=0.05, momentum=0.9)
+    host_scaler, res_scaler = (GradScaler(init_scale=2.0**10, steps_per_increase=2)
+                               for _ in range(2))
+    for _ in range(STEPS):
+        loss, grads = host_step((x,), (y,), loss_scale=host_scaler.get_scale())
+        host_opt.set_grads(grads)
+        assert optimizer_step(loss, host_opt, host_scaler, grads_scaled=True)
+        host_opt.copy_to(model)
+        res((x,), (y,), loss_scale=res_scaler.get_scale())
+        assert res_opt.resident_grads == set(res.moved)
+        assert optimizer_step(loss, res_opt, res_scaler, grads_scaled=True)
+        assert res_scaler.get_scale() == host_scaler.get_scale()
+        assert res_scaler.cycles["overflow_check"] > 0 and res_scaler.cycles["unscale"] > 0
+    assert res_scaler.get_scale() == 2.0**11  # doubled after two clean steps
+    for name, w in host_opt.parameters().items():
+        assert torch.equal(res_opt.parameters()[name], w), name
+    # an inf in one gradient word in SRAM: the step is skipped, nothing moves, scale halves
+    before = (res_opt.parameters(), res_opt.state_dict()["state"])
+    res((x,), (y,), loss_scale=res_scaler.get_scale())
+    gmap, words = res_opt.grad_words("fc2.weight")
+    symbol = next(iter(words))
+    words[symbol].reshape(-1)[int(np.flatnonzero(gmap.symbols[symbol] >= 0)[3])] = \
+        np.float32(np.inf).view(np.uint32)
+    res_opt.put_grad_words("fc2.weight", gmap, words)
+    assert not optimizer_step(loss, res_opt, res_scaler, grads_scaled=True)
+    assert res_scaler.get_scale() == 2.0**10 and res_opt.resident_grads == set()
+    for name, w in before[0].items():
+        assert torch.equal(res_opt.parameters()[name], w), name
+        assert torch.equal(res_opt.state_dict()["state"][name]["momentum_buffer"],
+                           before[1][name]["momentum_buffer"])
