@@ -1,7 +1,8 @@
 """Training on the simulated fabric: per model and dtype, the simulated cycles of one
-training step (forward + backward graphs, optimizer kernels, loss-scaler kernels; host I/O
-apart), the fma utilization of the step's graphs (useful multiply-adds over the whole
-fabric's fma peak: fp32's, or the 16-bit one in mixed precision, as
+training step (forward + backward graphs with the weights' moves from where they live,
+the gradients' moves back there, optimizer kernels, loss-scaler kernels; host I/O apart),
+the fma utilization of the step's graphs (useful multiply-adds over the whole fabric's fma
+peak: fp32's, or the 16-bit one in mixed precision, as
 `CompiledModel.utilization`), the wall time per step; and the loss curves of `Trainer` on
 the fabric against the same loop in eager PyTorch (`device="cpu"`), step by step: fabric
 loss, eager loss, their relative difference, the loss scale, skipped steps.
@@ -125,8 +126,10 @@ def step_figures(history: list[dict], config: FabricConfig, dtype: str) -> dict:
     peak = config.simd_width("fma", "f32" if dtype == "fp32" else "f16") * config.num_pes
     fmas = last["utilization"] * peak * last["cycles"]
     later = [h["wall_s"] for h in history[1:]]
+    # "cycles": forward + backward (the weights' moves included) + the gradients' moves
     return {"graph_cycles": last["cycles"], "graph_cycles_range": [min(graph_cycles),
                                                                     max(graph_cycles)],
+            "grad_move_cycles": last["grad_move_cycles"],
             "optimizer_cycles": last["optimizer_cycles"],
             "scaler_cycles": last["scaler_cycles"], "step_cycles": total,
             "host_io_cycles": last["host_cycles"], "utilization": last["utilization"],
@@ -192,17 +195,19 @@ def main(argv=None) -> int:
             print(f"{name} {dtype}: {r['step_cycles']} cycles/step, "
                   f"max rel diff {r['max_rel_diff']:.2e}", flush=True)
             results.append(r)
-    columns = ["model", "dtype", "steps", "fwd+bwd cycles", "optimizer", "scaler",
+    columns = ["model", "dtype", "steps", "fwd+bwd cycles", "grad moves", "optimizer", "scaler",
                "step cycles", "host I/O", "util %", "wall s/step", "skipped f/e",
                "final loss", "eager", "max rel diff", "rtol"]
-    rows = [[r["model"], r["dtype"], r["steps"], r["graph_cycles"], r["optimizer_cycles"],
+    rows = [[r["model"], r["dtype"], r["steps"], r["graph_cycles"] - r["grad_move_cycles"],
+             r["grad_move_cycles"], r["optimizer_cycles"],
              r["scaler_cycles"], r["step_cycles"], r["host_io_cycles"],
              round(100 * r["utilization"], 3), round(r["wall_s_per_step"], 1),
              skips(r["curve"]), f"{r['curve'][-1]['fabric_loss']:.4g}",
              f"{r['curve'][-1]['eager_loss']:.4g}", f"{r['max_rel_diff']:.1e}",
              f"{r['rtol']:.0e}"] for r in results]
     headline = [f"{r['model']} {r['dtype']}: {r['step_cycles']} cycles/step "
-                f"({r['graph_cycles']} fwd+bwd), {100 * r['utilization']:.2f} % fma "
+                f"({r['graph_cycles'] - r['grad_move_cycles']} fwd+bwd, "
+                f"{r['grad_move_cycles']} gradient moves), {100 * r['utilization']:.2f} % fma "
                 f"utilization; loss within {r['max_rel_diff']:.1e} of eager "
                 f"{r['eager_dtype']} over {r['steps']} steps"
                 + ("" if r["same_skips"] else f"; skipped steps differ (fabric/eager "
