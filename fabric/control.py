@@ -71,7 +71,8 @@ from fabric.state import (
 
 
 class ControlOut(NamedTuple):
-    regs: jnp.ndarray
+    reg_at: jnp.ndarray  # int32 [R, C]: register the instruction writes (num_registers: none)
+    reg_value: jnp.ndarray  # int32 [R, C]   registers stay out of the lax.cond, like SRAM
     pc: jnp.ndarray
     task: jnp.ndarray
     wavelet: jnp.ndarray
@@ -159,7 +160,8 @@ def step(config, tables, state) -> ControlOut:
 
 def _unchanged(config, state) -> ControlOut:
     no = jnp.zeros_like(state.pc, dtype=bool)
-    return ControlOut(state.regs, state.pc, state.task, state.wavelet, state.activated,
+    return ControlOut(jnp.full_like(state.pc, config.num_registers), jnp.zeros_like(state.pc),
+                      state.pc, state.task, state.wavelet, state.activated,
                       state.blocked, state.slots, state.slot_active, state.slot_prog,
                       jnp.zeros_like(state.error),
                       jnp.zeros_like(state.error_info), jnp.zeros_like(state.activated), no,
@@ -209,9 +211,11 @@ def _step(config, tables, state) -> ControlOut:
     loaded = _gather(state.sram, jnp.clip(src_a[..., 1], 0, W - 1))
     result = jnp.where(op == Op.LOAD, _i32(loaded), result)
     writes = execute & (((op >= Op.SET) & (op <= Op.FMUL)) | (op == Op.LOAD))
-    # Per-PE writes go through scatters (index past the end = no write): written as a
-    # broadcast select, XLA fuses and recomputes the whole instruction once per element.
-    regs = scatter_rows(regs, jnp.where(writes, row[..., I_DST], G), result)
+    # Per-PE writes go through scatters (index past the end = no write), applied by the
+    # caller: written as a broadcast select, XLA fuses and recomputes the whole instruction
+    # once per element, and registers that crossed the cond would be copied every cycle.
+    # (No DSD op writes a register, so the op issued below reads the same registers.)
+    reg_at = jnp.where(writes, row[..., I_DST], G)
     store_at = jnp.where(execute & (op == Op.STORE) & (dst[..., 1] >= 0) & (dst[..., 1] < W),
                          dst[..., 1], W)
     store_value = lax.bitcast_convert_type(a, jnp.uint32)
@@ -293,8 +297,8 @@ def _step(config, tables, state) -> ControlOut:
 
     busy = (execute & ~stalled) | start
     waiting = running & ~busy
-    return ControlOut(regs, pc_after, task, wavelet, activated, blocked, slots, slot_active,
-                      slot_prog, error, info,
+    return ControlOut(reg_at, result, pc_after, task, wavelet, activated, blocked, slots,
+                      slot_active, slot_prog, error, info,
                       iq_pop, busy, waiting, store_at, store_value)
 
 

@@ -71,21 +71,18 @@ def max_lanes(config, only_32bit: bool = False) -> int:
     return max(w for (_, dtype), w in config.simd if not (only_32bit and dtype == "f16"))
 
 
-def _operand(slots, start):
-    return slots[..., start:start + OPERAND_FIELDS]
-
-
 def _queue_blocked(record, iq_empty, rq_full):
-    """uint32 [R, C, S], bit 0 set where the fabric side of an operand cannot move one
-    element this cycle (an input queue empty, an output buffer full); other bits are junk.
+    """uint32 [R, C], bit 0 set where the fabric side of an operand (record [R, C, 6]) cannot
+    move one element this cycle (an input queue empty, an output buffer full); other bits
+    are junk.
 
     iq_empty, rq_full: uint32 [R, C] color bitmasks of the start-of-cycle queues. Few
     integer ops per slot keep the caller's loop memory-bound, which XLA:CPU runs on one
     thread (a loop it splits over threads pays a thread hand-off in every cycle).
     """
     cls, color = record[..., O_CLS], record[..., O_COLOR]
-    mask = jnp.where(cls == CLS_FABIN, iq_empty[..., None],
-                     jnp.where(cls == CLS_FABOUT, rq_full[..., None], jnp.uint32(0)))
+    mask = jnp.where(cls == CLS_FABIN, iq_empty,
+                     jnp.where(cls == CLS_FABOUT, rq_full, jnp.uint32(0)))
     # fabric operands name a color below 32 (config: at most 31 colors)
     return jnp.right_shift(mask, (color & 31).astype(jnp.uint32))
 
@@ -99,28 +96,33 @@ def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
     active = slot_active != 0
     iq_empty = ~bits.pack(state.iq_count > 0, K)
     rq_full = bits.pack(state.rq_count >= Q, K)
-    blocked_ops = jnp.uint32(0)
-    for start in (S_DST, S_A, S_B):
-        blocked_ops = blocked_ops | _queue_blocked(_operand(slots, start), iq_empty, rq_full)
-    ready = active & ((blocked_ops & 1) == 0)
-    # computed once: the mask and the oldest-op choice below both read it
-    ready = materialize(ready, state.cycle)
-    ready_mask = bits.pack(ready, S)
-    owner_ready = (owner >= 0) & ((ready_mask & bits.bit(owner)) != 0)
-    # otherwise the op issued first (one issue per cycle, so issue cycles are distinct):
-    # ops that share a fabric queue keep their order
-    issued = jnp.where(ready, slots[..., S_ISSUED], jnp.iinfo(jnp.int32).max)
-    oldest = jnp.argmin(issued, axis=-1).astype(jnp.int32)
-    chosen = jnp.where(owner_ready, owner, jnp.where(ready_mask != 0, oldest, -1))
+    # The choice, slot by slot in one elementwise pass over the PEs: the slot that advanced
+    # last if it can go on, else the ready op issued first (one issue per cycle, so issue
+    # cycles are distinct): ops that share a fabric queue keep their order.
+    owner_ready = jnp.zeros(owner.shape, dtype=bool)
+    oldest = jnp.full(owner.shape, -1, jnp.int32)
+    first = jnp.full(owner.shape, jnp.iinfo(jnp.int32).max, jnp.int32)
+    for s in range(S):
+        blocked_ops = jnp.uint32(0)
+        for start in (S_DST, S_A, S_B):
+            blocked_ops = blocked_ops | _queue_blocked(slots[..., s, start:start + OPERAND_FIELDS],
+                                                       iq_empty, rq_full)
+        ready = active[..., s] & ((blocked_ops & 1) == 0)
+        owner_ready = owner_ready | (ready & (owner == s))
+        older = ready & (slots[..., s, S_ISSUED] < first)
+        oldest = jnp.where(older, s, oldest)
+        first = jnp.where(older, slots[..., s, S_ISSUED], first)
+    # computed once: every field read below depends on it (fabric.materialize)
+    chosen = materialize(jnp.where(owner_ready, owner, oldest), state.cycle)
     advanced = chosen >= 0
-    # the chosen slot's fields, by a one-hot sum over the few slots (cheaper than a gather)
     pick = jnp.arange(S)[None, None, :] == chosen[..., None]  # [R, C, S]
-    sel = jnp.sum(jnp.where(pick[..., None], slots, 0), axis=-2)
-    prog_sel = jnp.sum(jnp.where(pick, slot_prog, 0), axis=-1)
-
-    # computed once for every lane and operand below (fabric.materialize)
-    sel, prog_sel, chosen, advanced, pick = materialize(
-        (sel, prog_sel, chosen, advanced, pick), state.cycle)
+    # the chosen slot's fields: one gather of its record (a few words per PE, where a
+    # one-hot sum would read every slot)
+    at = jnp.maximum(chosen, 0)
+    sel = jnp.take_along_axis(slots, at[..., None, None], axis=-2)[..., 0, :]
+    prog_sel = jnp.take_along_axis(slot_prog, at[..., None], axis=-1)[..., 0]
+    # computed once for every lane and operand below
+    sel, prog_sel = materialize((sel, prog_sel), state.cycle)
     # Cycles in which no advancing op has a 16-bit operand run the fp32 datapath: fewer
     # lanes (the fp32 widths) and no format conversion; the results are the same. A
     # program without 16-bit ops has only that datapath, and no per-cycle choice.
@@ -198,12 +200,9 @@ def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path, n_out=N
         word = jnp.where(half, addr >> 1, addr)
         return word, jnp.where(half, (addr & 1) * 16, 0).astype(jnp.uint32)
 
-    def read(record, fmt):
+    def read(record, mem):
         cls = record[..., O_CLS][..., None]
         color = jnp.clip(record[..., O_COLOR], 0, K - 1)
-        word, shift = word_of(address(record), fmt)
-        mem = jnp.take_along_axis(sram, jnp.clip(word, 0, W - 1), axis=-1)
-        mem = jnp.right_shift(mem, shift)
         fab = iq_head(color)[..., None]
         if half_path:  # a packed wavelet: lane 0 takes its low half, lane 1 its high half
             packed = (record[..., O_STRIDE] == PACKED_STRIDE)[..., None]
@@ -215,7 +214,18 @@ def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path, n_out=N
     f_dst, f_a, f_b, f_s = (((fmt >> FMT_SHIFT[r]) & FMT_MASK)[..., None]
                             for r in ("dst", "a", "b", "s"))
     dst, src_a, src_b = (sel[..., s:s + OPERAND_FIELDS] for s in (S_DST, S_A, S_B))
-    a_bits, b_bits = read(src_a, f_a), read(src_b, f_b)
+    # Both sources' SRAM words come from one gather, one pass over the PEs' SRAM: a source
+    # not in memory reads the destination's word (or the other source's) instead, on a
+    # line that pass or the write brings in anyway, never a line of its own.
+    (word_a, shift_a), (word_b, shift_b) = (word_of(address(r), f) for r, f in
+                                            ((src_a, f_a), (src_b, f_b)))
+    is_mem = [(r[..., O_CLS] == CLS_MEM)[..., None] for r in (src_a, src_b)]
+    word_a = jnp.where(is_mem[0], word_a, word_of(address(dst), f_dst)[0])
+    word_b = jnp.where(is_mem[1], word_b, word_a)
+    words = jnp.take_along_axis(sram, jnp.clip(jnp.concatenate([word_a, word_b], axis=-1),
+                                               0, W - 1), axis=-1)
+    a_bits = read(src_a, jnp.right_shift(words[..., :n_lanes], shift_a))
+    b_bits = read(src_b, jnp.right_shift(words[..., n_lanes:], shift_b))
     # 16-bit sources widen to fp32 exactly (decode_code leaves fp32 operands unchanged)
     s_bits = lax.bitcast_convert_type(sel[..., S_SCALAR], jnp.uint32)[..., None]
     if half_path:

@@ -35,9 +35,9 @@ def step(config, tables, state: FabricState, half_ops: bool = True) -> FabricSta
     """One cycle. half_ops (static): the program may have ops with a 16-bit operand; False
     compiles the fp32 datapath alone (see `has_half_ops`)."""
     K = config.num_colors
-    # Each phase's per-PE results feed several wider consumers; materialized once, they are
-    # not recomputed inside every consumer's fused loop (see fabric.materialize).
-    plan = materialize(router.plan(config, tables, state), state.cycle)
+    # The router's decision leaves a cond as two words per PE (see router.plan), which
+    # every consumer decodes instead of arbitrating again (see fabric.materialize).
+    plan = router.plan(config, tables, state)
     ctl = control.step(config, tables, state)
     sram = scatter_rows(state.sram, ctl.store_at, ctl.store_value)
     dp = datapath.step(config, state, sram, ctl.slots, ctl.slot_active, ctl.slot_prog,
@@ -93,7 +93,7 @@ def step(config, tables, state: FabricState, half_ops: bool = True) -> FabricSta
         rr=plan.pointers,
         iq_data=iq_data,
         iq_ctl=iq_ctl,
-        regs=ctl.regs,
+        regs=scatter_rows(state.regs, ctl.reg_at, ctl.reg_value),
         pc=ctl.pc,
         task=ctl.task,
         wavelet=ctl.wavelet,
