@@ -26,6 +26,9 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+# the notebooks that train for minutes run with the `long` tests (make test-long, in CI):
+# the default run stays under ten minutes
+LONG_NOTEBOOKS = {"04_mixed_precision", "05_training"}
 KERNEL = "wafer-fabric-test"  # a name no real installation uses
 CPU_BUDGET_S = 180.0  # the 3 minutes, as CPU seconds of the notebook's kernel
 CELL_TIMEOUT_S = 900  # per cell: generous, a loaded machine must not fail a correct notebook
@@ -79,7 +82,9 @@ def test_notebooks_exist():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.long) if p.stem in LONG_NOTEBOOKS else p
+    for p in NOTEBOOKS], ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path, kernel_path, tmp_path):
     nb = nbformat.read(path, as_version=4)
     stale = [i for i, c in enumerate(nb.cells)

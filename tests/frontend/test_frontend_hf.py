@@ -31,6 +31,7 @@ def test_gpt2_model():
     _check(transformers.GPT2Model(config), (torch.randint(0, 32, (1, 4)),))
 
 
+@pytest.mark.long  # GPT-2 from transformers stays in the default run
 def test_bert_model():
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1,

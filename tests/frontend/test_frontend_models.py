@@ -38,6 +38,7 @@ def test_lenet_with_batch_norm():
     assert "rowreduce" in {p.stage.kind for p in cm.prepared}
 
 
+@pytest.mark.long  # one-layer GPTs run by default (test_frontend_mixed, test_cross_entropy)
 def test_gpt_two_layers_causal():
     torch.manual_seed(0)
     model = TinyGPT()
