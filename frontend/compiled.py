@@ -15,7 +15,14 @@ from frontend.capture import Captured, capture_module
 from frontend.errors import FrontendError
 from frontend.lowering import lower
 from frontend.placement import place
-from frontend.runtime import Execution, ResidentTensor, Source, prepare, table_rows
+from frontend.runtime import (
+    Execution,
+    ResidentTensor,
+    Source,
+    prepare,
+    program_rows,
+    table_rows,
+)
 from frontend.values import Ref
 
 
@@ -73,18 +80,18 @@ class CompiledModel:
         if tuple(home.shape) != want:
             raise FrontendError(f"make_resident: input {name!r} is {want}, its home map "
                                 f"{tuple(home.shape)}")
-        fed = 0
+        plans = []
         for p in self.prepared:
             for sources in p.sources.values():
                 for i, src in enumerate(sources):
                     if src.tensor.name == name and src.plan is None:
-                        plan = plan_redistribution(self.config, home, src.dst)
-                        sources[i] = Source(src.tensor, src.dst, plan)
-                        fed += 1
+                        plans.append(plan_redistribution(self.config, home, src.dst))
+                        sources[i] = Source(src.tensor, src.dst, plans[-1])
         self.resident_inputs.add(name)
-        rows = table_rows(self.config, self.prepared)
+        # only the new moves' programs can need larger tables
+        rows = program_rows(self.config, [r.program for plan in plans for r in plan.rounds])
         self.table_rows = tuple(max(a, b) for a, b in zip(self.table_rows, rows))
-        return fed
+        return len(plans)
 
     # ---- running ---------------------------------------------------------------------------
     def _inputs(self, args) -> dict[str, torch.Tensor]:

@@ -117,6 +117,11 @@ def table_rows(config: FabricConfig, prepared: list[PreparedStage]) -> tuple[int
     programs = [p.kernel.program for p in prepared]
     programs += [rnd.program for p in prepared for srcs in p.sources.values() for src in srcs
                  if src.plan is not None for rnd in src.plan.rounds]
+    return program_rows(config, programs)
+
+
+def program_rows(config: FabricConfig, programs) -> tuple[int, int]:
+    """The largest (instruction, DSD) table sizes of `programs`, at least TABLE_FLOOR."""
     rows = [build(config, prog)[0] for prog in programs]
     return (max([TABLE_FLOOR[0], *(t.instr.shape[0] for t in rows)]),
             max([TABLE_FLOOR[1], *(t.dsd.shape[0] for t in rows)]))

@@ -105,13 +105,16 @@ class ResidentStep:
             fw.make_resident(placeholder, optimizer.weight_map(name))
         # saved values that are parameters themselves: from the home, not the host
         self.bw_resident: dict[str, str] = {}
-        outs = fw.lowered.outputs[1:]
-        for saved, ref in zip(g.saved, outs):
-            for placeholder, name in self.fw_resident.items():
-                if saved in bw.captured.user_inputs and \
-                        _is_whole(ref, fw.lowered.tensors[placeholder]):
-                    bw.make_resident(saved, optimizer.weight_map(name))
-                    self.bw_resident[saved] = name
+        by_base = {fw.lowered.tensors[ph].base: (ph, name)
+                   for ph, name in self.fw_resident.items()}
+        for saved, ref in zip(g.saved, fw.lowered.outputs[1:]):
+            if saved not in bw.captured.user_inputs or not isinstance(ref, Ref) \
+                    or ref.index.numel() == 0:
+                continue
+            ph, name = by_base.get(int(ref.index.reshape(-1)[0]), (None, None))
+            if ph is not None and _is_whole(ref, fw.lowered.tensors[ph]):
+                bw.make_resident(saved, optimizer.weight_map(name))
+                self.bw_resident[saved] = name
         rows = tuple(max(a, b) for a, b in zip(fw.table_rows, bw.table_rows))
         fw.table_rows = bw.table_rows = rows
         self.grad_sources = self._grad_sources()
