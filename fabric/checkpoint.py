@@ -31,7 +31,8 @@ from fabric.program import Program
 from fabric.state import FabricState
 
 FORMAT = "wafer-fabric checkpoint"
-VERSION = 2  # 2: DSD slots carry the 16-bit format field
+VERSION = 3  # 2: DSD slots carry the 16-bit format field; 3: FIFO control bit planes,
+# slot readiness words
 HEADER_KEYS = {"format", "version", "host_cycles", "last_run_cycles", "config", "tables"}
 
 

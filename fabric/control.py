@@ -18,7 +18,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from fabric import bits
+from fabric import bits, queues
+from fabric.datapath import need_word
 from fabric.isa import (
     D_BASE,
     D_BASE_REG,
@@ -66,7 +67,6 @@ from fabric.state import (
     ERR_TASK,
     RING,
     SLOT_FIELDS,
-    fifo_head,
 )
 
 
@@ -81,6 +81,8 @@ class ControlOut(NamedTuple):
     slots: jnp.ndarray
     slot_active: jnp.ndarray
     slot_prog: jnp.ndarray
+    slot_need: jnp.ndarray
+    slot_issued: jnp.ndarray
     error: jnp.ndarray
     error_info: jnp.ndarray
     iq_pop: jnp.ndarray  # uint32 [R, C]: color popped by a data task start
@@ -151,7 +153,7 @@ def step(config, tables, state) -> ControlOut:
     whole phase is skipped: the result is the same, computed for free."""
     running = state.pc >= 0
     execute = running & (state.slot_active[..., 0] == 0)
-    ready = ((bits.pack(state.iq_count > 0, config.num_colors) | state.activated)
+    ready = ((queues.nonempty(state.iq_ctl) | state.activated)
              & ~state.blocked & tables.task_defined)
     work = (execute | (~running & (ready != 0))).any()
     return lax.cond(work, lambda t, s: _step(config, t, s),
@@ -163,7 +165,7 @@ def _unchanged(config, state) -> ControlOut:
     return ControlOut(jnp.full_like(state.pc, config.num_registers), jnp.zeros_like(state.pc),
                       state.pc, state.task, state.wavelet, state.activated,
                       state.blocked, state.slots, state.slot_active, state.slot_prog,
-                      jnp.zeros_like(state.error),
+                      state.slot_need, state.slot_issued, jnp.zeros_like(state.error),
                       jnp.zeros_like(state.error_info), jnp.zeros_like(state.activated), no,
                       state.pc >= 0, jnp.full_like(state.pc, config.sram_words),
                       jnp.zeros_like(state.wavelet))
@@ -271,6 +273,8 @@ def _step(config, tables, state) -> ControlOut:
     issued = issue[..., None] & (jnp.arange(S)[None, None, :] == slot[..., None])  # [R, C, S]
     slot_active = jnp.where(issued, 1, state.slot_active)
     slot_prog = jnp.where(issued, 0, state.slot_prog)
+    slot_need = jnp.where(issued, need_word(dst, src_a, src_b)[..., None], state.slot_need)
+    slot_issued = jnp.where(issued, state.cycle, state.slot_issued)
 
     stalled = no_slot | ~ok
     next_pc = jnp.where(op == Op.RET, -1,
@@ -279,7 +283,7 @@ def _step(config, tables, state) -> ControlOut:
     task = jnp.where(execute & (op == Op.RET), -1, state.task)
 
     # ---- scheduler on idle CEs ------------------------------------------------------------
-    iq_ready = bits.pack(state.iq_count > 0, K)
+    iq_ready = queues.nonempty(state.iq_ctl)
     local = jnp.uint32(((1 << config.num_task_ids) - 1) & ~((1 << K) - 1))
     ready = (iq_ready | (activated & local)) & ~blocked & tables.task_defined
     chosen = bits.lowest(ready)
@@ -289,7 +293,7 @@ def _step(config, tables, state) -> ControlOut:
     task = jnp.where(start, chosen, task)
     data_start = start & (chosen < K)
     color = jnp.clip(chosen, 0, K - 1)
-    slot_index = color * RING + fifo_head(_gather(state.iq_ctl, color))
+    slot_index = color * RING + queues.head_of(state.iq_ctl, color)
     head_data = _gather(state.iq_data, slot_index)
     wavelet = jnp.where(data_start, head_data, wavelet)
     iq_pop = jnp.where(data_start, bits.bit(chosen), jnp.uint32(0))
@@ -298,7 +302,7 @@ def _step(config, tables, state) -> ControlOut:
     busy = (execute & ~stalled) | start
     waiting = running & ~busy
     return ControlOut(reg_at, result, pc_after, task, wavelet, activated, blocked, slots,
-                      slot_active, slot_prog, error, info,
+                      slot_active, slot_prog, slot_need, slot_issued, error, info,
                       iq_pop, busy, waiting, store_at, store_value)
 
 

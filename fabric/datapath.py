@@ -21,7 +21,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from fabric import bits
+from fabric import bits, queues
 from fabric.isa import FMT_MASK, FMT_SHIFT, PACKED_STRIDE, Done, Op
 from fabric.materialize import materialize
 from fabric.numerics.convert import decode_code, encode_code
@@ -29,6 +29,8 @@ from fabric.state import (
     CLS_FABIN,
     CLS_FABOUT,
     CLS_MEM,
+    NEED_BITS,
+    NEED_OUT,
     O_BASE,
     O_CLS,
     O_COLOR,
@@ -43,12 +45,10 @@ from fabric.state import (
     S_DONE_TASK,
     S_DST,
     S_FMT,
-    S_ISSUED,
     S_LEN,
     S_OP,
     S_SCALAR,
     S_SIMD,
-    fifo_head,
 )
 
 
@@ -71,31 +71,48 @@ def max_lanes(config, only_32bit: bool = False) -> int:
     return max(w for (_, dtype), w in config.simd if not (only_32bit and dtype == "f16"))
 
 
-def _queue_blocked(record, iq_empty, rq_full):
-    """uint32 [R, C], bit 0 set where the fabric side of an operand (record [R, C, 6]) cannot
-    move one element this cycle (an input queue empty, an output buffer full); other bits
-    are junk.
+def _queue_blocked(need, iq_empty, rq_full):
+    """uint32 [R, C], bit 0 set where some fabric operand of the op whose readiness word is
+    `need` (fabric.state) cannot move one element this cycle (an input queue empty, an
+    output buffer full); other bits are junk.
 
-    iq_empty, rq_full: uint32 [R, C] color bitmasks of the start-of-cycle queues. Few
-    integer ops per slot keep the caller's loop memory-bound, which XLA:CPU runs on one
-    thread (a loop it splits over threads pays a thread hand-off in every cycle).
+    iq_empty, rq_full: uint32 [R, C] color bitmasks of the start-of-cycle queues, shifted up
+    by one (bit 0, "no fabric operand", is never set). Few integer ops per slot keep the
+    caller's loop memory-bound, which XLA:CPU runs on one thread (a loop it splits over
+    threads pays a thread hand-off in every cycle).
     """
-    cls, color = record[..., O_CLS], record[..., O_COLOR]
-    mask = jnp.where(cls == CLS_FABIN, iq_empty,
-                     jnp.where(cls == CLS_FABOUT, rq_full, jnp.uint32(0)))
-    # fabric operands name a color below 32 (config: at most 31 colors)
-    return jnp.right_shift(mask, (color & 31).astype(jnp.uint32))
+    blocked = jnp.uint32(0)
+    for r in range(3):
+        color = jnp.right_shift(need, jnp.uint32(NEED_BITS * r)) & jnp.uint32(31)
+        out = (jnp.right_shift(need, jnp.uint32(NEED_BITS * r + NEED_OUT)) & 1) != 0
+        blocked = blocked | jnp.right_shift(jnp.where(out, rq_full, iq_empty), color)
+    return blocked
 
 
-def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
-         blocked, half_ops: bool = True) -> DatapathOut:
+def need_word(dst, src_a, src_b):
+    """uint32 [R, C]: the readiness word of an op with operand records [R, C, 6] (see
+    fabric.state, NEED_BITS); fabric operands name a color below 31 (config)."""
+    need = jnp.uint32(0)
+    for r, record in enumerate((dst, src_a, src_b)):
+        cls = record[..., O_CLS]
+        fabric = (cls == CLS_FABIN) | (cls == CLS_FABOUT)
+        field = jnp.where(fabric, ((record[..., O_COLOR] & 31) + 1).astype(jnp.uint32)
+                          | jnp.where(cls == CLS_FABOUT, jnp.uint32(1 << NEED_OUT),
+                                      jnp.uint32(0)), jnp.uint32(0))
+        need = need | jnp.left_shift(field, jnp.uint32(NEED_BITS * r))
+    return need
+
+
+def step(config, state, sram, slots, slot_active, slot_prog, slot_need, slot_issued, owner,
+         activated, blocked, half_ops: bool = True) -> DatapathOut:
     """One cycle of every datapath. half_ops (static): the program may issue ops with a
     16-bit operand; False (no instruction has one) builds the fp32 datapath alone."""
-    K, Q = config.num_colors, config.queue_depth
+    Q = config.queue_depth
     S = slots.shape[-2]
     active = slot_active != 0
-    iq_empty = ~bits.pack(state.iq_count > 0, K)
-    rq_full = bits.pack(state.rq_count >= Q, K)
+    # shifted up by one: bit c + 1 for color c (colors < 31, config)
+    iq_empty = jnp.left_shift(~queues.nonempty(state.iq_ctl), jnp.uint32(1))
+    rq_full = jnp.left_shift(queues.at_least(state.rq_ctl, Q), jnp.uint32(1))
     # The choice, slot by slot in one elementwise pass over the PEs: the slot that advanced
     # last if it can go on, else the ready op issued first (one issue per cycle, so issue
     # cycles are distinct): ops that share a fabric queue keep their order.
@@ -103,15 +120,12 @@ def step(config, state, sram, slots, slot_active, slot_prog, owner, activated,
     oldest = jnp.full(owner.shape, -1, jnp.int32)
     first = jnp.full(owner.shape, jnp.iinfo(jnp.int32).max, jnp.int32)
     for s in range(S):
-        blocked_ops = jnp.uint32(0)
-        for start in (S_DST, S_A, S_B):
-            blocked_ops = blocked_ops | _queue_blocked(slots[..., s, start:start + OPERAND_FIELDS],
-                                                       iq_empty, rq_full)
+        blocked_ops = _queue_blocked(slot_need[..., s], iq_empty, rq_full)
         ready = active[..., s] & ((blocked_ops & 1) == 0)
         owner_ready = owner_ready | (ready & (owner == s))
-        older = ready & (slots[..., s, S_ISSUED] < first)
+        older = ready & (slot_issued[..., s] < first)
         oldest = jnp.where(older, s, oldest)
-        first = jnp.where(older, slots[..., s, S_ISSUED], first)
+        first = jnp.where(older, slot_issued[..., s], first)
     # computed once: every field read below depends on it (fabric.materialize)
     chosen = materialize(jnp.where(owner_ready, owner, oldest), state.cycle)
     advanced = chosen >= 0
@@ -187,8 +201,7 @@ def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path, n_out=N
                 + (row0[..., None] + wrap) * record[..., O_ROWSTRIDE][..., None])
 
     def iq_head(color):
-        word = jnp.take_along_axis(state.iq_ctl, color[..., None], axis=-1)[..., 0]
-        index = color * RING + fifo_head(word)
+        index = color * RING + queues.head_of(state.iq_ctl, color)
         return jnp.take_along_axis(state.iq_data, index[..., None], axis=-1)[..., 0]
 
     def word_of(addr, fmt):

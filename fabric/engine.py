@@ -18,7 +18,7 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from fabric import bits, control, datapath, router
+from fabric import bits, control, datapath, queues, router
 from fabric.grid_axes import ROW_AXIS, global_any, split_rows
 from fabric.isa import I_FMT, OPPOSITE, Port
 from fabric.materialize import materialize
@@ -41,7 +41,8 @@ def step(config, tables, state: FabricState, half_ops: bool = True) -> FabricSta
     ctl = control.step(config, tables, state)
     sram = scatter_rows(state.sram, ctl.store_at, ctl.store_value)
     dp = datapath.step(config, state, sram, ctl.slots, ctl.slot_active, ctl.slot_prog,
-                       state.owner, ctl.activated, ctl.blocked, half_ops)
+                       ctl.slot_need, ctl.slot_issued, state.owner, ctl.activated,
+                       ctl.blocked, half_ops)
     # The RAMP pushes pass through the same cond as the datapath's results: the CE input
     # queues' update then depends on every read of them (the datapath's and the control's),
     # so XLA updates them in place instead of copying them twice in every cycle.
@@ -102,6 +103,8 @@ def step(config, tables, state: FabricState, half_ops: bool = True) -> FabricSta
         slots=ctl.slots,
         slot_active=dp.slot_active,
         slot_prog=dp.slot_prog,
+        slot_need=ctl.slot_need,
+        slot_issued=ctl.slot_issued,
         owner=dp.owner,
         error=jnp.where(state.error != 0, state.error, ctl.error),
         error_info=jnp.where(state.error != 0, state.error_info, ctl.error_info),
@@ -118,7 +121,8 @@ def step(config, tables, state: FabricState, half_ops: bool = True) -> FabricSta
 
 def pending(tables, state: FabricState):
     """Scalar bool: some wavelet is buffered, some task runs or waits, or some op is active."""
-    return (global_any(state.rq_count > 0) | global_any(state.iq_count > 0)
+    return (global_any(queues.nonempty(state.rq_ctl) != 0)
+            | global_any(queues.nonempty(state.iq_ctl) != 0)
             | global_any(state.pc >= 0) | global_any(state.slot_active != 0)
             | global_any((state.activated & tables.task_defined) != 0))
 

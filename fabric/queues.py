@@ -1,19 +1,97 @@
-"""FIFO updates for the per-color buffers (router buffers and CE input queues).
+"""The per-color FIFOs of every PE (router buffers and CE input queues): control planes and
+one cycle's pushes and pops.
 
-A FIFO set is (data [R, C, K*RING], ctl [R, C, K]); color k's slots are k*RING .. k*RING+7,
-and its control word holds count | head << 4 (see fabric.state). Pushes in one cycle go to
-distinct colors (a color has one source per buffer), so they are written with one scatter;
-control words change by one masked add per color.
+A FIFO set is (data [R, C, K*RING], ctl [R, C, CTL_PLANES]); color k's slots are
+k*RING .. k*RING+7. Its control is bit-sliced: bit k of plane j (j < COUNT_PLANES) is
+bit j of color k's count, bit k of plane COUNT_PLANES + j is bit j of its head slot. The
+questions a cycle asks of every color at once (which are non-empty, which are full) are
+then a few integer ops per PE instead of a pass over K words, and one color's count or
+head is read by shifts, without a gather. Pushes in one cycle go to distinct colors (a
+color has one source per buffer), so they are written with one scatter.
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
-from jax import lax
 
 from fabric import bits
 from fabric.materialize import materialize
-from fabric.state import CTL_MASK, HEAD_SHIFT, RING, fifo_count, fifo_head
+from fabric.state import COUNT_PLANES, CTL_PLANES, HEAD_PLANES, RING
+
+
+def _value_at(ctl, first: int, n: int, index):
+    """int32 [R, C, ...]: the n-bit value held at bit `index` (int32, same shape, >= 0)
+    of planes first .. first + n - 1."""
+    shift = index.astype(jnp.uint32)
+    value = jnp.uint32(0)
+    for j in range(n):
+        plane = ctl[..., first + j]
+        if index.ndim > plane.ndim:
+            plane = plane[..., None]
+        value = value | jnp.left_shift(jnp.right_shift(plane, shift) & jnp.uint32(1),
+                                       jnp.uint32(j))
+    return value.astype(jnp.int32)
+
+
+def count_of(ctl, color):
+    """Count of the FIFO of `color` (int32 [R, C, ...], >= 0) of every PE."""
+    return _value_at(ctl, 0, COUNT_PLANES, color)
+
+
+def head_of(ctl, color):
+    """Head slot (0 .. RING-1) of the FIFO of `color` of every PE."""
+    return _value_at(ctl, COUNT_PLANES, HEAD_PLANES, color)
+
+
+def nonempty(ctl):
+    """uint32 [R, C]: colors whose FIFO holds a wavelet."""
+    mask = ctl[..., 0]
+    for j in range(1, COUNT_PLANES):
+        mask = mask | ctl[..., j]
+    return mask
+
+
+def at_least(ctl, n: int):
+    """uint32 [R, C]: colors whose count is at least `n` (a static int), compared bit by
+    bit from the top: a count is below n where its first bit that differs from n's is 0."""
+    below = jnp.uint32(0)
+    equal = jnp.uint32(0xFFFFFFFF)
+    for j in reversed(range(COUNT_PLANES)):
+        plane = ctl[..., j]
+        if (n >> j) & 1:
+            below = below | (equal & ~plane)
+            equal = equal & plane
+        else:
+            equal = equal & ~plane
+    if n >> COUNT_PLANES:
+        return jnp.zeros_like(below)
+    return ~below
+
+
+def _decode(ctl, first: int, n: int, colors: int):
+    index = jnp.broadcast_to(jnp.arange(colors, dtype=jnp.int32), ctl.shape[:-1] + (colors,))
+    return _value_at(ctl, first, n, index)
+
+
+def counts(ctl, colors: int):
+    """int32 [R, C, colors]: every color's count (for readers outside the cycle)."""
+    return _decode(ctl, 0, COUNT_PLANES, colors)
+
+
+def heads(ctl, colors: int):
+    """int32 [R, C, colors]: every color's head slot."""
+    return _decode(ctl, COUNT_PLANES, HEAD_PLANES, colors)
+
+
+def _add_planes(planes, mask, up: bool):
+    """planes (bits of one number per color) plus (up) or minus one where `mask` is set,
+    with a ripple carry (borrow) through the planes; wraps past the top plane."""
+    carry = mask
+    out = []
+    for plane in planes:
+        out.append(plane ^ carry)
+        carry = (plane & carry) if up else (~plane & carry)
+    return out
 
 
 def push_pop(config, data, ctl, push_colors, push_data, pop_mask, now, times=None):
@@ -24,14 +102,12 @@ def push_pop(config, data, ctl, push_colors, push_data, pop_mask, now, times=Non
     """
     K = config.num_colors
     color = jnp.maximum(push_colors, 0)
-    word = jnp.take_along_axis(ctl, color, axis=-1)
-    tail = (fifo_head(word) + fifo_count(word)) & (RING - 1)
+    tail = (head_of(ctl, color) + count_of(ctl, color)) & (RING - 1)
     index = jnp.where(push_colors >= 0, color * RING + tail, K * RING)  # past the end: none
     push_mask = jnp.uint32(0)
     for n in range(push_colors.shape[-1]):
         push_mask = push_mask | bits.bit(push_colors[..., n])
-    # the slot index passes through with the masks: the read of `ctl` it comes from is then
-    # an ancestor of the update of `ctl`, which XLA therefore makes in place (no copy)
+    # computed once, before the data scatter and the plane update that both use them
     push_mask, pop_mask, index = materialize((push_mask, pop_mask, index), now)
     rows = jnp.arange(data.shape[0])[:, None, None]
     cols = jnp.arange(data.shape[1])[None, :, None]
@@ -39,11 +115,12 @@ def push_pop(config, data, ctl, push_colors, push_data, pop_mask, now, times=Non
     if times is not None:
         times = times.at[rows, cols, index].set(jnp.broadcast_to(now, index.shape), mode="drop",
                                                 unique_indices=True)
-    # count += push - pop; head += pop, wrapping by the mask: a pop adds (1 << HEAD_SHIFT) - 1.
-    # Few integer ops per color keep the update a memory-bound loop, which XLA:CPU runs on
-    # one thread (a loop it splits over threads pays a thread hand-off in every cycle).
-    shifts = jnp.arange(K, dtype=jnp.int32).reshape((1,) * push_mask.ndim + (K,))
-    push, pop = (jnp.right_shift(lax.bitcast_convert_type(m, jnp.int32)[..., None], shifts) & 1
-                 for m in (push_mask, pop_mask))
-    ctl = (ctl + push + pop * ((1 << HEAD_SHIFT) - 1)) & CTL_MASK
-    return data, ctl, times
+    # count += push - pop (a color pushed and popped keeps its count); head += pop, mod RING
+    count = [ctl[..., j] for j in range(COUNT_PLANES)]
+    count = _add_planes(count, push_mask & ~pop_mask, up=True)
+    count = _add_planes(count, pop_mask & ~push_mask, up=False)
+    head = _add_planes([ctl[..., COUNT_PLANES + j] for j in range(HEAD_PLANES)], pop_mask,
+                       up=True)
+    planes = count + head
+    assert len(planes) == CTL_PLANES
+    return data, jnp.stack(planes, axis=-1), times

@@ -24,10 +24,10 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from fabric import bits
+from fabric import bits, queues
 from fabric.isa import Port
 from fabric.shifts import from_neighbour
-from fabric.state import RING, fifo_head
+from fabric.state import RING
 
 # The router's decision words. Word 0: bits 5p .. 5p + 4 = color sent through port p,
 # plus one (colors < 31; 0 = none); bits 25 + p: port p restarts its round-robin; bit 31
@@ -51,13 +51,14 @@ def _decide(config, tables, state):
     """The first arbitration pass: (tx masks per port, candidates, grant per port, granted
     bits per port, multicast colors, moved, failed), all per PE."""
     K, Q = config.num_colors, config.queue_depth
-    ready = bits.pack(state.rq_count > 0, K)
+    ready = queues.nonempty(state.rq_ctl)
     if config.hop_latency > 1:
-        head_slot = jnp.arange(K, dtype=jnp.int32)[None, None, :] * RING + state.rq_head
+        head_slot = (jnp.arange(K, dtype=jnp.int32)[None, None, :] * RING
+                     + queues.heads(state.rq_ctl, K))
         entered = jnp.take_along_axis(state.rq_time, head_slot, axis=2)
         ready &= bits.pack(entered + config.hop_latency <= state.cycle, K)
-    full = bits.pack(state.rq_count >= Q, K)
-    iq_full = bits.pack(state.iq_count >= Q, K)
+    full = queues.at_least(state.rq_ctl, Q)
+    iq_full = queues.at_least(state.iq_ctl, Q)
     # full mask of the buffer each port feeds: the neighbour's, or the CE input queue
     target_full = [from_neighbour(full, Port(p)) for p in range(4)] + [iq_full]
     tx = [tables.tx_mask[..., p] for p in range(5)]
@@ -93,8 +94,7 @@ def _heads(state, code):
     heads = jnp.uint32(0)
     for p in range(5):
         color = jnp.maximum(_field(code, PORT_BITS * p, PORT_BITS) - 1, 0)
-        word = jnp.take_along_axis(state.rq_ctl, color[..., None], axis=2)[..., 0]
-        heads = heads | jnp.left_shift(fifo_head(word).astype(jnp.uint32),
+        heads = heads | jnp.left_shift(queues.head_of(state.rq_ctl, color).astype(jnp.uint32),
                                        jnp.uint32(HEAD_BITS * p))
     return heads
 

@@ -30,22 +30,24 @@ O_CLS, O_BASE, O_ROWLEN, O_STRIDE, O_ROWSTRIDE, O_COLOR = range(OPERAND_FIELDS)
 S_DST, S_A, S_B = 8, 8 + OPERAND_FIELDS, 8 + 2 * OPERAND_FIELDS
 SLOT_FIELDS = 8 + 3 * OPERAND_FIELDS
 
-# ---- FIFO control words -------------------------------------------------------------------
-# Each per-color FIFO keeps its count (bits 0-3) and head slot (bits 4-6) in one int32, so a
-# cycle's pushes and pops update both with one add; the data ring has RING slots per color
-# (a power of two, so the head wraps by masking), of which `queue_depth` are usable.
+# ---- FIFO control planes ------------------------------------------------------------------
+# Each FIFO set (router buffers, CE input queues) keeps its control as CTL_PLANES uint32 bit
+# planes per PE (see fabric.queues): planes 0-3 hold the bits of every color's count (0 ..
+# queue_depth <= 8), planes 4-6 the bits of its head slot. The data ring has RING slots per
+# color (a power of two, so the head wraps by masking), of which `queue_depth` are usable.
 RING = 8
-COUNT_MASK = 0xF
-HEAD_SHIFT = 4
-CTL_MASK = 0x7F
+COUNT_PLANES = 4
+HEAD_PLANES = 3
+CTL_PLANES = COUNT_PLANES + HEAD_PLANES
 
-
-def fifo_count(ctl):
-    return ctl & COUNT_MASK
-
-
-def fifo_head(ctl):
-    return (ctl >> HEAD_SHIFT) & (RING - 1)
+# ---- slot readiness words -----------------------------------------------------------------
+# Written at issue beside each slot's record, so that choosing the slot that advances reads
+# one word per slot: for the operands dst, a, b (r = 0, 1, 2) bits 6r .. 6r+4 hold the
+# color of a fabric operand plus one (0: not a fabric operand), bit 6r + 5 is set for a
+# fabric output (its router buffer must have room) and clear for an input (its queue
+# must hold a wavelet).
+NEED_BITS = 6
+NEED_OUT = 5
 
 
 # ---- runtime error codes ---------------------------------------------------------------------
@@ -73,11 +75,11 @@ class FabricState(eqx.Module):
     # router buffers, one FIFO per color: slot (color * RING + i)
     rq_data: UInt32[Array, "R C KRING"]
     rq_time: Int32[Array, "R C KRING"]  # cycle each wavelet entered the buffer
-    rq_ctl: Int32[Array, "R C K"]  # count | head << 4
+    rq_ctl: UInt32[Array, "R C CTL"]  # count and head bit planes (fabric.queues)
     rr: Int32[Array, "R C 5"]  # round-robin pointer of each output port
     # CE input queues, one FIFO per color, filled by the router through RAMP
     iq_data: UInt32[Array, "R C KRING"]
-    iq_ctl: Int32[Array, "R C K"]
+    iq_ctl: UInt32[Array, "R C CTL"]
     # compute engine
     regs: Int32[Array, "R C G"]
     pc: Int32[Array, "R C"]  # -1 = no task running
@@ -88,6 +90,8 @@ class FabricState(eqx.Module):
     slots: Int32[Array, "R C S F"]
     slot_active: Int32[Array, "R C S"]  # 1 while the slot holds an unfinished op
     slot_prog: Int32[Array, "R C S"]  # elements of the op done so far
+    slot_need: UInt32[Array, "R C S"]  # fabric queues the op needs (readiness word)
+    slot_issued: Int32[Array, "R C S"]  # cycle the op was issued (its S_ISSUED field)
     owner: Int32[Array, "R C"]  # slot holding the datapath, -1 none
     error: Int32[Array, "R C"]
     error_info: Int32[Array, "R C"]
@@ -102,20 +106,34 @@ class FabricState(eqx.Module):
     forked: Int32[Array, "R C"]  # extra copies made by multicast
 
     @property
+    def num_colors(self) -> int:
+        return self.rq_data.shape[-1] // RING
+
+    @property
     def rq_count(self):
-        return fifo_count(self.rq_ctl)
+        """int32 [R, C, K]: wavelets in each router buffer."""
+        from fabric import queues  # queues builds on this module's constants
+
+        return queues.counts(self.rq_ctl, self.num_colors)
 
     @property
     def rq_head(self):
-        return fifo_head(self.rq_ctl)
+        from fabric import queues  # queues builds on this module's constants
+
+        return queues.heads(self.rq_ctl, self.num_colors)
 
     @property
     def iq_count(self):
-        return fifo_count(self.iq_ctl)
+        """int32 [R, C, K]: wavelets in each CE input queue."""
+        from fabric import queues  # queues builds on this module's constants
+
+        return queues.counts(self.iq_ctl, self.num_colors)
 
     @property
     def iq_head(self):
-        return fifo_head(self.iq_ctl)
+        from fabric import queues  # queues builds on this module's constants
+
+        return queues.heads(self.iq_ctl, self.num_colors)
 
 
 def init_state(config: FabricConfig, tables) -> FabricState:
@@ -135,10 +153,10 @@ def _fresh_state(config: FabricConfig, init_regs, init_blocked) -> FabricState:
         sram=u32(R, C, config.sram_words),
         rq_data=u32(R, C, K * RING),
         rq_time=i32(R, C, K * RING),
-        rq_ctl=i32(R, C, K),
+        rq_ctl=u32(R, C, CTL_PLANES),
         rr=i32(R, C, 5),
         iq_data=u32(R, C, K * RING),
-        iq_ctl=i32(R, C, K),
+        iq_ctl=u32(R, C, CTL_PLANES),
         regs=jnp.copy(init_regs),  # a buffer of its own: state buffers are donated to run
         pc=jnp.full((R, C), -1, jnp.int32),
         task=jnp.full((R, C), -1, jnp.int32),
@@ -148,6 +166,8 @@ def _fresh_state(config: FabricConfig, init_regs, init_blocked) -> FabricState:
         slots=i32(R, C, config.num_async_slots + 1, SLOT_FIELDS),
         slot_active=i32(R, C, config.num_async_slots + 1),
         slot_prog=i32(R, C, config.num_async_slots + 1),
+        slot_need=u32(R, C, config.num_async_slots + 1),
+        slot_issued=i32(R, C, config.num_async_slots + 1),
         owner=jnp.full((R, C), -1, jnp.int32),
         error=i32(R, C),
         error_info=i32(R, C),
