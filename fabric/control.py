@@ -18,7 +18,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from fabric import bits, queues
+from fabric import bits, pe_minor, queues
 from fabric.datapath import need_word
 from fabric.isa import (
     D_BASE,
@@ -210,7 +210,7 @@ def _step(config, tables, state) -> ControlOut:
 
     # ---- scalar memory access and register writes -----------------------------------------
     W = config.sram_words
-    loaded = _gather(state.sram, jnp.clip(src_a[..., 1], 0, W - 1))
+    loaded = pe_minor.read(state.sram, jnp.clip(src_a[..., 1], 0, W - 1))
     result = jnp.where(op == Op.LOAD, _i32(loaded), result)
     writes = execute & (((op >= Op.SET) & (op <= Op.FMUL)) | (op == Op.LOAD))
     # Per-PE writes go through scatters (index past the end = no write), applied by the
@@ -294,7 +294,7 @@ def _step(config, tables, state) -> ControlOut:
     data_start = start & (chosen < K)
     color = jnp.clip(chosen, 0, K - 1)
     slot_index = color * RING + queues.head_of(state.iq_ctl, color)
-    head_data = _gather(state.iq_data, slot_index)
+    head_data = queues.read_slots(state.iq_data, slot_index)
     wavelet = jnp.where(data_start, head_data, wavelet)
     iq_pop = jnp.where(data_start, bits.bit(chosen), jnp.uint32(0))
     activated = activated & ~jnp.where(start & ~data_start, bits.bit(chosen), jnp.uint32(0))

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from fabric import bits, queues
+from fabric import bits, pe_minor, queues
 from fabric.isa import FMT_MASK, FMT_SHIFT, PACKED_STRIDE, Done, Op
 from fabric.materialize import materialize
 from fabric.numerics.convert import decode_code, encode_code
@@ -202,7 +202,7 @@ def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path, n_out=N
 
     def iq_head(color):
         index = color * RING + queues.head_of(state.iq_ctl, color)
-        return jnp.take_along_axis(state.iq_data, index[..., None], axis=-1)[..., 0]
+        return queues.read_slots(state.iq_data, index)
 
     def word_of(addr, fmt):
         """(word address, bit shift) of element addresses [R, C, L]; 16-bit operands
@@ -235,8 +235,7 @@ def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path, n_out=N
     is_mem = [(r[..., O_CLS] == CLS_MEM)[..., None] for r in (src_a, src_b)]
     word_a = jnp.where(is_mem[0], word_a, word_of(address(dst), f_dst)[0])
     word_b = jnp.where(is_mem[1], word_b, word_a)
-    words = jnp.take_along_axis(sram, jnp.clip(jnp.concatenate([word_a, word_b], axis=-1),
-                                               0, W - 1), axis=-1)
+    words = pe_minor.read(sram, jnp.clip(jnp.concatenate([word_a, word_b], axis=-1), 0, W - 1))
     a_bits = read(src_a, jnp.right_shift(words[..., :n_lanes], shift_a))
     b_bits = read(src_b, jnp.right_shift(words[..., n_lanes:], shift_b))
     # 16-bit sources widen to fp32 exactly (decode_code leaves fp32 operands unchanged)
@@ -307,20 +306,11 @@ def _merge_words(sram, to_mem, word, mask, put, cycle):
         same = to_mem[..., j:j + 1] & (word[..., j:j + 1] == word)
         merged_mask = merged_mask | jnp.where(same, mask[..., j:j + 1], jnp.uint32(0))
         merged = merged | jnp.where(same, put[..., j:j + 1], jnp.uint32(0))
-    old = jnp.take_along_axis(sram, jnp.clip(word, 0, sram.shape[-1] - 1), axis=-1)
+    old = pe_minor.read(sram, jnp.clip(word, 0, sram.shape[1] - 1))
     return (old & ~merged_mask) | merged
 
 
 def _scatter_words(sram, index, new):
-    """sram[r, c, index[r, c, l]] = new[r, c, l] where index < W (others are dropped).
-
-    XLA:CPU scatters cost per index component: SRAM is seen as one flat axis when its size
-    fits int32, else as [R, C * W] (C * W fits int32 on any fabric)."""
-    R, C, W = sram.shape
-    if R * C * W < 2**31:
-        pe = (jnp.arange(R)[:, None] * C + jnp.arange(C)[None, :])[..., None] * W
-        flat = jnp.where(index < W, pe + index, R * C * W)
-        return sram.reshape(-1).at[flat].set(new, mode="drop").reshape(R, C, W)
-    at = jnp.where(index < W, jnp.arange(C)[None, :, None] * W + index, C * W)
-    return sram.reshape(R, C * W).at[jnp.arange(R)[:, None, None], at].set(
-        new, mode="drop").reshape(R, C, W)
+    """sram[r, index[r, c, l], c] = new[r, c, l] where index < W (others are dropped); lanes
+    writing one word write the same merged value."""
+    return pe_minor.write(sram, index, new)

@@ -105,7 +105,9 @@ class Simulator:
     # ---- state and the host's view of SRAM ------------------------------------------------
     # Host I/O works on a numpy copy of SRAM: consecutive writes (a kernel's load, the
     # frontend's operands) change the copy, which goes to the device once, when the state is
-    # next used; reads of an unchanged device SRAM share one copy.
+    # next used; reads of an unchanged device SRAM share one copy. The copy keeps the
+    # device's PE-minor layout (rows, words, cols); the host sees it as (rows, cols, words)
+    # through a transposed view.
     @property
     def state(self) -> FabricState:
         if self._sram_host is not None:
@@ -122,13 +124,17 @@ class Simulator:
         """A writable host copy (rows, cols, words) of SRAM; writes reach the device when
         the state is next used."""
         if self._sram_host is None:
-            self._sram_host = np.array(self.sram_view())
-        return self._sram_host
+            self._sram_host = np.array(self._device_sram())
+        return self._sram_host.transpose(0, 2, 1)
 
     def sram_view(self) -> np.ndarray:
         """SRAM (rows, cols, words) as numpy, for reading only."""
         if self._sram_host is not None:
-            return self._sram_host
+            return self._sram_host.transpose(0, 2, 1)
+        return self._device_sram().transpose(0, 2, 1)
+
+    def _device_sram(self) -> np.ndarray:
+        """SRAM as the device holds it (rows, words, cols), read-only, one copy per state."""
         device = self._state.sram
         if self._sram_read is None or self._sram_read[0] is not device:
             self._sram_read = (device, np.asarray(device))

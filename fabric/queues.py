@@ -1,20 +1,21 @@
-"""The per-color FIFOs of every PE (router buffers and CE input queues): control planes and
-one cycle's pushes and pops.
+"""The per-color FIFOs of every PE (router buffers and CE input queues): control planes,
+slot reads and one cycle's pushes and pops.
 
-A FIFO set is (data [R, C, K*RING], ctl [R, C, CTL_PLANES]); color k's slots are
-k*RING .. k*RING+7. Its control is bit-sliced: bit k of plane j (j < COUNT_PLANES) is
-bit j of color k's count, bit k of plane COUNT_PLANES + j is bit j of its head slot. The
-questions a cycle asks of every color at once (which are non-empty, which are full) are
-then a few integer ops per PE instead of a pass over K words, and one color's count or
-head is read by shifts, without a gather. Pushes in one cycle go to distinct colors (a
-color has one source per buffer), so they are written with one scatter.
+A FIFO set is (data [R, K*RING, C], ctl [R, C, CTL_PLANES]); color k's slots are
+k*RING .. k*RING+7. The data is stored PE-minor (fabric.pe_minor). The control is
+bit-sliced: bit k of plane j (j < COUNT_PLANES) is bit j of color k's count, bit k of plane
+COUNT_PLANES + j is bit j of its head slot. The questions a cycle asks of every color at
+once (which are non-empty, which are full) are then a few integer ops per PE instead of a
+pass over K words, and one color's count or head is read by shifts, without a gather.
+Pushes in one cycle go to distinct colors (a color has one source per buffer), so they are
+written with one scatter.
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 
-from fabric import bits
+from fabric import bits, pe_minor
 from fabric.materialize import materialize
 from fabric.state import COUNT_PLANES, CTL_PLANES, HEAD_PLANES, RING
 
@@ -83,6 +84,11 @@ def heads(ctl, colors: int):
     return _decode(ctl, COUNT_PLANES, HEAD_PLANES, colors)
 
 
+def read_slots(data, slot):
+    """data [R, K*RING, C] at `slot` (int32 [R, C] or [R, C, N]) of every PE."""
+    return pe_minor.read(data, slot)
+
+
 def _add_planes(planes, mask, up: bool):
     """planes (bits of one number per color) plus (up) or minus one where `mask` is set,
     with a ripple carry (borrow) through the planes; wraps past the top plane."""
@@ -109,12 +115,9 @@ def push_pop(config, data, ctl, push_colors, push_data, pop_mask, now, times=Non
         push_mask = push_mask | bits.bit(push_colors[..., n])
     # computed once, before the data scatter and the plane update that both use them
     push_mask, pop_mask, index = materialize((push_mask, pop_mask, index), now)
-    rows = jnp.arange(data.shape[0])[:, None, None]
-    cols = jnp.arange(data.shape[1])[None, :, None]
-    data = data.at[rows, cols, index].set(push_data, mode="drop", unique_indices=True)
+    data = pe_minor.write(data, index, push_data, unique=True)
     if times is not None:
-        times = times.at[rows, cols, index].set(jnp.broadcast_to(now, index.shape), mode="drop",
-                                                unique_indices=True)
+        times = pe_minor.write(times, index, jnp.broadcast_to(now, index.shape), unique=True)
     # count += push - pop (a color pushed and popped keeps its count); head += pop, mod RING
     count = [ctl[..., j] for j in range(COUNT_PLANES)]
     count = _add_planes(count, push_mask & ~pop_mask, up=True)

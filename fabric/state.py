@@ -1,8 +1,10 @@
 """`FabricState`: the whole simulated fabric as one immutable pytree.
 
 Every per-PE leaf has the grid (R, C) as its leading axes, so that the fabric can be split
-over devices along rows and columns. Axis letters: R, C = grid; K = colors; Q = queue depth;
-W = SRAM words; G = registers; S = DSD slots (slot 0 = main thread, 1.. = async
+over devices along rows and columns; SRAM and the FIFO data are stored PE-minor,
+[R, W, C] and [R, KRING, C] (rows leading, columns last: see fabric.pe_minor). Axis
+letters: R, C = grid; K = colors; KRING = K * RING FIFO slots; CTL = FIFO control planes;
+Q = queue depth; W = SRAM words; G = registers; S = DSD slots (slot 0 = main thread, 1.. = async
 microthreads); F = slot fields; P = link ports (N, S, E, W).
 """
 
@@ -71,14 +73,14 @@ ERROR_TEXT = {
 class FabricState(eqx.Module):
     cycle: Int32[Array, ""]
     idle_cycles: Int32[Array, ""]  # cycles since anything last moved
-    sram: UInt32[Array, "R C W"]
+    sram: UInt32[Array, "R W C"]  # PE-minor (fabric.pe_minor); host views are (R, C, W)
     # router buffers, one FIFO per color: slot (color * RING + i)
-    rq_data: UInt32[Array, "R C KRING"]
-    rq_time: Int32[Array, "R C KRING"]  # cycle each wavelet entered the buffer
+    rq_data: UInt32[Array, "R KRING C"]  # PE-minor (fabric.queues)
+    rq_time: Int32[Array, "R KRING C"]  # cycle each wavelet entered the buffer
     rq_ctl: UInt32[Array, "R C CTL"]  # count and head bit planes (fabric.queues)
     rr: Int32[Array, "R C 5"]  # round-robin pointer of each output port
     # CE input queues, one FIFO per color, filled by the router through RAMP
-    iq_data: UInt32[Array, "R C KRING"]
+    iq_data: UInt32[Array, "R KRING C"]
     iq_ctl: UInt32[Array, "R C CTL"]
     # compute engine
     regs: Int32[Array, "R C G"]
@@ -107,7 +109,7 @@ class FabricState(eqx.Module):
 
     @property
     def num_colors(self) -> int:
-        return self.rq_data.shape[-1] // RING
+        return self.rq_data.shape[1] // RING
 
     @property
     def rq_count(self):
@@ -150,12 +152,12 @@ def _fresh_state(config: FabricConfig, init_regs, init_blocked) -> FabricState:
     return FabricState(
         cycle=jnp.int32(0),
         idle_cycles=jnp.int32(0),
-        sram=u32(R, C, config.sram_words),
-        rq_data=u32(R, C, K * RING),
-        rq_time=i32(R, C, K * RING),
+        sram=u32(R, config.sram_words, C),
+        rq_data=u32(R, K * RING, C),
+        rq_time=i32(R, K * RING, C),
         rq_ctl=u32(R, C, CTL_PLANES),
         rr=i32(R, C, 5),
-        iq_data=u32(R, C, K * RING),
+        iq_data=u32(R, K * RING, C),
         iq_ctl=u32(R, C, CTL_PLANES),
         regs=jnp.copy(init_regs),  # a buffer of its own: state buffers are donated to run
         pc=jnp.full((R, C), -1, jnp.int32),

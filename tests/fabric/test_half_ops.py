@@ -188,7 +188,7 @@ def test_half_words_pack_and_neighbours_survive():
     want = old.copy()
     want[..., 1:6] = a[..., 1:14:3]
     np.testing.assert_array_equal(sim.memcpy_d2h("y").view(np.uint16), want)
-    words = np.asarray(sim.state.sram)[0, :, 8:14]  # y starts at word 8 (after x's 8 words)
+    words = sim.sram_view()[0, :, 8:14]  # y starts at word 8 (after x's 8 words)
     np.testing.assert_array_equal(words & 0xFFFF, want[0, :, 0::2])
     np.testing.assert_array_equal(words[:, :5] >> 16, want[0, :, 1::2])
     assert (words[:, 5] >> 16 == 0).all()  # the unused half of the odd last word
