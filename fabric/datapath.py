@@ -57,6 +57,7 @@ class DatapathOut(NamedTuple):
     slot_active: jnp.ndarray
     slot_prog: jnp.ndarray
     owner: jnp.ndarray
+    op_record: jnp.ndarray  # int32 [R, C, SLOT_FIELDS]: the record of the slot that advanced
     activated: jnp.ndarray
     blocked: jnp.ndarray
     iq_pop: jnp.ndarray  # uint32 [R, C]: colors read from the CE input queues
@@ -104,7 +105,7 @@ def need_word(dst, src_a, src_b):
 
 
 def step(config, state, sram, slots, slot_active, slot_prog, slot_need, slot_issued, owner,
-         activated, blocked, half_ops: bool = True) -> DatapathOut:
+         op_record, activated, blocked, half_ops: bool = True) -> DatapathOut:
     """One cycle of every datapath. half_ops (static): the program may issue ops with a
     16-bit operand; False (no instruction has one) builds the fp32 datapath alone."""
     Q = config.queue_depth
@@ -130,13 +131,20 @@ def step(config, state, sram, slots, slot_active, slot_prog, slot_need, slot_iss
     chosen = materialize(jnp.where(owner_ready, owner, oldest), state.cycle)
     advanced = chosen >= 0
     pick = jnp.arange(S)[None, None, :] == chosen[..., None]  # [R, C, S]
-    # the chosen slot's fields: one gather of its record (a few words per PE, where a
-    # one-hot sum would read every slot)
+    # The chosen slot's fields. An op holds the datapath for many cycles, so the record of
+    # the slot that advanced last is kept (`op_record`); the records of the PEs whose
+    # datapath changes slot are gathered only in cycles where one does.
     at = jnp.maximum(chosen, 0)
-    sel = jnp.take_along_axis(slots, at[..., None, None], axis=-2)[..., 0, :]
+    changed = advanced & (chosen != owner)
+
+    def switch(record):
+        gathered = jnp.take_along_axis(slots, at[..., None, None], axis=-2)[..., 0, :]
+        return jnp.where(changed[..., None], gathered, record)
+
+    sel = lax.cond(changed.any(), switch, lambda record: record, op_record)
     prog_sel = jnp.take_along_axis(slot_prog, at[..., None], axis=-1)[..., 0]
     # computed once for every lane and operand below
-    sel, prog_sel = materialize((sel, prog_sel), state.cycle)
+    prog_sel = materialize(prog_sel, state.cycle)
     # Cycles in which no advancing op has a 16-bit operand run the fp32 datapath: fewer
     # lanes (the fp32 widths) and no format conversion; the results are the same. A
     # program without 16-bit ops has only that datapath, and no per-cycle choice.
@@ -168,7 +176,7 @@ def step(config, state, sram, slots, slot_active, slot_prog, slot_need, slot_iss
     blocked = blocked & ~jnp.where(sel[..., S_DONE_KIND] == Done.UNBLOCK, done_bit, 0)
     owner = jnp.where(advanced, jnp.where(done, -1, chosen), owner)
     stalled = active.any(axis=-1) & ~advanced
-    return DatapathOut(sram, slot_active, slot_prog, owner, activated, blocked, iq_pop,
+    return DatapathOut(sram, slot_active, slot_prog, owner, sel, activated, blocked, iq_pop,
                        push_color, push_data, advanced, stalled)
 
 
@@ -235,7 +243,11 @@ def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path, n_out=N
     is_mem = [(r[..., O_CLS] == CLS_MEM)[..., None] for r in (src_a, src_b)]
     word_a = jnp.where(is_mem[0], word_a, word_of(address(dst), f_dst)[0])
     word_b = jnp.where(is_mem[1], word_b, word_a)
-    words = pe_minor.read(sram, jnp.clip(jnp.concatenate([word_a, word_b], axis=-1), 0, W - 1))
+    # the addresses computed once: fused into the gather, XLA:CPU would compute every
+    # operand's address once per gathered index
+    at = materialize(jnp.clip(jnp.concatenate([word_a, word_b], axis=-1), 0, W - 1),
+                     state.cycle)
+    words = pe_minor.read(sram, at)
     a_bits = read(src_a, jnp.right_shift(words[..., :n_lanes], shift_a))
     b_bits = read(src_b, jnp.right_shift(words[..., n_lanes:], shift_b))
     # 16-bit sources widen to fp32 exactly (decode_code leaves fp32 operands unchanged)

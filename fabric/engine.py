@@ -41,8 +41,8 @@ def step(config, tables, state: FabricState, half_ops: bool = True) -> FabricSta
     ctl = control.step(config, tables, state)
     sram = pe_minor.write(state.sram, ctl.store_at, ctl.store_value)
     dp = datapath.step(config, state, sram, ctl.slots, ctl.slot_active, ctl.slot_prog,
-                       ctl.slot_need, ctl.slot_issued, state.owner, ctl.activated,
-                       ctl.blocked, half_ops)
+                       ctl.slot_need, ctl.slot_issued, state.owner, state.op_record,
+                       ctl.activated, ctl.blocked, half_ops)
     # The RAMP pushes pass through the same cond as the datapath's results: the CE input
     # queues' update then depends on every read of them (the datapath's and the control's),
     # so XLA updates them in place instead of copying them twice in every cycle.
@@ -106,6 +106,7 @@ def step(config, tables, state: FabricState, half_ops: bool = True) -> FabricSta
         slot_need=ctl.slot_need,
         slot_issued=ctl.slot_issued,
         owner=dp.owner,
+        op_record=dp.op_record,
         error=jnp.where(state.error != 0, state.error, ctl.error),
         error_info=jnp.where(state.error != 0, state.error_info, ctl.error_info),
         busy=state.busy + busy.astype(jnp.int32),

@@ -95,6 +95,7 @@ class FabricState(eqx.Module):
     slot_need: UInt32[Array, "R C S"]  # fabric queues the op needs (readiness word)
     slot_issued: Int32[Array, "R C S"]  # cycle the op was issued (its S_ISSUED field)
     owner: Int32[Array, "R C"]  # slot holding the datapath, -1 none
+    op_record: Int32[Array, "R C F"]  # the record of the slot that advanced last
     error: Int32[Array, "R C"]
     error_info: Int32[Array, "R C"]
     # counters
@@ -171,6 +172,7 @@ def _fresh_state(config: FabricConfig, init_regs, init_blocked) -> FabricState:
         slot_need=u32(R, C, config.num_async_slots + 1),
         slot_issued=i32(R, C, config.num_async_slots + 1),
         owner=jnp.full((R, C), -1, jnp.int32),
+        op_record=i32(R, C, SLOT_FIELDS),
         error=i32(R, C),
         error_info=i32(R, C),
         busy=i32(R, C),
