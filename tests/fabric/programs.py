@@ -185,6 +185,26 @@ def invariants(sim, stats) -> None:
 
 
 # ---- running ---------------------------------------------------------------------------------
+def two_colors_into(recv: Tile, n: int, d1, d2) -> Simulator:
+    """A launched ROW simulator: PE (0, 0) sends d1 (n f32) on color 1 and PE (0, 1) sends
+    d2 on color 2, both east along the row into `recv` at PE (0, 3), over the shared links
+    1 -> 2 -> 3."""
+    prog = Program(ROW)
+    prog.place(sender_tile(1, n, "send1"), pe(0, 0))
+    prog.place(sender_tile(2, n, "send2"), pe(0, 1))
+    prog.place(recv, pe(0, 3))
+    for color, start in ((1, 0), (2, 1)):
+        for cell in row_path(0, start, 3):
+            c = cell[1]
+            rx = Port.RAMP if c == start else Port.WEST
+            prog.route(pe(*cell), color, rx, Port.RAMP if c == 3 else Port.EAST)
+    sim = Simulator(ROW, prog)
+    sim.memcpy_h2d("x", d1, pe(0, 0))
+    sim.memcpy_h2d("x", d2, pe(0, 1))
+    sim.launch("main")
+    return sim
+
+
 def run_stepwise(sim, chunk: int = 1, max_cycles: int = 2_000):
     """Yield the stats after every `chunk` cycles until nothing is pending (a deadlock still
     raises `DeadlockError` from `Simulator.run`, so this never hangs)."""

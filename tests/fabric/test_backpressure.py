@@ -15,6 +15,7 @@ from programs import (
     run_stepwise,
     sender_tile,
     slow_receiver_tile,
+    two_colors_into,
 )
 
 from fabric import Port, Program, Simulator, Tile
@@ -57,21 +58,9 @@ def test_congested_color_does_not_block_another_color():
     y2 = recv.symbol("y2", "f32", n)
     recv.local_task("main", [ins.mov(y2.dsd(), ins.FabIn(2, n)),
                              ins.mov(y1.dsd(), ins.FabIn(1, n))])
-    prog = Program(ROW)
-    prog.place(sender_tile(1, n, "send1"), pe(0, 0))
-    prog.place(sender_tile(2, n, "send2"), pe(0, 1))
-    prog.place(recv, pe(0, 3))
-    for color, start in ((1, 0), (2, 1)):
-        for cell in row_path(0, start, 3):
-            c = cell[1]
-            rx = Port.RAMP if c == start else Port.WEST
-            prog.route(pe(*cell), color, rx, Port.RAMP if c == 3 else Port.EAST)
-    sim = Simulator(ROW, prog)
     d1 = np.arange(n, dtype=np.float32)
     d2 = -np.arange(n, dtype=np.float32)
-    sim.memcpy_h2d("x", d1, pe(0, 0))
-    sim.memcpy_h2d("x", d2, pe(0, 1))
-    sim.launch("main")
+    sim = two_colors_into(recv, n, d1, d2)
     saw_full = False
     for stats in run_stepwise(sim, chunk=2):
         saw_full |= bool((np.asarray(sim.state.rq_count)[0, :3, 1] == ROW.queue_depth).all())

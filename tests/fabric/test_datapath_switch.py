@@ -3,9 +3,9 @@ whose record it uses (the engine keeps the record of the slot that advanced last
 fetches another only when the datapath changes slot)."""
 
 import numpy as np
-from programs import ROW, invariants, pe, row_path, run_stepwise, sender_tile
+from programs import invariants, run_stepwise, two_colors_into
 
-from fabric import Port, Program, Simulator, Tile
+from fabric import Tile
 from fabric import instructions as ins
 
 
@@ -20,21 +20,9 @@ def test_two_async_fabric_ops_take_turns_and_each_writes_its_own_array():
     y2 = recv.symbol("y2", "f32", n)
     recv.local_task("main", [ins.mov(y1.dsd(), ins.FabIn(1, n), is_async=True),
                              ins.mov(y2.dsd(), ins.FabIn(2, n), is_async=True)])
-    prog = Program(ROW)
-    prog.place(sender_tile(1, n, "send1"), pe(0, 0))
-    prog.place(sender_tile(2, n, "send2"), pe(0, 1))
-    prog.place(recv, pe(0, 3))
-    for color, start in ((1, 0), (2, 1)):
-        for cell in row_path(0, start, 3):
-            c = cell[1]
-            rx = Port.RAMP if c == start else Port.WEST
-            prog.route(pe(*cell), color, rx, Port.RAMP if c == 3 else Port.EAST)
-    sim = Simulator(ROW, prog)
     d1 = np.arange(1, n + 1, dtype=np.float32)
     d2 = -np.arange(1, n + 1, dtype=np.float32) * 0.5
-    sim.memcpy_h2d("x", d1, pe(0, 0))
-    sim.memcpy_h2d("x", d2, pe(0, 1))
-    sim.launch("main")
+    sim = two_colors_into(recv, n, d1, d2)
     owners = []
     for stats in run_stepwise(sim, chunk=1):
         invariants(sim, stats)
