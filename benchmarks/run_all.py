@@ -1,6 +1,6 @@
 """Run every benchmark script and regenerate the results table of benchmarks/README.md.
 
-    python benchmarks/run_all.py --quick      # small settings, under 5 minutes on 2 cores
+    python benchmarks/run_all.py --quick      # small settings, about 10 minutes on 2 cores
     python benchmarks/run_all.py              # full settings
     python benchmarks/run_all.py --only kernels --no-readme
 
@@ -217,7 +217,7 @@ def update_readme(readme: Path, block: str) -> None:
 # ---- command line ----------------------------------------------------------------------
 def main(argv=None, registry=REGISTRY, bench_dir: Path = HERE) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small settings (< 5 min)")
+    parser.add_argument("--quick", action="store_true", help="small settings (about 10 min)")
     parser.add_argument("--only", nargs="+", metavar="NAME",
                         help=f"run these only: {', '.join(b.name for b in registry)}")
     parser.add_argument("--results", type=Path, default=None,
