@@ -294,7 +294,7 @@ def _step(config, tables, state) -> ControlOut:
     data_start = start & (chosen < K)
     color = jnp.clip(chosen, 0, K - 1)
     slot_index = color * RING + queues.head_of(state.iq_ctl, color)
-    head_data = queues.read_slots(state.iq_data, slot_index)
+    head_data = pe_minor.read(state.iq_data, slot_index)
     wavelet = jnp.where(data_start, head_data, wavelet)
     iq_pop = jnp.where(data_start, bits.bit(chosen), jnp.uint32(0))
     activated = activated & ~jnp.where(start & ~data_start, bits.bit(chosen), jnp.uint32(0))

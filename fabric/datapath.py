@@ -157,7 +157,8 @@ def step(config, state, sram, slots, slot_active, slot_prog, slot_need, slot_iss
             lambda a: _lanes(config, *a, lanes32, False, max_lanes(config)), lane_args)
     else:
         index, new, push_data = _lanes(config, *lane_args, lanes32, False, lanes32)
-    sram = _scatter_words(sram, index, new)
+    # lanes writing one word write the same merged value (others point past SRAM: dropped)
+    sram = pe_minor.write(sram, index, new)
     dst, src_a, src_b = (sel[..., s:s + OPERAND_FIELDS] for s in (S_DST, S_A, S_B))
     prog, length, width = prog_sel, sel[..., S_LEN], sel[..., S_SIMD]
     to_fabric = advanced & (dst[..., O_CLS] == CLS_FABOUT)
@@ -210,7 +211,7 @@ def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path, n_out=N
 
     def iq_head(color):
         index = color * RING + queues.head_of(state.iq_ctl, color)
-        return queues.read_slots(state.iq_data, index)
+        return pe_minor.read(state.iq_data, index)
 
     def word_of(addr, fmt):
         """(word address, bit shift) of element addresses [R, C, L]; 16-bit operands
@@ -320,9 +321,3 @@ def _merge_words(sram, to_mem, word, mask, put, cycle):
         merged = merged | jnp.where(same, put[..., j:j + 1], jnp.uint32(0))
     old = pe_minor.read(sram, jnp.clip(word, 0, sram.shape[1] - 1))
     return (old & ~merged_mask) | merged
-
-
-def _scatter_words(sram, index, new):
-    """sram[r, index[r, c, l], c] = new[r, c, l] where index < W (others are dropped); lanes
-    writing one word write the same merged value."""
-    return pe_minor.write(sram, index, new)

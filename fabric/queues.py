@@ -84,11 +84,6 @@ def heads(ctl, colors: int):
     return _decode(ctl, COUNT_PLANES, HEAD_PLANES, colors)
 
 
-def read_slots(data, slot):
-    """data [R, K*RING, C] at `slot` (int32 [R, C] or [R, C, N]) of every PE."""
-    return pe_minor.read(data, slot)
-
-
 def _add_planes(planes, mask, up: bool):
     """planes (bits of one number per color) plus (up) or minus one where `mask` is set,
     with a ripple carry (borrow) through the planes; wraps past the top plane."""

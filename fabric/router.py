@@ -24,7 +24,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from fabric import bits, queues
+from fabric import bits, pe_minor, queues
 from fabric.isa import Port
 from fabric.shifts import from_neighbour
 from fabric.state import RING
@@ -55,7 +55,7 @@ def _decide(config, tables, state):
     if config.hop_latency > 1:
         head_slot = (jnp.arange(K, dtype=jnp.int32)[None, None, :] * RING
                      + queues.heads(state.rq_ctl, K))
-        entered = queues.read_slots(state.rq_time, head_slot)
+        entered = pe_minor.read(state.rq_time, head_slot)
         ready &= bits.pack(entered + config.hop_latency <= state.cycle, K)
     full = queues.at_least(state.rq_ctl, Q)
     iq_full = queues.at_least(state.iq_ctl, Q)
@@ -154,7 +154,7 @@ def plan(config, tables, state) -> RouterPlan:
         moved = moved | bits.bit(send_color[..., p])
     head = jnp.stack([_field(words[..., 1], HEAD_BITS * p, HEAD_BITS) for p in range(5)],
                      axis=-1)
-    send_data = queues.read_slots(state.rq_data, jnp.maximum(send_color, 0) * RING + head)
+    send_data = pe_minor.read(state.rq_data, jnp.maximum(send_color, 0) * RING + head)
     restart = jnp.stack([_field(words[..., 0], RESTART_SHIFT + p, 1) != 0 for p in range(5)],
                         axis=-1)
     lowest_failed = _field(words[..., 1], LOWEST_SHIFT, PORT_BITS) - 1
