@@ -3,7 +3,10 @@ a congested color does not block another color on the same links."""
 
 import numpy as np
 import pytest
-from programs import (
+
+from fabric import Port, Program, Simulator, Tile
+from fabric import instructions as ins
+from tests.fabric.programs import (
     ROW,
     ROW_Q2,
     SLOW_WORK,
@@ -17,9 +20,6 @@ from programs import (
     slow_receiver_tile,
     two_colors_into,
 )
-
-from fabric import Port, Program, Simulator, Tile
-from fabric import instructions as ins
 
 
 @pytest.mark.parametrize("config", [ROW, ROW_Q2], ids=["Q4", "Q2"])

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from programs import GRID4, ROW, Routes, l_path, pe, receiver_tile, sender_tile
 
 from fabric import Port, Program, Rect, Tile, build
 from fabric import instructions as ins
 from fabric.build import MIN_BUCKET, bucket
+from tests.fabric.programs import GRID4, ROW, Routes, l_path, pe, receiver_tile, sender_tile
 
 
 def _n_instr_tile(n: int) -> Tile:

@@ -6,9 +6,9 @@ import dataclasses
 
 import numpy as np
 import pytest
-from programs import ROW, ROW_Q2, pe, sender_tile, slow_receiver_tile
 
 from fabric import CheckpointError, FabricError, Port, Program, Simulator, checkpoint
+from tests.fabric.programs import ROW, ROW_Q2, pe, sender_tile, slow_receiver_tile
 
 N = 20  # wavelets; the slow receiver takes about 19 cycles each, so a run is ~385 cycles
 

@@ -2,10 +2,10 @@
 the same size reuse the executable without tracing again."""
 
 import numpy as np
-from programs import ROW, Flow, flows_program, pe, row_path
 
 from fabric import Program, Simulator, Tile, engine, host
 from fabric import instructions as ins
+from tests.fabric.programs import ROW, Flow, flows_program, pe, row_path
 
 # A config used by no other test (it differs only by name), so that its first run must
 # trace whatever ran before in this process; jax's own jit cache would otherwise hide a

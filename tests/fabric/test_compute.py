@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 import pytest
-from programs import ROW, assert_fma_equal, run_tile
 
 from fabric import Tile
 from fabric import instructions as ins
+from tests.fabric.programs import ROW, assert_fma_equal, run_tile
 
 N = 20  # symbol length
 rng = np.random.default_rng(1234)

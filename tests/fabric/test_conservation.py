@@ -12,7 +12,9 @@ per-color counters equal what the routes imply.
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from programs import (
+
+from fabric import Simulator
+from tests.fabric.programs import (
     DIRECTION,
     GRID6,
     ROW_L2,
@@ -24,8 +26,6 @@ from programs import (
     pe,
     row_path,
 )
-
-from fabric import Simulator
 
 SETTINGS = settings(max_examples=20, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

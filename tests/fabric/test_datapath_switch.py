@@ -3,10 +3,10 @@ whose record it uses (the engine keeps the record of the slot that advanced last
 fetches another only when the datapath changes slot)."""
 
 import numpy as np
-from programs import invariants, run_stepwise, two_colors_into
 
 from fabric import Tile
 from fabric import instructions as ins
+from tests.fabric.programs import invariants, run_stepwise, two_colors_into
 
 
 def test_two_async_fabric_ops_take_turns_and_each_writes_its_own_array():

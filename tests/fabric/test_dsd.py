@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 import pytest
-from programs import ROW, ROW_RECT, pe, run_tile
 
 from fabric import Program, Rect, Simulator, Tile
 from fabric import instructions as ins
+from tests.fabric.programs import ROW, ROW_RECT, pe, run_tile
 
 rng = np.random.default_rng(99)
 M = rng.standard_normal((1, 8, 4, 6)).astype(np.float32)  # a 4x6 matrix per PE

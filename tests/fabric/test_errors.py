@@ -5,7 +5,6 @@ import re
 
 import numpy as np
 import pytest
-from programs import GRID4, ROW, ROW_RECT, pe, receiver_tile, run_tile, sender_tile
 
 from fabric import (
     BuildError,
@@ -21,6 +20,7 @@ from fabric import (
     build,
 )
 from fabric import instructions as ins
+from tests.fabric.programs import GRID4, ROW, ROW_RECT, pe, receiver_tile, run_tile, sender_tile
 
 
 def place_alone(tile, rect=None, config=ROW):

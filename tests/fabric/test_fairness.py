@@ -8,9 +8,9 @@ split to four different receivers.
 
 import numpy as np
 import pytest
-from programs import GRID4, Flow, flows_program, invariants, pe, run_stepwise
 
 from fabric import Port, Simulator
+from tests.fabric.programs import GRID4, Flow, flows_program, invariants, pe, run_stepwise
 
 N = 12
 FLOWS = [

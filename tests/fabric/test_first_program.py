@@ -11,10 +11,10 @@ Since the numpy reference sums in the same order in float32, the result is bit-e
 """
 
 import numpy as np
-from programs import GRID4, invariants
 
 from fabric import Port, Program, Rect, Simulator, Tile
 from fabric import instructions as ins
+from tests.fabric.programs import GRID4, invariants
 
 N = 16
 BCAST, CHAIN_A, CHAIN_B = 0, 1, 2

@@ -16,13 +16,13 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
-from programs import ROW, ROW_RECT, run_tile
 
 from fabric import FabricConfig, Port, Program, Rect, Simulator, Tile, build
 from fabric import instructions as ins
 from fabric.errors import BuildError
 from fabric.isa import I_SIMD
 from fabric.numerics import FORMATS, from_half, to_half
+from tests.fabric.programs import ROW, ROW_RECT, run_tile
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # overflow is tested
 N = 13  # odd: the last word of a symbol holds one value

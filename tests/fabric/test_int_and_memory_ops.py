@@ -4,10 +4,10 @@ against numpy, with their cycle counts (ceil(n / width) each, docs/engine.md).""
 import math
 
 import numpy as np
-from programs import ROW
 
 from fabric import Program, Rect, Simulator, Tile
 from fabric import instructions as ins
+from tests.fabric.programs import ROW
 
 X = np.array([0.5, 1.5, -2.5, 3.7, -0.2, 100.0, 7.0, 2.5, -1e9, 3e9], np.float32)
 N = X.size

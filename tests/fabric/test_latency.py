@@ -8,7 +8,8 @@ be read. A stream of N wavelets then follows at one wavelet per cycle.
 
 import numpy as np
 import pytest
-from programs import ROW, ROW_L2, ROW_Q2, pe, run_stepwise, stream_sim
+
+from tests.fabric.programs import ROW, ROW_L2, ROW_Q2, pe, run_stepwise, stream_sim
 
 CONFIGS = {"L1": ROW, "L2": ROW_L2, "L1-Q2": ROW_Q2}
 

@@ -3,7 +3,9 @@ exactly once (the extra copies are counted as forks), and a multicast moves only
 target has room."""
 
 import numpy as np
-from programs import (
+
+from fabric import Port, Program, Simulator, router
+from tests.fabric.programs import (
     GRID4,
     GRID6,
     ROW,
@@ -19,8 +21,6 @@ from programs import (
     sender_tile,
     slow_receiver_tile,
 )
-
-from fabric import Port, Program, Simulator, router
 
 
 def test_row_multicast_reaches_every_receiver_once():

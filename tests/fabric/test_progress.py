@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 import pytest
-from programs import ROW, pe, receiver_tile, sender_tile, slow_receiver_tile
 
 from fabric import CycleLimitError, DeadlockError, Port, Program, Simulator, host
+from tests.fabric.programs import ROW, pe, receiver_tile, sender_tile, slow_receiver_tile
 
 N = 20  # wavelets; the slow receiver takes about 19 cycles each, so a run is ~385 cycles
 

@@ -7,7 +7,6 @@ import functools
 import jax
 import numpy as np
 import pytest
-from programs import ROW, pe, receiver_tile
 
 from fabric import (
     BuildError,
@@ -22,6 +21,7 @@ from fabric import (
     step,
 )
 from fabric import instructions as ins
+from tests.fabric.programs import ROW, pe, receiver_tile
 
 
 def test_two_multicast_colors_sharing_two_ports_do_not_deadlock():

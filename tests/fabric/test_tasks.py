@@ -9,10 +9,10 @@ small integer-valued floats so that every fp32 result is exact (fused or not).
 
 import numpy as np
 import pytest
-from programs import ROW, ROW_RECT, pe, run_tile, sender_tile
 
 from fabric import Port, Program, Rect, Simulator, Tile
 from fabric import instructions as ins
+from tests.fabric.programs import ROW, ROW_RECT, pe, run_tile, sender_tile
 
 
 # ---- data tasks -------------------------------------------------------------------------------

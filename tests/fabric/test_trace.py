@@ -8,12 +8,12 @@ import math
 
 import numpy as np
 import pytest
-from programs import GRID4, assert_fma_equal, pe, receiver_tile
 
 from fabric import DeadlockError, Port, Program, Rect, Simulator, Tile, engine
 from fabric import instructions as ins
 from fabric.demo import reference, row_reduce_program
 from fabric.isa import LINK_PORTS
+from tests.fabric.programs import GRID4, assert_fma_equal, pe, receiver_tile
 
 N = 8  # fp32 values per PE of the demo program
 RECT = Rect(1, 1, 2, 3)  # rows 1-2, columns 1-3 of the 4x4 grid

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from models import CONFIG
 
 from fabric.kernels.optimizers import ADAMW_UPDATE_RTOL
 from frontend.amp import GradScaler, optimizer_step, set_half_dtype
 from frontend.runtime import TABLE_FLOOR
 from frontend.training import compile_training_step
 from frontend.training.optim import FabricAdamW, FabricSGD
+from tests.frontend.models import CONFIG
 
 FABRIC = {"config": CONFIG, "table_floor": TABLE_FLOOR}
 

@@ -13,11 +13,11 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from models import CONFIG, MLP, TinyGPT
 
 import frontend
 from frontend import amp
 from frontend.training import compile_training_step
+from tests.frontend.models import CONFIG, MLP, TinyGPT
 
 
 class LogSoftmaxMLP(nn.Module):

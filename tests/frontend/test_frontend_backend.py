@@ -6,10 +6,10 @@ import warnings
 import pytest
 import torch
 import torch.nn as nn
-from models import CONFIG, MLP
 
 import frontend
 from frontend.dynamo_backend import fabric_backend
+from tests.frontend.models import CONFIG, MLP
 
 
 def test_backend_is_registered_by_entry_point():

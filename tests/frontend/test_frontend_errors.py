@@ -3,10 +3,10 @@
 import pytest
 import torch
 import torch.nn as nn
-from models import CONFIG, MLP
 
 import frontend
 from fabric import FabricConfig
+from tests.frontend.models import CONFIG, MLP
 
 
 class Cumulative(nn.Module):

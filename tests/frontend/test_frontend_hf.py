@@ -5,9 +5,9 @@ the tanh form (exact-erf gelu is refused with an UnsupportedOpError)."""
 
 import pytest
 import torch
-from models import CONFIG
 
 import frontend
+from tests.frontend.models import CONFIG
 
 transformers = pytest.importorskip("transformers")
 

@@ -3,9 +3,9 @@ disjoint, inside the fabric, and know which tiles exchange tensors."""
 
 import torch
 import torch.nn as nn
-from models import CONFIG
 
 import frontend
+from tests.frontend.models import CONFIG
 
 
 class Chain(nn.Module):

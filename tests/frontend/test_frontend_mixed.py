@@ -11,11 +11,11 @@ pass through the following layers.
 
 import pytest
 import torch
-from models import CONFIG, MLP, TinyGPT
 
 import frontend
 from frontend import amp
 from frontend.validate import EPSILON, MIXED_ULPS
+from tests.frontend.models import CONFIG, MLP, TinyGPT
 
 
 @pytest.fixture(autouse=True)

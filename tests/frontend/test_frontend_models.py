@@ -3,9 +3,9 @@ tolerances (rtol 1.3e-6, atol 1e-5): every node of the graph is also compared.""
 
 import pytest
 import torch
-from models import CONFIG, MLP, LeNet, TinyGPT
 
 import frontend
+from tests.frontend.models import CONFIG, MLP, LeNet, TinyGPT
 
 
 def _check(model, inputs):

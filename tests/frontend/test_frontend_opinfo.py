@@ -5,9 +5,9 @@ compared with eager PyTorch under assert_close's fp32 tolerances."""
 
 import pytest
 import torch
-from models import CONFIG
 
 import frontend
+from tests.frontend.models import CONFIG
 
 op_db = pytest.importorskip("torch.testing._internal.common_methods_invocations").op_db
 

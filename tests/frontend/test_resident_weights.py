@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from models import CONFIG, MLP
 
 import frontend
 from fabric import FabricConfig
@@ -22,6 +21,7 @@ from frontend.runtime import TABLE_FLOOR, host_cycles
 from frontend.training import compile_training_step
 from frontend.training.optim import FabricAdamW, FabricSGD
 from frontend.training.resident import ResidentStep, parameter_homes
+from tests.frontend.models import CONFIG, MLP
 
 STEPS = 3
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 import torch
 import yaml
-from models import CONFIG
 
 import frontend
 from frontend.training import Callback, tasks
 from frontend.training.config_file import load_config, make_data, make_trainer
+from tests.frontend.models import CONFIG
 
 SGD = {"type": "sgd", "lr": 0.05, "momentum": 0.9}
 FABRIC = {"name": "fabric", "config": {"preset": "small", "rows": 12, "cols": 12}}

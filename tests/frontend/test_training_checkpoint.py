@@ -11,13 +11,13 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
-from models import CONFIG
 
 from frontend.amp import GradScaler, optimizer_step
 from frontend.errors import FrontendError
 from frontend.runtime import TABLE_FLOOR
 from frontend.training import compile_training_step, load_checkpoint, save_checkpoint
 from frontend.training.optim import FabricSGD
+from tests.frontend.models import CONFIG
 
 FABRIC = {"config": CONFIG, "table_floor": TABLE_FLOOR}
 N, K = 4, 2

@@ -13,11 +13,11 @@ These runs take minutes each (hundreds of simulated graph runs per step): they c
 from __future__ import annotations
 
 import pytest
-from models import CONFIG
 
 import frontend
 from frontend.training import tasks
 from frontend.training.curves import compare_curves
+from tests.frontend.models import CONFIG
 
 PRECISIONS = ("fp32", "float16", "bfloat16", "cbfloat16")
 MLP_STEPS, GPT_STEPS = 50, 20

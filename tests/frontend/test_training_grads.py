@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from models import CONFIG, MLP, LeNet, TinyGPT
 
 from fabric.host import table_floor
 from fabric.kernels.base import run_kernel
@@ -15,6 +14,7 @@ from fabric.program import Rect
 from frontend.errors import FrontendError
 from frontend.runtime import TABLE_FLOOR
 from frontend.training import compile_training_step, joint_graphs
+from tests.frontend.models import CONFIG, MLP, LeNet, TinyGPT
 
 
 def _eager(model, inputs, targets, loss_fn):

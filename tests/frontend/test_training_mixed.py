@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from models import CONFIG, MLP, LeNet
 
 from frontend.amp import half_dtype, using_half_dtype
 from frontend.training import compile_training_step
+from tests.frontend.models import CONFIG, MLP, LeNet
 
 SCALE = 1024.0
 

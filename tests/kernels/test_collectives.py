@@ -12,12 +12,21 @@ import math
 
 import numpy as np
 import pytest
-from kernel_cases import CONFIG, FULL, ODD, ROW_L2, check_cycles, normal, rng, run_exact
 
 from fabric import Program, Rect, Tile
 from fabric import instructions as ins
 from fabric.kernels import collectives as co
 from fabric.kernels.base import run_kernel
+from tests.kernels.kernel_cases import (
+    CONFIG,
+    FULL,
+    ODD,
+    ROW_L2,
+    check_cycles,
+    normal,
+    rng,
+    run_exact,
+)
 
 COLUMN = Rect(0, 3, 8, 1)  # one column: a single line of 8 PEs
 

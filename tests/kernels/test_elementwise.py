@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 import pytest
-from kernel_cases import CONFIG, normal, rng, run_exact
 
 from fabric import Rect
 from fabric.kernels import elementwise as ew
 from fabric.kernels.base import run_kernel
+from tests.kernels.kernel_cases import CONFIG, normal, rng, run_exact
 
 EVEN = (Rect(0, 0, 4, 4), 32, 32)  # 8 x 8 blocks
 UNEVEN = (Rect(1, 2, 3, 5), 20, 23)  # blocks of 7/6 rows by 5/4 columns, four classes

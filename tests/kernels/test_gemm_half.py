@@ -19,7 +19,6 @@ or a tree on even blocks; an uneven tree within 10 %, as in fp32).
 
 import numpy as np
 import pytest
-from kernel_cases import check_cycles
 
 from fabric import FabricConfig, Rect
 from fabric.kernels import gemv as gv
@@ -28,6 +27,7 @@ from fabric.kernels.gemm_cannon import build_gemm_cannon, cannon_reference
 from fabric.kernels.gemm_common import CHAIN_CYCLES, Numerics, copy_cycles
 from fabric.kernels.gemm_summa import build_gemm_summa, summa_reference
 from fabric.numerics import round_to
+from tests.kernels.kernel_cases import check_cycles
 
 CONFIG = FabricConfig.small(4, 4)  # as tests/kernels/test_gemm.py; one engine compile
 HALVES = ("f16", "bf16", "cb16")

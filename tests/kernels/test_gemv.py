@@ -10,11 +10,11 @@ the reference computed one way or the other, as a whole.
 
 import numpy as np
 import pytest
-from kernel_cases import CONFIG, check_cycles, normal, rng
 
 from fabric import Rect
 from fabric.kernels import gemv as gv
 from fabric.kernels.base import run_kernel
+from tests.kernels.kernel_cases import CONFIG, check_cycles, normal, rng
 
 CASES = [  # rect, m, n, algo
     (Rect(0, 0, 4, 4), 64, 64, "chain"),

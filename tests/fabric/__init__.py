@@ -1,0 +1,1 @@
+"""Engine tests against exact cycle counts and invariants."""

@@ -1,0 +1,1 @@
+"""Frontend tests against eager PyTorch."""

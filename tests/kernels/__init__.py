@@ -1,0 +1,1 @@
+"""Kernel library tests against numpy and analytic cycle models."""
