@@ -50,10 +50,17 @@ import torch
 
 from fabric.config import FabricConfig
 from fabric.host import Simulator, table_floor
-from fabric.kernels.elementwise import build_map
-from fabric.kernels.gradnorm import build_sumsq
-from fabric.kernels.layout import WordMap, probe_inputs, probe_output, read_words, write_words
-from fabric.kernels.redistribute import Redistribution, plan_redistribution
+from fabric.kernels import (
+    Redistribution,
+    WordMap,
+    build_map,
+    build_sumsq,
+    plan_redistribution,
+    probe_inputs,
+    probe_output,
+    read_words,
+    write_words,
+)
 from fabric.program import Rect
 from frontend.amp import get_half_dtype
 from frontend.training.optim import FabricOptimizer, run_on

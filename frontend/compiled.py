@@ -8,8 +8,7 @@ from collections.abc import Sequence
 import torch
 
 from fabric.config import FabricConfig
-from fabric.kernels.layout import WordMap
-from fabric.kernels.redistribute import plan_redistribution
+from fabric.kernels import WordMap, plan_redistribution
 from frontend.amp import check_precision, get_half_dtype, node_formats
 from frontend.capture import Captured, capture_module
 from frontend.errors import FrontendError

@@ -24,18 +24,19 @@ import math
 import numpy as np
 import torch
 
-from fabric.build import build
+from fabric import build
 from fabric.config import FabricConfig
 from fabric.host import Simulator, table_floor
-from fabric.kernels.base import Kernel
-from fabric.kernels.layout import (
+from fabric.kernels import (
+    Kernel,
+    Redistribution,
     WordMap,
+    plan_redistribution,
     probe_inputs,
     probe_output,
     read_words,
     write_words,
 )
-from fabric.kernels.redistribute import Redistribution, plan_redistribution
 from fabric.program import Rect
 from frontend.errors import PlacementError
 from frontend.sources import describe

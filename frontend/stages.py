@@ -17,7 +17,7 @@ import torch
 import torch.fx
 
 from fabric.config import FabricConfig
-from fabric.kernels.base import Kernel
+from fabric.kernels import Kernel
 from fabric.program import Rect
 from frontend.values import Gather, Tensor
 

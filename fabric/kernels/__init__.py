@@ -1,5 +1,8 @@
 """The kernel library: reusable fabric programs, each with a numpy reference and an analytic
-cycle model. See `fabric.kernels.base` for the common shape of a kernel."""
+cycle model (`fabric.kernels.base` gives the common shape of a kernel), and the data-movement
+layer that places tensors on them: `WordMap` / `probe_inputs` / `probe_output` say where a
+kernel's elements lie, `read_words` / `write_words` move them between the host and a
+`Simulator`, `plan_redistribution` moves them between tiles over the mesh."""
 
 from fabric.kernels import mathlib
 from fabric.kernels.activations import build_gelu, gelu_reference
@@ -12,18 +15,23 @@ from fabric.kernels.collectives import (
     build_reduce,
     build_scatter,
 )
+from fabric.kernels.compare import build_compare, compare_reference
 from fabric.kernels.elementwise import build_broadcast_op, build_elementwise, build_map
 from fabric.kernels.gemm_cannon import build_gemm_cannon, cannon_reference
 from fabric.kernels.gemm_summa import build_gemm_summa, summa_reference
 from fabric.kernels.gemv import build_gemv, gemv_reference
 from fabric.kernels.gradnorm import build_sumsq, sumsq_reference
+from fabric.kernels.layout import WordMap, probe_inputs, probe_output, read_words, write_words
 from fabric.kernels.optimizers import build_adamw, build_sgd, write_step_scalars
+from fabric.kernels.redistribute import Redistribution, plan_redistribution
+from fabric.kernels.resident import build_resident
 from fabric.kernels.rownorm import (
     build_layernorm,
     build_softmax,
     layernorm_reference,
     softmax_reference,
 )
+from fabric.kernels.rowreduce import build_rowreduce, rowreduce_reference
 from fabric.kernels.stencil import build_stencil, stencil_reference
 from fabric.kernels.traffic import (
     Flow,
@@ -37,15 +45,19 @@ from fabric.kernels.traffic import (
     traffic_inputs,
     traffic_reference,
 )
+from fabric.kernels.unary import build_blockwise, build_unary
 
-__all__ = ["Kernel", "KernelResult", "pick_colors", "run_kernel", "split"]
-__all__ += ["mathlib", "build_gelu", "gelu_reference", "build_softmax", "softmax_reference",
-            "build_layernorm", "layernorm_reference"]
-__all__ += ["Fragment", "build_allreduce", "build_broadcast", "build_gather", "build_reduce",
-            "build_scatter", "build_broadcast_op", "build_elementwise", "build_map",
-            "build_gemv", "gemv_reference"]
-__all__ += ["build_gemm_summa", "summa_reference", "build_gemm_cannon", "cannon_reference"]
-__all__ += ["build_sgd", "build_adamw", "write_step_scalars", "build_sumsq", "sumsq_reference"]
-__all__ += ["build_stencil", "stencil_reference", "Flow", "build_multicast",
-            "build_neighbour_exchange", "build_shared_link", "build_shift", "build_streams",
-            "build_traffic", "build_transpose", "traffic_inputs", "traffic_reference"]
+__all__ = [
+    "build_adamw", "build_allreduce", "build_blockwise", "build_broadcast", "build_broadcast_op",
+    "build_compare", "build_elementwise", "build_gather", "build_gelu", "build_gemm_cannon",
+    "build_gemm_summa", "build_gemv", "build_layernorm", "build_map", "build_multicast",
+    "build_neighbour_exchange", "build_reduce", "build_resident", "build_rowreduce",
+    "build_scatter", "build_sgd", "build_shared_link", "build_shift", "build_softmax",
+    "build_stencil", "build_streams", "build_sumsq", "build_traffic", "build_transpose",
+    "build_unary", "cannon_reference", "compare_reference", "Flow", "Fragment", "gelu_reference",
+    "gemv_reference", "Kernel", "KernelResult", "layernorm_reference", "mathlib", "pick_colors",
+    "plan_redistribution", "probe_inputs", "probe_output", "read_words", "Redistribution",
+    "rowreduce_reference", "run_kernel", "softmax_reference", "split", "stencil_reference",
+    "summa_reference", "sumsq_reference", "traffic_inputs", "traffic_reference", "WordMap",
+    "write_step_scalars", "write_words",
+]

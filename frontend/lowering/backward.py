@@ -17,7 +17,7 @@ import dataclasses
 
 import torch
 
-from fabric.kernels.compare import build_compare
+from fabric.kernels import build_compare
 from frontend.lowering import masks  # noqa: F401  (registers the general `where`)
 from frontend.lowering.common import as2d, expand_to, out_shape
 from frontend.lowering.core import rule

@@ -27,8 +27,7 @@ import math
 
 import torch
 
-from fabric.kernels.resident import build_resident
-from fabric.kernels.rowreduce import build_rowreduce
+from fabric.kernels import build_resident, build_rowreduce
 from frontend.lowering import backward as _floats  # noqa: F401  (the general compares)
 from frontend.lowering import embedding as _tables
 from frontend.lowering import layout as _layout  # noqa: F401  (the general unsqueeze)

@@ -17,8 +17,8 @@ import operator
 
 import torch
 
+from fabric.kernels import build_blockwise
 from fabric.kernels import mathlib as ml
-from fabric.kernels.unary import build_blockwise
 from frontend.lowering import norms
 from frontend.lowering.common import as2d, expand_to
 from frontend.lowering.core import rule

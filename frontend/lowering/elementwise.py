@@ -7,8 +7,7 @@ import numbers
 
 import torch
 
-from fabric.kernels.activations import build_gelu
-from fabric.kernels.elementwise import build_elementwise, build_map
+from fabric.kernels import build_elementwise, build_gelu, build_map, build_unary
 from frontend.lowering.common import CYCLES_PER_ELEMENT, as2d, expand_to, out_shape
 from frontend.lowering.core import rule
 from frontend.stages import Limits
@@ -115,8 +114,6 @@ def gelu(low, node, x, approximate="none"):
 
 @rule(aten.tanh.default, aten.exp.default)
 def unary(low, node, x):
-    from fabric.kernels.unary import build_unary
-
     fn = "tanh" if node.target == aten.tanh.default else "exp"
     m, n = as2d(x.shape)
     ref = low.stage(fn, (m, n), lambda cfg, rect, **fmt: build_unary(cfg, rect, m, n, fn, **fmt),

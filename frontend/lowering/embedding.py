@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from fabric.kernels.resident import build_resident
+from fabric.kernels import build_resident
 from frontend.lowering.core import rule
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref

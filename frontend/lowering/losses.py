@@ -33,7 +33,7 @@ import dataclasses
 
 import torch
 
-from fabric.kernels.unary import build_unary
+from fabric.kernels import build_unary
 from frontend.lowering import backward as _training  # noqa: F401  (the other `where`s)
 from frontend.lowering.backward_embedding import IndexPred, resident
 from frontend.lowering.common import as2d, expand_to, out_shape

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from fabric.kernels.gemm_summa import build_gemm_summa
+from fabric.kernels import build_gemm_summa
 from frontend.lowering.common import relayout, shape_of
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import _map

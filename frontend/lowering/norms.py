@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from fabric.kernels.rownorm import build_layernorm, build_softmax
+from fabric.kernels import build_layernorm, build_softmax
 from frontend.lowering.common import CYCLES_PER_ELEMENT, as2d, out_shape
 from frontend.lowering.core import Unavailable, rule
 from frontend.lowering.elementwise import _binary

@@ -9,7 +9,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from fabric.kernels.rowreduce import build_rowreduce
+from fabric.kernels import build_rowreduce
 from frontend.lowering.common import out_shape
 from frontend.lowering.core import Unavailable, rule
 from frontend.stages import Limits

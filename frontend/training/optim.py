@@ -37,9 +37,16 @@ import torch
 
 from fabric.config import FabricConfig
 from fabric.host import Simulator, table_floor
-from fabric.kernels.base import Kernel
-from fabric.kernels.layout import WordMap, probe_inputs, read_words, write_words
-from fabric.kernels.optimizers import build_adamw, build_sgd, write_step_scalars
+from fabric.kernels import (
+    Kernel,
+    WordMap,
+    build_adamw,
+    build_sgd,
+    probe_inputs,
+    read_words,
+    write_step_scalars,
+    write_words,
+)
 from fabric.program import Rect
 
 OPTIM_TABLE_FLOOR = (128, 128)  # every optimizer and scaler kernel fits: one engine compile
