@@ -26,7 +26,6 @@ from harness import median_time, warm_up, write_json  # noqa: E402
 
 import frontend  # noqa: E402
 from fabric import FabricConfig  # noqa: E402
-from frontend import amp  # noqa: E402
 from frontend.zoo import MLP, LeNet, TinyGPT  # noqa: E402
 
 DTYPES = ("fp32", "float16", "bfloat16", "cbfloat16")
@@ -42,11 +41,9 @@ def cases(quick: bool):
 
 def measure(name, model, inputs, config, repeats, dtype="fp32") -> dict:
     model.eval()
-    precision = "fp32" if dtype == "fp32" else "mixed"
-    if precision == "mixed":
-        amp.set_half_dtype(dtype)
+    precision, half = ("fp32", None) if dtype == "fp32" else ("mixed", dtype)
     t0 = time.perf_counter()
-    cm = frontend.compile(model, inputs, config=config, precision=precision)
+    cm = frontend.compile(model, inputs, config=config, precision=precision, half=half)
     compile_s = time.perf_counter() - t0
     warm_s = warm_up(lambda: cm(*inputs))
     simulate_s, _ = median_time(lambda: cm(*inputs), repeats)

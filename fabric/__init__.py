@@ -4,21 +4,25 @@ Public API:
     FabricConfig            the machine (presets wse2, wse3, small)
     Program, Tile, Rect     programs as plain data; Port for routes
     instructions            DSDs, operands and instructions of tasks
+    row_demo                the fabric-level demo (`python -m fabric.demo`): its program
+                            and numpy reference
     build, Tables           Program -> dense tables
     Simulator               host session: memcpy, launch, run, stats, save, load
+    host_io_cycles          what a host transfer of a rectangle's words costs
     save_checkpoint, load_checkpoint, CheckpointError   checkpoints of a session
     FabricState, init_state, step, run   the engine itself
     Stats                   counters of a run
     Trace                   a recorded timeline (Simulator.record), Chrome trace-event JSON
 """
 
-from fabric import instructions
+from fabric import instructions, row_demo
 from fabric.build import ProgramInfo, Tables, build
-from fabric.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from fabric.checkpoint import CheckpointError, save_checkpoint
 from fabric.config import FabricConfig
 from fabric.engine import run, step
 from fabric.errors import BuildError, CycleLimitError, DeadlockError, FabricError, RunError
-from fabric.host import Simulator
+from fabric.host import Simulator, load_checkpoint
+from fabric.host_io import host_io_cycles
 from fabric.isa import Port
 from fabric.program import Program, Rect, Tile
 from fabric.state import FabricState, init_state
@@ -28,6 +32,7 @@ from fabric.trace import Trace
 __all__ = [
     "BuildError", "CheckpointError", "CycleLimitError", "DeadlockError", "FabricConfig",
     "FabricError", "FabricState", "Port", "Program", "ProgramInfo", "Rect", "RunError",
-    "Simulator", "Stats", "Tables", "Tile", "Trace", "build", "init_state", "instructions",
-    "load_checkpoint", "run", "save_checkpoint", "step",
+    "Simulator", "Stats", "Tables", "Tile", "Trace", "build", "host_io_cycles",
+    "init_state", "instructions", "load_checkpoint", "row_demo", "run", "save_checkpoint",
+    "step",
 ]

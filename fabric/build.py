@@ -98,10 +98,10 @@ def bucket(n: int) -> int:
 
 
 def build(config: FabricConfig, program: Program,
-          min_rows: tuple[int, int] = (0, 0)) -> tuple[Tables, ProgramInfo]:
+          min_table_rows: tuple[int, int] = (0, 0)) -> tuple[Tables, ProgramInfo]:
     """Validate `program` and lower it to `Tables` plus a host-side `ProgramInfo`.
 
-    min_rows: at least this many (instruction, DSD) table rows, so that programs of
+    min_table_rows: at least this many (instruction, DSD) table rows, so that programs of
     different sizes can share one bucket (one compiled engine).
 
     Raises:
@@ -148,11 +148,11 @@ def build(config: FabricConfig, program: Program,
         task_ids.append(ids)
 
     n_instr, n_dsd = len(instr_rows), len(dsd_rows)
-    instr = np.zeros((bucket(max(n_instr, min_rows[0])), I_FIELDS), np.int32)
+    instr = np.zeros((bucket(max(n_instr, min_table_rows[0])), I_FIELDS), np.int32)
     instr[:, I_OP] = Op.RET  # padding rows end a task if ever reached
     if n_instr:
         instr[:n_instr] = np.asarray(instr_rows, np.int32)
-    dsd = np.zeros((bucket(max(n_dsd, min_rows[1])), D_FIELDS), np.int32)
+    dsd = np.zeros((bucket(max(n_dsd, min_table_rows[1])), D_FIELDS), np.int32)
     if n_dsd:
         dsd[:n_dsd] = np.asarray(dsd_rows, np.int32)
 

@@ -9,7 +9,7 @@ all, so a checkpoint never resumes under another config or program without sayin
 Example:
     >>> sim.run(max_cycles=500, raise_on_limit=False)      # doctest: +SKIP
     >>> save_checkpoint(sim, "run.ckpt")                     # doctest: +SKIP
-    >>> sim = load_checkpoint("run.ckpt", config, program)  # doctest: +SKIP
+    >>> sim = fabric.load_checkpoint("run.ckpt", config, program)  # doctest: +SKIP
     >>> stats = sim.run()                                    # doctest: +SKIP
 """
 
@@ -26,8 +26,6 @@ import numpy as np
 
 from fabric.config import FabricConfig
 from fabric.errors import FabricError
-from fabric.host import Simulator
-from fabric.program import Program
 from fabric.state import FabricState
 
 FORMAT = "wafer-fabric checkpoint"
@@ -57,8 +55,9 @@ def table_digests(tables) -> dict:
     return digests
 
 
-def save_checkpoint(sim: Simulator, path) -> None:
-    """Write `sim`'s fabric state and host counters to `path` (the exact name given)."""
+def save_checkpoint(sim, path) -> None:
+    """Write the fabric state and host counters of `sim` (a `fabric.Simulator`) to `path`
+    (the exact name given)."""
     header = {
         "format": FORMAT,
         "version": VERSION,
@@ -78,17 +77,39 @@ def save_checkpoint(sim: Simulator, path) -> None:
     os.replace(tmp, path)
 
 
-def load_checkpoint(path, config: FabricConfig, program: Program,
-                    devices: int = 1) -> Simulator:
-    """A new `Simulator` for `program` on `config`, resumed from the checkpoint at `path`.
+@dataclasses.dataclass(frozen=True)
+class SavedRun:
+    """A checkpoint read from `path` whose format and config were checked: its header and
+    its arrays, ready for `restore_checkpoint`."""
+
+    path: object
+    header: dict
+    arrays: dict
+
+
+def read_checkpoint(path, config: FabricConfig) -> SavedRun:
+    """Read the checkpoint at `path` and check it was saved under `config` (before a
+    program is built for it: a program of another config would not build).
 
     Raises:
         CheckpointError: `path` is not a checkpoint, is truncated or corrupt, has another
-            format version, or was saved under another config or program.
+            format version, or was saved under another config.
     """
     header, arrays = _read(path)
     _check_config(path, header, config)
-    sim = Simulator(config, program, devices=devices)
+    return SavedRun(path, header, arrays)
+
+
+def restore_checkpoint(sim, saved: SavedRun):
+    """`sim` (a new `fabric.Simulator` on the checkpoint's config) with the fabric state and
+    host counters of `saved`; returns `sim`. `fabric.load_checkpoint` reads the file, makes
+    the session and calls this.
+
+    Raises:
+        CheckpointError: the checkpoint was saved under another program, or its state does
+            not fit the session's.
+    """
+    path, header, arrays = saved.path, saved.header, saved.arrays
     _check_tables(path, header, sim.tables)
     leaves = {}
     for field in dataclasses.fields(FabricState):

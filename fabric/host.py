@@ -1,10 +1,8 @@
 """The host side: a `Simulator` session holds a built program and its fabric state, moves
 data in and out of PE memory by symbol, launches tasks and runs the engine.
 
-Host transfers enter and leave through the west edge of the fabric, one wavelet per cycle
-per row channel (`edge_bandwidth`): copying n words to each PE of a rectangle of `cols`
-columns ending at column `col_end` costs ceil(cols * n / edge_bandwidth) + col_end cycles
-(all rows in parallel). This cost is reported as `host_cycles`, apart from kernel cycles.
+Host transfers cost the cycles of `fabric.host_io.host_io_cycles` (through the fabric's
+edge), reported as `host_cycles`, apart from kernel cycles.
 
 Example:
     >>> sim = Simulator(config, program)          # doctest: +SKIP
@@ -16,8 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 import sys
 import time
@@ -29,8 +25,10 @@ from tqdm import tqdm
 
 from fabric import engine
 from fabric.build import build
+from fabric.checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
 from fabric.config import FabricConfig
 from fabric.errors import CycleLimitError, DeadlockError, RunError
+from fabric.host_io import host_io_cycles
 from fabric.numerics.packing import from_words, to_words, words_for
 from fabric.program import Program, Rect
 from fabric.report import deadlock_report, error_report
@@ -60,28 +58,16 @@ def compiled_run(config, tables, state, max_cycles, devices: int = 1, half_ops: 
     return exe, time.perf_counter() - start
 
 
-_TABLE_FLOOR: contextvars.ContextVar[tuple[int, int]] = contextvars.ContextVar(
-    "table_floor", default=(0, 0))
-
-
-@contextlib.contextmanager
-def table_floor(instr_rows: int, dsd_rows: int):
-    """Within the block, every new Simulator's tables have at least these many rows: a
-    sequence of programs of different sizes (the stages of a model) then shares one
-    compiled engine instead of compiling one per size bucket."""
-    token = _TABLE_FLOOR.set((int(instr_rows), int(dsd_rows)))
-    try:
-        yield
-    finally:
-        _TABLE_FLOOR.reset(token)
-
-
 class Simulator:
     """A loaded program on a simulated fabric."""
 
-    def __init__(self, config: FabricConfig, program: Program, devices: int = 1):
+    def __init__(self, config: FabricConfig, program: Program, devices: int = 1,
+                 min_table_rows: tuple[int, int] = (0, 0)):
         """devices: split the grid's rows over this many devices (1: one device). The
-        rows must divide evenly; results are identical whatever the count."""
+        rows must divide evenly; results are identical whatever the count.
+        min_table_rows: (instruction, DSD) table rows the build gives at least: programs of
+        different sizes built with the same floor share one compiled engine (the stages of
+        a model, see `fabric.build`); results are identical whatever the floor."""
         available = len(jax.devices())
         if devices < 1 or devices > available:
             raise ValueError(f"devices={devices}: this machine has {available} JAX device(s)")
@@ -91,7 +77,7 @@ class Simulator:
         self.devices = devices
         self.config = config
         self.program = program
-        self.tables, self.info = build(config, program, _TABLE_FLOOR.get())
+        self.tables, self.info = build(config, program, min_table_rows)
         # programs without 16-bit ops run an engine with the fp32 datapath alone
         self.half_ops = engine.has_half_ops(self.tables)
         self._state: FabricState = init_state(config, self.tables)
@@ -165,9 +151,6 @@ class Simulator:
             address[r - rect.row, c - rect.col] = s.address
         return rect, info, address
 
-    def _edge_cycles(self, rect: Rect, words_per_pe: int) -> int:
-        return math.ceil(rect.cols * words_per_pe / self.config.edge_bandwidth) + rect.col_end
-
     def memcpy_h2d(self, name: str, data, rect: Rect | None = None) -> None:
         """Write `data` into symbol `name` on every PE of `rect`.
 
@@ -191,7 +174,7 @@ class Simulator:
         c_idx = np.arange(rect.col, rect.col_end)[None, :, None]
         # on the host, with numpy: an eager device scatter would compile once per shape
         self.host_sram()[r_idx, c_idx, cols_idx] = words
-        self.host_cycles += self._edge_cycles(rect, n)
+        self.host_cycles += host_io_cycles(self.config, rect, n)
 
     def memcpy_d2h(self, name: str, rect: Rect | None = None) -> np.ndarray:
         """Read symbol `name` from every PE of `rect`: shape (rect.rows, rect.cols, *shape).
@@ -205,7 +188,7 @@ class Simulator:
         r_idx = np.arange(rect.row, rect.row_end)[:, None, None]
         c_idx = np.arange(rect.col, rect.col_end)[None, :, None]
         words = self.sram_view()[r_idx, c_idx, cols_idx]
-        self.host_cycles += self._edge_cycles(rect, n)
+        self.host_cycles += host_io_cycles(self.config, rect, n)
         values = from_words(words, sym.dtype, size)
         return values.reshape(rect.rows, rect.cols, *sym.shape).copy()
 
@@ -321,20 +304,17 @@ class Simulator:
     # ---- checkpoints ----------------------------------------------------------------------
     def save(self, path) -> None:
         """Write a checkpoint (see `fabric.checkpoint.save_checkpoint`)."""
-        from fabric.checkpoint import save_checkpoint  # checkpoint builds on this module
-
         save_checkpoint(self, path)
 
     @staticmethod
     def load(path, config: FabricConfig, program: Program, devices: int = 1) -> Simulator:
-        """A session resumed from a checkpoint (see `fabric.checkpoint.load_checkpoint`).
+        """A session resumed from a checkpoint (see `fabric.checkpoint`).
 
         Example:
             >>> sim = Simulator.load("run.ckpt", config, program)  # doctest: +SKIP
         """
-        from fabric.checkpoint import load_checkpoint  # checkpoint builds on this module
-
-        return load_checkpoint(path, config, program, devices)
+        saved = read_checkpoint(path, config)
+        return restore_checkpoint(Simulator(config, program, devices=devices), saved)
 
     def _raise_if_stuck(self, max_cycles, raise_on_limit):
         st = self.state
@@ -377,3 +357,15 @@ class Simulator:
     @property
     def state_bytes_per_pe(self) -> float:
         return state_bytes(self.state) / self.config.num_pes
+
+
+def load_checkpoint(path, config: FabricConfig, program: Program,
+                    devices: int = 1) -> Simulator:
+    """A new `Simulator` for `program` on `config`, resumed from the checkpoint at `path`
+    (`Simulator.load`).
+
+    Raises:
+        CheckpointError: `path` is not a checkpoint, is truncated or corrupt, has another
+            format version, or was saved under another config or program.
+    """
+    return Simulator.load(path, config, program, devices)

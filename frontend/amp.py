@@ -1,7 +1,9 @@
 """Mixed precision: which 16-bit format "mixed" means, and which nodes run in it.
 
-`set_half_dtype("float16" | "bfloat16" | "cbfloat16")` chooses the format (default float16)
-that `frontend.compile(..., precision="mixed")` uses from then on. A node's format follows
+The format is an argument (`frontend.compile(..., precision="mixed", half="bfloat16")`, the
+training step's and the GradScaler's `half=`); `set_half_dtype("float16" | "bfloat16" |
+"cbfloat16")` sets the default (float16 at first) that the public entry points read once,
+when called, where no `half` is given (`resolve_half`). A node's format follows
 PyTorch's CPU autocast exactly: the captured ATen graph is run once on the example inputs
 under `torch.autocast("cpu", dtype)` and every node takes the dtype its output had there
 (matmuls, bmm and convolutions in the half dtype; ops on fp32 inputs, and the ops autocast
@@ -15,13 +17,13 @@ CPU kernels do for fp16 and bf16 (fp32 "opmath").
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 
 import torch
 import torch.fx
 
 from frontend.errors import FrontendError
+from frontend.validate import autocast_values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,12 +43,14 @@ PRECISIONS = ("fp32", "mixed")
 _ALIASES = {torch.float16: "float16", torch.bfloat16: "bfloat16", "fp16": "float16",
             "f16": "float16", "half": "float16", "bf16": "bfloat16", "cb16": "cbfloat16"}
 
-_current = HALF_DTYPES["float16"]
+_default = HALF_DTYPES["float16"]  # the user's default, read by `resolve_half` alone
 
 
 def half_dtype(name) -> HalfDtype:
     """The `HalfDtype` of a name ("float16", "bfloat16", "cbfloat16", or torch.float16 /
-    torch.bfloat16, or the fabric's short names)."""
+    torch.bfloat16, or the fabric's short names); a `HalfDtype` is returned as is."""
+    if isinstance(name, HalfDtype):
+        return name
     key = _ALIASES.get(name, name)
     if key not in HALF_DTYPES:
         raise ValueError(f"half dtype {name!r} is not one of {sorted(HALF_DTYPES)}")
@@ -54,25 +58,32 @@ def half_dtype(name) -> HalfDtype:
 
 
 def set_half_dtype(name="float16") -> HalfDtype:
-    """Choose the 16-bit format of mixed precision for models compiled from now on."""
-    global _current
-    _current = half_dtype(name)
-    return _current
+    """Choose the default 16-bit format of mixed precision: what `frontend.compile`, the
+    training step and the GradScaler use from now on where no `half=` is given."""
+    global _default
+    _default = half_dtype(name)
+    return _default
 
 
 def get_half_dtype() -> HalfDtype:
-    return _current
+    """The default 16-bit format (`set_half_dtype`)."""
+    return _default
 
 
-@contextlib.contextmanager
-def using_half_dtype(name):
-    """`set_half_dtype(name)` for the duration of a `with` block, then the previous one
-    again (name None: keep the current one)."""
-    previous = _current
-    try:
-        yield set_half_dtype(name) if name is not None else previous
-    finally:
-        set_half_dtype(previous.name)
+def resolve_half(precision: str, half=None) -> HalfDtype | None:
+    """The 16-bit format a run in `precision` uses: None in fp32; under "mixed" `half`
+    (a name or torch dtype, see `half_dtype`), or the default of `set_half_dtype` when
+    `half` is None. The public entry points call this once and pass the result down.
+
+    Raises:
+        FrontendError: an unknown precision, or a `half` given with precision "fp32".
+    """
+    check_precision(precision)
+    if precision == "fp32":
+        if half is not None:
+            raise FrontendError(f"half={half!r} is for precision='mixed'; this run is fp32")
+        return None
+    return half_dtype(half) if half is not None else _default
 
 
 def check_precision(precision: str) -> str:
@@ -109,12 +120,3 @@ def node_dtypes(captured, inputs: dict[str, torch.Tensor],
     return out
 
 
-def autocast_values(captured, inputs: dict[str, torch.Tensor],
-                    autocast_dtype: torch.dtype) -> dict[str, object]:
-    """Every node's value when the captured graph runs under CPU autocast."""
-    from frontend.validate import golden_values
-
-    with torch.autocast("cpu", dtype=autocast_dtype):
-        return golden_values(captured, inputs)
-
-from frontend.amp_scaler import GradScaler, optimizer_step  # noqa: E402, F401  (re-export)

@@ -9,51 +9,54 @@ import torch
 
 from fabric.config import FabricConfig
 from fabric.kernels import WordMap, plan_redistribution
-from frontend.amp import check_precision, get_half_dtype, node_formats
+from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half
 from frontend.capture import Captured, capture_module
 from frontend.errors import FrontendError
 from frontend.lowering import lower
 from frontend.placement import place
-from frontend.runtime import (
-    Execution,
-    ResidentTensor,
-    Source,
-    prepare,
-    program_rows,
-    table_rows,
-)
+from frontend.runtime import Execution, ResidentTensor, Source, call_programs, prepare
+from frontend.tables import table_rows, widest
 from frontend.values import Ref
 
 
 def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (public name)
             config: FabricConfig | None = None, max_cycles: int = 5_000_000,
-            precision: str = "fp32") -> CompiledModel:
+            precision: str = "fp32", half=None) -> CompiledModel:
     """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
     `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
 
-    precision: "fp32", or "mixed": nodes follow PyTorch's CPU autocast rules in the half
-    dtype of `frontend.amp.set_half_dtype` (default float16), see `frontend.amp`.
+    precision: "fp32", or "mixed": nodes follow PyTorch's CPU autocast rules in a 16-bit
+        format, see `frontend.amp`.
+    half: that format under "mixed" ("float16", "bfloat16", "cbfloat16"); default the one
+        of `frontend.amp.set_half_dtype` (float16 unless set), read now.
 
     The returned model runs on the simulated fabric when called; shapes are those of the
     example inputs (as `torch.export` captures them)."""
     config = config or FabricConfig.small(32, 32)
-    check_precision(precision)
+    half = resolve_half(precision, half)
     return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
-                         precision, example_inputs)
+                         precision, example_inputs, half)
 
 
 class CompiledModel:
     """A model lowered, placed and ready to run on a simulated fabric."""
 
     def __init__(self, captured: Captured, config: FabricConfig, max_cycles: int,
-                 precision: str = "fp32", example_inputs: Sequence = ()):
+                 precision: str = "fp32", example_inputs: Sequence = (),
+                 half: HalfDtype | None = None):
+        """half: the 16-bit format of a "mixed" model (`frontend.amp.resolve_half`);
+        None in fp32."""
         t0 = time.perf_counter()
         self.captured = captured
         self.resident_inputs: set[str] = set()  # inputs that live in PE memory
         self.config = config
         self.max_cycles = max_cycles
         self.precision = check_precision(precision)
-        self.half = get_half_dtype() if precision == "mixed" else None
+        if (half is None) != (precision == "fp32"):
+            raise FrontendError(f"precision {precision!r} with half dtype "
+                                f"{getattr(half, 'name', None)!r}: a mixed model needs one "
+                                "(frontend.amp.resolve_half), an fp32 model none")
+        self.half = half
         self.formats = (node_formats(captured, self._inputs(example_inputs), self.half)
                         if self.half else {})
         self.lowered = lower(captured, self.formats)
@@ -61,7 +64,7 @@ class CompiledModel:
         self.placement = place(self.lowered.stages, config, self.edges)
         self.prepared = prepare(self.lowered.stages, self.placement.rects,
                                 self.lowered.tensors, config)
-        self.table_rows = table_rows(config, self.prepared)
+        self.table_rows = table_rows(config, call_programs(self.prepared))
         self.compile_s = time.perf_counter() - t0
         self.last: Execution | None = None
         self.last_inputs: dict[str, torch.Tensor] | None = None
@@ -88,8 +91,8 @@ class CompiledModel:
                         sources[i] = Source(src.tensor, src.dst, plans[-1])
         self.resident_inputs.add(name)
         # only the new moves' programs can need larger tables
-        rows = program_rows(self.config, [r.program for plan in plans for r in plan.rounds])
-        self.table_rows = tuple(max(a, b) for a, b in zip(self.table_rows, rows))
+        rows = table_rows(self.config, [r.program for plan in plans for r in plan.rounds])
+        self.table_rows = widest(self.table_rows, rows)
         return len(plans)
 
     # ---- running ---------------------------------------------------------------------------

@@ -85,11 +85,9 @@ def run_model(model, inputs, config: FabricConfig, out_dir, dtype: str = "fp32")
     the 16-bit `dtype` (a `frontend.amp` name: float16/fp16, bfloat16/bf16,
     cbfloat16/cb16); print the report and the numerics table, save the placement PNG in
     `out_dir`. 0 when every node is within tolerance."""
-    precision = "fp32" if dtype == "fp32" else "mixed"
-    if precision == "mixed":
-        frontend.amp.set_half_dtype(dtype)
+    precision, half = ("fp32", None) if dtype == "fp32" else ("mixed", dtype)
     t0 = time.perf_counter()
-    cm = frontend.compile(model, inputs, config=config, precision=precision)
+    cm = frontend.compile(model, inputs, config=config, precision=precision, half=half)
     t1 = time.perf_counter()
     rows = cm.validate(*inputs, raise_on_mismatch=False)
     t2 = time.perf_counter()

@@ -10,7 +10,7 @@ import warnings
 import torch
 
 from fabric.config import FabricConfig
-from frontend.amp import check_precision
+from frontend.amp import resolve_half
 from frontend.capture import from_graph_module
 from frontend.compiled import CompiledModel
 from frontend.errors import UnsupportedOpError
@@ -23,17 +23,19 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
 
     options (from `torch.compile(model, backend="fabric", options={...})`): "config" (a
     FabricConfig, default small(32, 32)), "fallback" (run unsupported graphs eagerly with a
-    warning, default True), "precision" ("fp32" or "mixed", as `frontend.compile`)."""
+    warning, default True), "precision" ("fp32" or "mixed") and "half" (the 16-bit format
+    under "mixed"), as `frontend.compile`'s."""
     options = dict(options or {})
     config = options.pop("config", None) or DEFAULT_CONFIG
     fallback = options.pop("fallback", True)
     precision = options.pop("precision", "fp32")
+    half = resolve_half(precision, options.pop("half", None))
     if options:
         raise ValueError(f"fabric backend: unknown options {sorted(options)} (config, "
-                         "fallback, precision)")
+                         "fallback, precision, half)")
     try:
         cm = CompiledModel(from_graph_module(gm, example_inputs), config, 5_000_000,
-                           check_precision(precision), example_inputs)
+                           precision, example_inputs, half)
     except UnsupportedOpError as exc:
         if not fallback:
             raise

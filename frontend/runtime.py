@@ -19,14 +19,12 @@ flows through the layers one stage at a time); host I/O cycles apart.
 from __future__ import annotations
 
 import dataclasses
-import math
+import time
 
 import numpy as np
 import torch
 
-from fabric import build
-from fabric.config import FabricConfig
-from fabric.host import Simulator, table_floor
+from fabric import FabricConfig, Program, Simulator, host_io_cycles
 from fabric.kernels import (
     Kernel,
     Redistribution,
@@ -41,11 +39,8 @@ from fabric.program import Rect
 from frontend.errors import PlacementError
 from frontend.sources import describe
 from frontend.stages import Operand, Stage
+from frontend.tables import MIN_TABLE_ROWS
 from frontend.values import Tensor
-
-# Table rows every program of a model gets at least: models of common sizes then share one
-# compiled engine per fabric config (larger tables cost nothing per cycle: they are indexed).
-TABLE_FLOOR = (512, 512)
 
 
 @dataclasses.dataclass
@@ -112,20 +107,13 @@ def prepare(stages: list[Stage], rects: dict[str, Rect], tensors: dict[str, Tens
     return list(out.values())
 
 
-def table_rows(config: FabricConfig, prepared: list[PreparedStage]) -> tuple[int, int]:
-    """The largest (instruction, DSD) table sizes of every program a call runs (stages and
-    static data movement), so that they all share one compiled engine."""
+def call_programs(prepared: list[PreparedStage]) -> list[Program]:
+    """Every program a call runs: the stages' kernels and their static data movement (a
+    model's table rows are sized over them, `frontend.tables.table_rows`)."""
     programs = [p.kernel.program for p in prepared]
     programs += [rnd.program for p in prepared for srcs in p.sources.values() for src in srcs
                  if src.plan is not None for rnd in src.plan.rounds]
-    return program_rows(config, programs)
-
-
-def program_rows(config: FabricConfig, programs) -> tuple[int, int]:
-    """The largest (instruction, DSD) table sizes of `programs`, at least TABLE_FLOOR."""
-    rows = [build(config, prog)[0] for prog in programs]
-    return (max([TABLE_FLOOR[0], *(t.instr.shape[0] for t in rows)]),
-            max([TABLE_FLOOR[1], *(t.dsd.shape[0] for t in rows)]))
+    return programs
 
 
 def _relabel(dst: WordMap, gids: np.ndarray, tensor: Tensor) -> WordMap | None:
@@ -160,17 +148,12 @@ def sources_of(index: torch.Tensor, dst: WordMap, tensors: dict[str, Tensor],
     return out
 
 
-def host_cycles(config: FabricConfig, rect: Rect, words_per_pe: int) -> int:
-    """Edge transfer cycles of a host write or read (as `Simulator` charges them)."""
-    return math.ceil(rect.cols * words_per_pe / config.edge_bandwidth) + rect.col_end
-
-
 class Execution:
     """One call: runs every stage, keeps the words of every materialized tensor."""
 
     def __init__(self, config: FabricConfig, prepared: list[PreparedStage],
                  tensors: dict[str, Tensor], inputs: dict[str, torch.Tensor],
-                 max_cycles: int, rows: tuple[int, int] = (0, 0),
+                 max_cycles: int, rows: tuple[int, int] = MIN_TABLE_ROWS,
                  resident: dict[str, ResidentTensor] | None = None):
         self.config = config
         self.tensors = tensors
@@ -179,16 +162,14 @@ class Execution:
         self.words: dict[str, dict[str, np.ndarray]] = {
             k: r.words for k, r in (resident or {}).items()}
         self.maps: dict[str, WordMap] = {k: r.map for k, r in (resident or {}).items()}
+        self.rows = rows  # every Simulator of the call: one compiled engine
         self.results: list[StageResult] = []
-        with table_floor(*rows):
-            for p in prepared:
-                self.results.append(self._run(p, max_cycles))
+        for p in prepared:
+            self.results.append(self._run(p, max_cycles))
 
     def _run(self, p: PreparedStage, max_cycles: int) -> StageResult:
-        import time
-
         t0 = time.perf_counter()
-        sim = Simulator(self.config, p.kernel.program)
+        sim = Simulator(self.config, p.kernel.program, min_table_rows=self.rows)
         zeros = {op.name: np.zeros(op.shape, np.float32) for op in p.stage.operands
                  if op.const is None}
         p.kernel.load(sim, {**zeros, **p.consts})
@@ -205,10 +186,11 @@ class Execution:
                     words = src.dst.to_words(values.to(torch.float32).numpy()
                                              if values.dtype.is_floating_point
                                              else values.to(torch.int32).numpy())
-                    host += host_cycles(self.config, p.rect, max(
+                    host += host_io_cycles(self.config, p.rect, max(
                         src.dst.sram_words(name) for name in words))
                 else:
-                    words, cycles, _ = src.plan.run(self.words[src.tensor.name])
+                    words, cycles, _ = src.plan.run(self.words[src.tensor.name],
+                                                    min_table_rows=self.rows)
                     move += cycles
                     moved += src.plan.remote_words + src.plan.local_words
                 write_words(sim, src.dst, words, mapped_only=True)

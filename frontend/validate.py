@@ -67,6 +67,13 @@ def golden_values(captured, inputs: dict[str, torch.Tensor]) -> dict[str, object
     return values
 
 
+def autocast_values(captured, inputs: dict[str, torch.Tensor],
+                    autocast_dtype: torch.dtype) -> dict[str, object]:
+    """Every node's value when the captured graph runs under CPU autocast."""
+    with torch.autocast("cpu", dtype=autocast_dtype):
+        return golden_values(captured, inputs)
+
+
 def mixed_tolerance(want: torch.Tensor, fmt: str) -> tuple[float, float]:
     """(rtol, atol) of a mixed-precision node: MIXED_ULPS epsilons of its half format (fp32
     nodes of a mixed model too: their inputs carry half-format rounding) relative to each
@@ -104,8 +111,6 @@ def validate(cm, args, raise_on_mismatch: bool = True) -> list[NodeError]:
     half = cm.half
     reference = golden
     if half is not None and half.torch_dtype is not None:
-        from frontend.amp import autocast_values
-
         reference = autocast_values(cm.captured, ex.inputs, half.autocast_dtype)
     rows = []
     for node in cm.captured.graph.nodes:

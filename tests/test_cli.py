@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from fabric import cli
+from frontend import cli
 
 # the installed console script beside this Python, else the module (the same main)
 SCRIPT = Path(sys.executable).with_name("wafer")
-WAFER = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "fabric.cli"]
+WAFER = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "frontend.cli"]
 
 def wafer(*args, timeout=120):
     return subprocess.run([*WAFER, *args], capture_output=True, text=True, timeout=timeout)

@@ -66,10 +66,11 @@ class KernelResult:
         return kernel.fmas / (peak * self.cycles) if self.cycles else 0.0
 
 
-def run_kernel(kernel: Kernel, inputs: Mapping[str, np.ndarray],
-               max_cycles: int = 2_000_000) -> KernelResult:
-    """Load `inputs`, launch, run to quiet, read the output."""
-    sim = Simulator(kernel.config, kernel.program)
+def run_kernel(kernel: Kernel, inputs: Mapping[str, np.ndarray], max_cycles: int = 2_000_000,
+               min_table_rows: tuple[int, int] = (0, 0)) -> KernelResult:
+    """Load `inputs`, launch, run to quiet, read the output. min_table_rows: as
+    `Simulator`'s (kernels of different sizes run with one floor share a compiled engine)."""
+    sim = Simulator(kernel.config, kernel.program, min_table_rows=min_table_rows)
     kernel.load(sim, inputs)
     kernel.launch(sim)
     start = int(sim.state.cycle)

@@ -192,13 +192,15 @@ class Redistribution:
                                         self.config.rows, self.config.cols)["cycles"]
                               if moves else 0)}
 
-    def run(self, src_words: Mapping[str, np.ndarray],
-            max_cycles: int | None = None) -> tuple[dict[str, np.ndarray], int, list[Stats]]:
+    def run(self, src_words: Mapping[str, np.ndarray], max_cycles: int | None = None,
+            min_table_rows: tuple[int, int] = (0, 0),
+            ) -> tuple[dict[str, np.ndarray], int, list[Stats]]:
         """Move the words. src_words: {src symbol: raw slot values (rows, cols, slots)}: any
         32-bit dtype for a 32-bit symbol, 16-bit patterns (any 16-bit dtype, bits kept) for a
         16-bit one. Returns ({dst symbol: (rows, cols, slots)} uint32 for 32-bit symbols,
         uint16 patterns for 16-bit ones, kernel cycles over all rounds, the Stats of each
-        round); dst slots the map does not name are 0."""
+        round); dst slots the map does not name are 0. min_table_rows: as `Simulator`'s
+        (the rounds then share the caller's compiled engine)."""
         words = _check_words(self.src, src_words)
         zeros = {k: np.zeros(a.shape, np.uint16 if self.dst.is_half(k) else np.uint32)
                  for k, a in self.dst.symbols.items()}
@@ -211,7 +213,7 @@ class Redistribution:
         src_map, dst_map = _prefixed(SRC, self.src), _prefixed(DST, self.dst)
         cycles, stats = 0, []
         for rnd in self.rounds:
-            sim = Simulator(self.config, rnd.program)
+            sim = Simulator(self.config, rnd.program, min_table_rows=min_table_rows)
             write_words(sim, src_map, {SRC + k: w for k, w in words.items()})
             for task in rnd.tasks:
                 sim.launch(task)

@@ -1,4 +1,4 @@
-"""`wafer train CONFIG.yaml` (arguments parsed in fabric.cli): a training run from a YAML
+"""`wafer train CONFIG.yaml` (arguments parsed in frontend.cli): a training run from a YAML
 file (`config_file`), with a printed summary, the history as JSON and the loss curve as a
 PNG; `--compare` runs the same loop in eager PyTorch too and checks the fabric's loss curve
 against it.
@@ -30,7 +30,7 @@ def _trainer(cfg, parser, **overrides):
 
 
 def train(args, parser) -> int:
-    """`wafer train` (arguments parsed by fabric.cli)."""
+    """`wafer train` (arguments parsed by frontend.cli)."""
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
     try:

@@ -12,9 +12,9 @@ Resident use (`frontend.training.resident`): the step's graphs take the weights 
 kernel's SRAM over the mesh (`resident`, `weight_map`) and move the gradients straight into
 its "g" symbol (`put_grad_words`, `grad_map`); `step_resident` then writes only the scalars.
 
-Every Simulator is built under one table floor (`OPTIM_TABLE_FLOOR`, or the caller's), so
-all the kernels of a config share one compiled engine; the frontend's `TABLE_FLOOR` makes
-them share the engine of a training step compiled for the same config.
+Every Simulator is built with the same table rows (`min_table_rows`, default the frontend's
+`frontend.tables.MIN_TABLE_ROWS`), so all the kernels of a config share one compiled engine,
+the engine of a training step compiled for the same config.
 
 Cycles: `cycles` is the sum over parameters of the kernel cycles of the last step (the
 kernels run one after another, one Simulator each; on one fabric with disjoint tiles they
@@ -35,8 +35,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from fabric.config import FabricConfig
-from fabric.host import Simulator, table_floor
+from fabric import FabricConfig, Simulator
 from fabric.kernels import (
     Kernel,
     WordMap,
@@ -48,8 +47,8 @@ from fabric.kernels import (
     write_words,
 )
 from fabric.program import Rect
+from frontend.tables import MIN_TABLE_ROWS
 
-OPTIM_TABLE_FLOOR = (128, 128)  # every optimizer and scaler kernel fits: one engine compile
 MAX_CYCLES = 1_000_000
 
 
@@ -107,12 +106,12 @@ def run_on(sim: Simulator, kernel: Kernel) -> int:
 class _Slot:
     """One parameter on the fabric: its kernel, its Simulator, its step count."""
 
-    def __init__(self, name: str, value: torch.Tensor, kernel: Kernel, floor):
+    def __init__(self, name: str, value: torch.Tensor, kernel: Kernel,
+                 min_table_rows: tuple[int, int]):
         self.name = name
         self.shape = tuple(value.shape)
         self.kernel = kernel
-        with table_floor(*floor):
-            self.sim = Simulator(kernel.config, kernel.program)
+        self.sim = Simulator(kernel.config, kernel.program, min_table_rows=min_table_rows)
         self.step = 0
         self._maps: dict[str, WordMap] | None = None
         kernel.load(self.sim, {"w": self.matrix(value)})
@@ -143,13 +142,14 @@ class FabricOptimizer:
     state_names: tuple[str, ...] = ()  # the kernel's state tensors (read/load names)
 
     def __init__(self, params, lr: float, hyper: dict, config: FabricConfig | None,
-                 floor: tuple[int, int] | None, homes: Mapping[str, Rect] | None = None):
+                 min_table_rows: tuple[int, int] | None,
+                 homes: Mapping[str, Rect] | None = None):
         if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0.0):
             raise ValueError(f"{self.kind}: lr must be a finite value >= 0, got {lr!r}")
         self.lr = float(lr)
         self.hyper = hyper
         self.config = config or FabricConfig.small(4, 4)
-        self.table_floor = tuple(floor or OPTIM_TABLE_FLOOR)
+        self.min_table_rows = tuple(min_table_rows or MIN_TABLE_ROWS)
         self.sources = named_tensors(params, self.kind)
         self._slots: dict[str, _Slot] = {}
         for name, t in self.sources.items():
@@ -169,7 +169,7 @@ class FabricOptimizer:
         if rect.row_end > self.config.rows or rect.col_end > self.config.cols:
             raise ValueError(f"{self.kind}: home {home} of parameter {name!r} lies outside "
                              f"the {self.config.rows}x{self.config.cols} fabric")
-        return _Slot(name, value, self._build(rect, m, n), self.table_floor)
+        return _Slot(name, value, self._build(rect, m, n), self.min_table_rows)
 
     # ---- where the parameters live ------------------------------------------------------
     def rehome(self, homes: Mapping[str, Rect]) -> None:
@@ -392,7 +392,8 @@ class FabricSGD(FabricOptimizer):
         params: {name: fp32 tensor} or model.named_parameters().
         lr, momentum, dampening, weight_decay, nesterov, maximize: torch's.
         config: the fabric of every parameter's Simulator (default small(4, 4)).
-        table_floor: the table floor of the Simulators (default OPTIM_TABLE_FLOOR).
+        min_table_rows: the Simulators' table rows (default frontend.tables.MIN_TABLE_ROWS:
+            the engine of the frontend's models).
         homes: {name: Rect} home tiles (default: at the origin; module docstring).
     """
 
@@ -401,13 +402,13 @@ class FabricSGD(FabricOptimizer):
     def __init__(self, params, lr: float, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False,
                  config: FabricConfig | None = None,
-                 table_floor: tuple[int, int] | None = None,
+                 min_table_rows: tuple[int, int] | None = None,
                  homes: Mapping[str, Rect] | None = None):
         hyper = {"momentum": float(momentum), "dampening": float(dampening),
                  "weight_decay": float(weight_decay), "nesterov": bool(nesterov),
                  "maximize": bool(maximize)}
         self.state_names = ("momentum_buffer",) if momentum else ()
-        super().__init__(params, lr, hyper, config, table_floor, homes)
+        super().__init__(params, lr, hyper, config, min_table_rows, homes)
 
     def _build(self, rect: Rect, m: int, n: int) -> Kernel:
         return build_sgd(self.config, rect, m, n, **self.hyper)
@@ -420,7 +421,7 @@ class FabricAdamW(FabricOptimizer):
     Args:
         params: {name: fp32 tensor} or model.named_parameters().
         lr, betas, eps, weight_decay, maximize: torch's.
-        config, table_floor, homes: as FabricSGD's.
+        config, min_table_rows, homes: as FabricSGD's.
     """
 
     kind = "adamw"
@@ -429,11 +430,11 @@ class FabricAdamW(FabricOptimizer):
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, maximize: bool = False,
                  config: FabricConfig | None = None,
-                 table_floor: tuple[int, int] | None = None,
+                 min_table_rows: tuple[int, int] | None = None,
                  homes: Mapping[str, Rect] | None = None):
         hyper = {"betas": (float(betas[0]), float(betas[1])), "eps": float(eps),
                  "weight_decay": float(weight_decay), "maximize": bool(maximize)}
-        super().__init__(params, lr, hyper, config, table_floor, homes)
+        super().__init__(params, lr, hyper, config, min_table_rows, homes)
 
     def _build(self, rect: Rect, m: int, n: int) -> Kernel:
         return build_adamw(self.config, rect, m, n, **self.hyper)

@@ -19,7 +19,7 @@ Per step:
   optimizer kernel runs there (`step_resident`). A gradient that is not wholly produced by
   stages (a constant, a runtime input, structural zeros) goes through the host instead
   (`host_grads` names them);
-- a loss scaler (`frontend.amp_scaler`) works on the gradients where they are: its
+- a loss scaler (`frontend.training.scaler`) works on the gradients where they are: its
   sum-of-squares and scaling kernels run on the homes' PEs and take the "g" words as they
   lie (local moves when their layouts differ; the scaled gradient goes back into "g");
   only the one-word sums of squares reach the host;
@@ -46,6 +46,7 @@ from fabric.program import Program, Rect
 from frontend.errors import PlacementError
 from frontend.runtime import ResidentTensor, Source, sources_of
 from frontend.sources import describe
+from frontend.tables import widest
 from frontend.training.optim import FabricOptimizer
 from frontend.training.step import TrainingStep, fit_args
 from frontend.values import Ref
@@ -115,8 +116,7 @@ class ResidentStep:
             if ph is not None and _is_whole(ref, fw.lowered.tensors[ph]):
                 bw.make_resident(saved, optimizer.weight_map(name))
                 self.bw_resident[saved] = name
-        rows = tuple(max(a, b) for a, b in zip(fw.table_rows, bw.table_rows))
-        fw.table_rows = bw.table_rows = rows
+        fw.table_rows = bw.table_rows = widest(fw.table_rows, bw.table_rows)
         self.grad_sources = self._grad_sources()
         self.moved = sorted(self.grad_sources)
         self.grad_move_cycles = 0
@@ -200,7 +200,8 @@ class ResidentStep:
         mesh = {} if host_grads else self.grad_sources
         for name, sources in mesh.items():
             for src in sources:
-                words, cycles, _ = src.plan.run(bw.last.words[src.tensor.name])
+                words, cycles, _ = src.plan.run(bw.last.words[src.tensor.name],
+                                                min_table_rows=bw.table_rows)
                 self.grad_move_cycles += cycles
                 self.optimizer.put_grad_words(name, src.dst, words)
         rest = [n for n in step.graphs.grads if n not in mesh]

@@ -15,12 +15,10 @@ import os
 
 import torch
 
-from frontend import amp_scaler  # a module: amp_scaler imports frontend.training too
-from frontend.amp import using_half_dtype
-from frontend.runtime import TABLE_FLOOR
 from frontend.training.checkpoint import load_checkpoint, save_checkpoint
 from frontend.training.optim import FabricAdamW, FabricSGD
 from frontend.training.resident import ResidentStep
+from frontend.training.scaler import GradScaler, optimizer_step
 from frontend.training.specs import OPTIMIZERS, Backend, OptimizerSpec, PrecisionSpec
 from frontend.training.step import TrainingStep, compile_training_step
 
@@ -31,12 +29,12 @@ def _shape_key(tensors) -> tuple:
     return tuple((tuple(t.shape), t.dtype) for t in tensors)
 
 
-def _scaler(precision: PrecisionSpec):
+def _scaler(precision: PrecisionSpec, half: str | None):
     """Dynamic loss scaling in mixed precision (with the spec's settings); in fp32 a scaler
     only when the spec asks for one (a fixed scale, clipping)."""
     if precision.mode == "fp32" and not precision.scaler:
         return None
-    return amp_scaler.GradScaler(**(precision.scaler or {}))
+    return GradScaler(**(precision.scaler or {}), half=half)
 
 
 class FabricRunner:
@@ -55,20 +53,17 @@ class FabricRunner:
         self.half = precision.half_name()
         self.steps: dict[tuple, ResidentStep] = {}
         self.optimizer = FABRIC_OPTIMIZERS[optimizer.kind](
-            model.named_parameters(), **optimizer.hyper, config=backend.config,
-            table_floor=TABLE_FLOOR)
-        with using_half_dtype(self.half):
-            self.scaler = _scaler(precision)
+            model.named_parameters(), **optimizer.hyper, config=backend.config)
+        self.scaler = _scaler(precision, self.half)
 
     def step_for(self, inputs, targets) -> ResidentStep:
         """The compiled step for this batch's shapes (compiled on first use; the first one
         compiled decides where the parameters live)."""
         key = (_shape_key(inputs), _shape_key(targets))
         if key not in self.steps:
-            with using_half_dtype(self.half):
-                step = compile_training_step(
-                    self.model, inputs, targets, self.loss_fn, self.backend.config,
-                    self.backend.max_cycles, self.precision.mode)
+            step = compile_training_step(
+                self.model, inputs, targets, self.loss_fn, self.backend.config,
+                self.backend.max_cycles, self.precision.mode, self.half)
             self.steps[key] = ResidentStep(step, self.optimizer, rehome=not self.steps)
         return self.steps[key]
 
@@ -83,8 +78,7 @@ class FabricRunner:
         if self.scaler is not None:
             if grads:
                 self.optimizer.set_grads(grads)
-            taken = amp_scaler.optimizer_step(loss, self.optimizer, self.scaler,
-                                              grads_scaled=True)
+            taken = optimizer_step(loss, self.optimizer, self.scaler, grads_scaled=True)
         else:
             self.optimizer.step_resident(step.moved, grads)
             taken = True
@@ -158,8 +152,7 @@ class EagerRunner:
                              "compare a cbfloat16 fabric run with precision='fp32' on the cpu")
         self.optimizer = OPTIMIZERS[optimizer.kind](model.parameters(), foreach=False,
                                                     **optimizer.hyper)
-        with using_half_dtype(self.half):
-            self.scaler = _scaler(precision)
+        self.scaler = _scaler(precision, self.half)
 
     def _autocast(self):
         if self.half is None:
@@ -171,7 +164,7 @@ class EagerRunner:
             loss = self.loss_fn(self.model(*inputs), *targets)
         scale = self.scaler.get_scale() if self.scaler else 1.0
         if self.scaler is not None:
-            taken = amp_scaler.optimizer_step(loss, self.optimizer, self.scaler)
+            taken = optimizer_step(loss, self.optimizer, self.scaler)
         else:
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -7,9 +7,10 @@ loss and the saved activations; these and the loss's gradient (1.0) are the back
 inputs, read back and written by the host between the two runs. A saved value the
 forward computes from constants alone is a constant of the backward.
 
-Mixed precision (precision="mixed", the half dtype of `frontend.amp` when the step is
-compiled): each graph's nodes take their formats from one run of that graph under CPU
-autocast (`frontend.amp.node_formats`), the forward's on the example inputs, the
+Mixed precision (precision="mixed", in the 16-bit format `half`, by default the one of
+`frontend.amp.set_half_dtype` when the step is compiled): each graph's nodes take their
+formats from one run of that graph under CPU autocast (`frontend.amp.node_formats`), the
+forward's on the example inputs, the
 backward's on the saved values of an fp32 run of the forward. Saved values travel between
 the graphs widened to fp32 (exact); gradients come back as fp32 tensors.
 
@@ -30,10 +31,11 @@ from collections.abc import Callable, Sequence
 import torch
 
 from fabric.config import FabricConfig
-from frontend.amp import check_precision, get_half_dtype
+from frontend.amp import HalfDtype, check_precision, resolve_half
 from frontend.capture import Captured
 from frontend.compiled import CompiledModel
 from frontend.errors import FrontendError
+from frontend.tables import widest
 from frontend.training.graphs import JointGraphs, joint_graphs
 from frontend.values import Const
 
@@ -66,18 +68,21 @@ class TrainingStep:
 
     def __init__(self, model: torch.nn.Module, graphs: JointGraphs, config: FabricConfig,
                  max_cycles: int = 5_000_000, precision: str = "fp32",
-                 example: tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]] = ((), ())):
+                 example: tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]] = ((), ()),
+                 half: HalfDtype | None = None):
+        """half: the 16-bit format of a "mixed" step (`frontend.amp.resolve_half`); None in
+        fp32."""
         self.model = model
         self.graphs = graphs
         self.precision = check_precision(precision)
-        self.half = get_half_dtype() if precision == "mixed" else None
+        self.half = half
         buffers = dict(model.named_buffers())
         fw_consts = {ph: buffers[b].detach() for ph, b in
                      zip(graphs.forward_inputs[len(graphs.params):], graphs.buffers)}
         fw_captured = _captured(graphs.forward, fw_consts)
         fw_args = (fit_args(fw_captured, self._fw_args(*example)) if precision == "mixed"
                    else ())
-        self.forward = CompiledModel(fw_captured, config, max_cycles, precision, fw_args)
+        self.forward = CompiledModel(fw_captured, config, max_cycles, precision, fw_args, half)
         # saved values the forward folded to constants stay constants of the backward
         outs = self.forward.lowered.outputs[1:]
         bw_consts = {name: v.value.detach() for name, v in zip(graphs.saved, outs)
@@ -85,10 +90,9 @@ class TrainingStep:
         bw_captured = _captured(graphs.backward, bw_consts)
         bw_args = (self._example_backward(fw_captured, fw_args, bw_captured)
                    if precision == "mixed" else ())
-        self.backward = CompiledModel(bw_captured, config, max_cycles, precision, bw_args)
+        self.backward = CompiledModel(bw_captured, config, max_cycles, precision, bw_args, half)
         # one table size for both graphs: one compiled engine serves the whole step
-        rows = tuple(max(a, b) for a, b in zip(self.forward.table_rows,
-                                               self.backward.table_rows))
+        rows = widest(self.forward.table_rows, self.backward.table_rows)
         self.forward.table_rows = self.backward.table_rows = rows
         self.loss: torch.Tensor | None = None
 
@@ -164,13 +168,14 @@ class TrainingStep:
 def compile_training_step(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor],
                           targets: Sequence[torch.Tensor], loss_fn: Callable,
                           config: FabricConfig | None = None,
-                          max_cycles: int = 5_000_000, precision: str = "fp32"
-                          ) -> TrainingStep:
+                          max_cycles: int = 5_000_000, precision: str = "fp32",
+                          half=None) -> TrainingStep:
     """Trace `loss_fn(model(*example_inputs), *targets)` and its gradient (`joint_graphs`),
     lower both graphs to fabric kernels and place them on `config` (default
-    `FabricConfig.small(32, 32)`). precision: "fp32" or "mixed" (module docstring)."""
+    `FabricConfig.small(32, 32)`). precision: "fp32" or "mixed" (module docstring); half:
+    the 16-bit format under "mixed" (default `frontend.amp.get_half_dtype()`, read now)."""
     config = config or FabricConfig.small(32, 32)
-    check_precision(precision)
+    half = resolve_half(precision, half)
     graphs = joint_graphs(model, example_inputs, loss_fn, targets)
     return TrainingStep(model, graphs, config, max_cycles, precision,
-                        (tuple(example_inputs), tuple(targets)))
+                        (tuple(example_inputs), tuple(targets)), half)

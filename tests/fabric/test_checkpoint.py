@@ -7,7 +7,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fabric import CheckpointError, FabricError, Port, Program, Simulator, checkpoint
+from fabric import (
+    CheckpointError,
+    FabricError,
+    Port,
+    Program,
+    Simulator,
+    checkpoint,
+    load_checkpoint,
+)
 from tests.fabric.programs import ROW, ROW_Q2, pe, sender_tile, slow_receiver_tile
 
 N = 20  # wavelets; the slow receiver takes about 19 cycles each, so a run is ~385 cycles
@@ -70,7 +78,7 @@ def saved(tmp_path_factory):
 
 def refused(path, config=ROW, prog=None) -> str:
     with pytest.raises(CheckpointError) as err:
-        checkpoint.load_checkpoint(path, config, prog or slow_stream())
+        load_checkpoint(path, config, prog or slow_stream())
     assert isinstance(err.value, FabricError) and isinstance(err.value, ValueError)
     return str(err.value)
 

@@ -1,8 +1,8 @@
-"""Loss scaling (frontend.amp.GradScaler, optimizer_step) and the fabric optimizers
+"""Loss scaling (frontend.training.GradScaler, optimizer_step) and the fabric optimizers
 (FabricSGD, FabricAdamW) against torch.optim and torch.nn.utils.clip_grad_norm_.
 
 Every Simulator here (optimizers, sums of squares, maps, the training step) runs on the
-frontend tests' fabric CONFIG with the frontend's TABLE_FLOOR: one engine compile.
+frontend tests' fabric CONFIG with the frontend's MIN_TABLE_ROWS: one engine compile.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import torch
 import torch.nn.functional as F
 
 from fabric.kernels.optimizers import ADAMW_UPDATE_RTOL
-from frontend.amp import GradScaler, optimizer_step, set_half_dtype
-from frontend.runtime import TABLE_FLOOR
-from frontend.training import compile_training_step
+from frontend.amp import set_half_dtype
+from frontend.tables import MIN_TABLE_ROWS
+from frontend.training import GradScaler, compile_training_step, optimizer_step
 from frontend.training.optim import FabricAdamW, FabricSGD
 from tests.frontend.models import CONFIG
 
-FABRIC = {"config": CONFIG, "table_floor": TABLE_FLOOR}
+FABRIC = {"config": CONFIG, "min_table_rows": MIN_TABLE_ROWS}
 
 
 def _params(seed=0):

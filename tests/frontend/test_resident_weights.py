@@ -14,11 +14,10 @@ import torch
 import torch.nn.functional as F
 
 import frontend
-from fabric import FabricConfig
-from frontend.amp import GradScaler, optimizer_step
+from fabric import FabricConfig, host_io_cycles
 from frontend.errors import PlacementError
-from frontend.runtime import TABLE_FLOOR, host_cycles
-from frontend.training import compile_training_step
+from frontend.tables import MIN_TABLE_ROWS
+from frontend.training import GradScaler, compile_training_step, optimizer_step
 from frontend.training.optim import FabricAdamW, FabricSGD
 from frontend.training.resident import ResidentStep, parameter_homes
 from tests.frontend.models import CONFIG, MLP
@@ -32,9 +31,9 @@ def _pair(opt_cls, **hyper):
     x, y = torch.randn(4, 16), torch.randn(4, 8)
     twin = copy.deepcopy(model)
     host_step = compile_training_step(model, (x,), (y,), F.mse_loss, CONFIG)
-    host_opt = opt_cls(model.named_parameters(), config=CONFIG, table_floor=TABLE_FLOOR,
+    host_opt = opt_cls(model.named_parameters(), config=CONFIG, min_table_rows=MIN_TABLE_ROWS,
                        **hyper)
-    res_opt = opt_cls(twin.named_parameters(), config=CONFIG, table_floor=TABLE_FLOOR,
+    res_opt = opt_cls(twin.named_parameters(), config=CONFIG, min_table_rows=MIN_TABLE_ROWS,
                       **hyper)
     res_step = ResidentStep(compile_training_step(twin, (x,), (y,), F.mse_loss, CONFIG),
                             res_opt)
@@ -64,7 +63,7 @@ def test_resident_steps_match_the_host_path_bit_for_bit(opt_cls, hyper):
     # the weights no longer come from the host: the forward writes only x and y
     assert res.step.forward.host_cycles < host_step.forward.host_cycles
     # the optimizer's host I/O is the step's scalars, nothing else
-    scalars = sum(host_cycles(CONFIG, res_opt.layout(n)[2], len(
+    scalars = sum(host_io_cycles(CONFIG, res_opt.layout(n)[2], len(
         res_opt._slots[n].kernel.info["scalars"])) for n in res_opt.param_names)
     assert res_opt.host_cycles == scalars
     _check_homes(res, res_opt)

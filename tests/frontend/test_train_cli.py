@@ -10,7 +10,7 @@ import re
 import pytest
 import yaml
 
-from fabric.cli import main
+from frontend.cli import main
 
 CONFIG = {"backend": {"name": "fabric", "config": {"preset": "small", "rows": 12, "cols": 12}},
           "model": {"name": "mlp", "seed": 0},

@@ -2,7 +2,7 @@
 into fresh optimizer and scaler objects, continue to step n: bit-identical to the
 uninterrupted run. The model and loop are test_amp_scaler.py's (nn.Linear(4, 3), mse,
 compile_training_step + FabricSGD(momentum=0.9) + GradScaler), on the frontend tests'
-CONFIG and TABLE_FLOOR (one engine compile)."""
+CONFIG and MIN_TABLE_ROWS (one engine compile)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from frontend.amp import GradScaler, optimizer_step
 from frontend.errors import FrontendError
-from frontend.runtime import TABLE_FLOOR
-from frontend.training import compile_training_step, load_checkpoint, save_checkpoint
+from frontend.tables import MIN_TABLE_ROWS
+from frontend.training import (
+    GradScaler,
+    compile_training_step,
+    load_checkpoint,
+    optimizer_step,
+    save_checkpoint,
+)
 from frontend.training.optim import FabricSGD
 from tests.frontend.models import CONFIG
 
-FABRIC = {"config": CONFIG, "table_floor": TABLE_FLOOR}
+FABRIC = {"config": CONFIG, "min_table_rows": MIN_TABLE_ROWS}
 N, K = 4, 2
 
 

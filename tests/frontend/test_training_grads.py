@@ -7,12 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fabric.host import table_floor
 from fabric.kernels.base import run_kernel
 from fabric.kernels.compare import build_compare, compare_reference
 from fabric.program import Rect
 from frontend.errors import FrontendError
-from frontend.runtime import TABLE_FLOOR
+from frontend.tables import MIN_TABLE_ROWS
 from frontend.training import compile_training_step, joint_graphs
 from tests.frontend.models import CONFIG, MLP, LeNet, TinyGPT
 
@@ -42,12 +41,11 @@ def test_compare_kernel_exact():
     x = rng.standard_normal((7, 9)).astype(np.float32)
     x[0, :4] = [0.0, -0.0, 1e-30, 3e38]
     x[1, :2] = [0.5, 0.5]
-    with table_floor(*TABLE_FLOOR):  # the frontend's engine: no extra compile
-        for op, s in (("gt", 0.0), ("le", 0.0), ("lt", 0.5), ("ge", 0.5)):
-            k = build_compare(CONFIG, Rect(0, 0, 3, 2), 7, 9, op, s)
-            r = run_kernel(k, {"x": x})
-            np.testing.assert_array_equal(r.output, compare_reference(x, op, s))
-            assert r.cycles == k.model_cycles
+    for op, s in (("gt", 0.0), ("le", 0.0), ("lt", 0.5), ("ge", 0.5)):
+        k = build_compare(CONFIG, Rect(0, 0, 3, 2), 7, 9, op, s)
+        r = run_kernel(k, {"x": x}, min_table_rows=MIN_TABLE_ROWS)
+        np.testing.assert_array_equal(r.output, compare_reference(x, op, s))
+        assert r.cycles == k.model_cycles
 
 
 def test_mlp_mse_gradients():

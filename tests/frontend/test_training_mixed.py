@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from frontend.amp import half_dtype, using_half_dtype
+from frontend.amp import half_dtype
 from frontend.training import compile_training_step
 from tests.frontend.models import CONFIG, MLP, LeNet
 
@@ -23,9 +23,8 @@ def _stage_dtypes(compiled, prefix: str) -> set[str]:
 def test_lenet_backward_formats_follow_autocast():
     torch.manual_seed(0)
     model = LeNet().eval()
-    with using_half_dtype("float16"):
-        step = compile_training_step(model, (torch.randn(2, 1, 8, 8),), (torch.randn(2, 5),),
-                                     F.mse_loss, CONFIG, precision="mixed")
+    step = compile_training_step(model, (torch.randn(2, 1, 8, 8),), (torch.randn(2, 5),),
+                                 F.mse_loss, CONFIG, precision="mixed", half="float16")
     bw = step.backward
     conv = [n for n in bw.captured.graph.nodes
             if n.target is torch.ops.aten.convolution_backward.default]
@@ -43,8 +42,8 @@ def test_mlp_scaled_gradients_match_eager_autocast(half):
     torch.manual_seed(0)
     model = MLP()
     x, y = torch.randn(3, 16), torch.randn(3, 8)
-    with using_half_dtype(half):
-        step = compile_training_step(model, (x,), (y,), F.mse_loss, CONFIG, precision="mixed")
+    step = compile_training_step(model, (x,), (y,), F.mse_loss, CONFIG, precision="mixed",
+                                 half=half)
     loss, grads = step((x,), (y,), loss_scale=SCALE)
     model.zero_grad()
     with torch.autocast("cpu", dtype=getattr(torch, half)):

@@ -1,7 +1,7 @@
 """Optimizer steps (SGD, AdamW) and the sum of squares on the fabric, against torch.optim
 (foreach=False: the single-tensor code whose order the kernels follow) and numpy.
 
-One config (4 x 4) and one table bucket (`table_floor`) for every program here: one engine
+One config (4 x 4) and one table bucket (`FLOOR`) for every program here: one engine
 compile for the file.
 """
 
@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from fabric import FabricConfig, Rect, Simulator
-from fabric.host import table_floor
 from fabric.kernels.base import run_kernel
 from fabric.kernels.gradnorm import build_sumsq, sumsq_bound, sumsq_reference
 from fabric.kernels.optimizers import (
@@ -43,8 +42,7 @@ def _steps(kernel, torch_opt, param, w, grads, lrs):
     """Run both optimizers step by step; yields (step, fabric state, torch state, cycles)
     after each step. One Simulator (one built program) serves every step: only g and the
     scalars are written between steps."""
-    with table_floor(*FLOOR):
-        sim = Simulator(CONFIG, kernel.program)
+    sim = Simulator(CONFIG, kernel.program, min_table_rows=FLOOR)
     tables = sim.tables
     kernel.load(sim, {"w": w})
     for t, (g, lr) in enumerate(zip(grads, lrs), 1):
@@ -152,8 +150,7 @@ def test_sumsq(algo, rect, m, n):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((m, n)).astype(np.float32)
     k = build_sumsq(CONFIG, rect, m, n, algo)
-    with table_floor(*FLOOR):
-        res = run_kernel(k, {"x": x})
+    res = run_kernel(k, {"x": x}, min_table_rows=FLOOR)
     assert isinstance(res.output, np.float32)
     # the fabric's order in float32: bit-exact
     assert res.output == sumsq_reference(x, rect, algo)
@@ -174,8 +171,7 @@ def test_sumsq_non_finite():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((m, n)).astype(np.float32)
     k = build_sumsq(CONFIG, RECT, m, n)
-    with table_floor(*FLOOR):
-        sim = Simulator(CONFIG, k.program)
+    sim = Simulator(CONFIG, k.program, min_table_rows=FLOOR)
     for (i, j), bad, want in [((0, 0), np.inf, np.inf), ((29, 20), -np.inf, np.inf),
                               ((15, 10), np.nan, np.nan), ((7, 19), 2e19, np.inf)]:
         x_bad = x.copy()
@@ -214,8 +210,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="step counts from 1"):
         step_scalars(build_sgd(CONFIG, RECT, 8, 12), 0.1, 0)
     k = build_sgd(CONFIG, RECT, 8, 12)
-    with table_floor(*FLOOR):
-        sim = Simulator(CONFIG, k.program)
+    sim = Simulator(CONFIG, k.program, min_table_rows=FLOOR)
     with pytest.raises(ValueError, match="unknown inputs"):
         k.load(sim, {"exp_avg": np.zeros((8, 12))})
     with pytest.raises(ValueError, match="shape"):

@@ -8,7 +8,7 @@ least the plan's lower bound and at most 1.5x its estimate, as in test_redistrib
 
 One config (GRID6 of the fabric tests), tilings of an 8 x 9 tensor on two rectangles with
 odd slot offsets, so 16-bit runs start in the high halves of words. Every program runs
-with tables of one size (`table_floor`), so the module compiles the engine once.
+with tables of one size (`FLOOR`), so the module compiles the engine once.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from fabric import FabricConfig, Rect
-from fabric.host import table_floor
 from fabric.kernels.layout import WordMap
 from fabric.kernels.redistribute import plan_redistribution
 from fabric.numerics import round_to
@@ -28,11 +27,7 @@ SHAPE = (8, 9)
 SRC_RECT, DST_RECT = Rect(0, 0, 2, 2), Rect(3, 2, 2, 3)
 
 
-@pytest.fixture(autouse=True)
-def one_engine():
-    """The largest plan here has 256 instruction and 128 DSD rows."""
-    with table_floor(256, 128):
-        yield
+FLOOR = (256, 128)  # the largest plan here's (instruction, DSD) rows: one compiled engine
 
 
 def tiling(rect: Rect, block: int, offset: int, dtype: str, name: str = "a") -> WordMap:
@@ -57,7 +52,7 @@ def move(src: WordMap, dst: WordMap, seed: int, **kw):
     x = np.random.default_rng(seed).standard_normal(SHAPE).astype(np.float32)
     x *= np.float32(300)  # beyond bf16's 8 significant bits and cb16's 10: every step rounds
     plan = plan_redistribution(CONFIG, src, dst, **kw)
-    words, cycles, stats = plan.run(src.to_words(x))
+    words, cycles, stats = plan.run(src.to_words(x), min_table_rows=FLOOR)
     (s_fmt,), (d_fmt,) = set(src.dtypes.values()), set(dst.dtypes.values())
     want = dst.to_words(widen(widen(x, s_fmt), d_fmt))
     for k in dst.symbols:
@@ -122,4 +117,4 @@ def test_bad_source_words_are_named():
     plan = plan_redistribution(CONFIG, src, tiling(DST_RECT, 4, 1, "f32"))
     with pytest.raises(ValueError, match=r"source symbol 'a' \(f16\) words are .* uint32; "
                                          r"expected .* of a 16-bit type"):
-        plan.run({"a": np.zeros(src.symbols["a"].shape, np.uint32)})
+        plan.run({"a": np.zeros(src.symbols["a"].shape, np.uint32)}, min_table_rows=FLOOR)

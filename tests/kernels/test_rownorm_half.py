@@ -24,7 +24,6 @@ import pytest
 import torch
 
 from fabric import FabricConfig, Rect, Simulator
-from fabric.host import table_floor
 from fabric.kernels import rownorm as rn
 from fabric.kernels import rowreduce as rr
 from fabric.kernels.activations import Blocks
@@ -39,13 +38,7 @@ CASES = [  # (rect, m, n, algo)
     (Rect(0, 0, 2, 4), 7, 30, "tree"),
 ]
 rng = np.random.default_rng(16)
-
-
-@pytest.fixture(autouse=True)
-def _one_bucket():
-    """Every program in the 16-bit chain softmax's table bucket: one compiled engine."""
-    with table_floor(128, 128):
-        yield
+FLOOR = (128, 128)  # every program in the 16-bit chain softmax's table bucket: one engine
 
 
 def ulp(v, dtype):
@@ -81,11 +74,12 @@ def test_softmax_half(dtype, rect, m, n, algo):
     x[0, :] *= 20  # exp's floor
     k = rn.build_softmax(CONFIG, rect, m, n, dtype=dtype, algo=algo)
     assert (k.info["dtype"], k.info["acc_dtype"]) == (dtype, "f32")
-    res = run_kernel(k, {"x": x})
+    res = run_kernel(k, {"x": x}, min_table_rows=FLOOR)
     assert res.cycles == k.model_cycles
     assert res.output.dtype == np.float32
     xh = round_to(x, dtype)
-    fp32 = run_kernel(rn.build_softmax(CONFIG, rect, m, n, algo=algo), {"x": xh}).output
+    fp32 = run_kernel(rn.build_softmax(CONFIG, rect, m, n, algo=algo), {"x": xh},
+                      min_table_rows=FLOOR).output
     assert_bits_equal(res.output, round_to(fp32, dtype))
     t32 = rn.softmax_tolerance(xh, Blocks.of(rect, m, n))
     # fp32 errors far below an ulp of the format, except under exp's floor (1.2e-38 / sum,
@@ -107,11 +101,11 @@ def test_layernorm_half(dtype, rect, m, n, algo):
     gamma, beta = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
     k = rn.build_layernorm(CONFIG, rect, m, n, eps=1e-5, dtype=dtype, algo=algo)
     assert (k.info["dtype"], k.info["acc_dtype"]) == (dtype, "f32")
-    res = run_kernel(k, {"x": x, "gamma": gamma, "beta": beta})
+    res = run_kernel(k, {"x": x, "gamma": gamma, "beta": beta}, min_table_rows=FLOOR)
     assert res.cycles == k.model_cycles
     xh, gh, bh = (round_to(v, dtype) for v in (x, gamma, beta))
     fp32 = run_kernel(rn.build_layernorm(CONFIG, rect, m, n, eps=1e-5, algo=algo),
-                      {"x": xh, "gamma": gh, "beta": bh}).output
+                      {"x": xh, "gamma": gh, "beta": bh}, min_table_rows=FLOOR).output
     assert_bits_equal(res.output, round_to(fp32, dtype))
     t32 = rn.layernorm_tolerance(xh, gh, bh, Blocks.of(rect, m, n), 1e-5)
     assert_close(res.output, rn.layernorm_reference(xh, gh, bh, 1e-5),
@@ -130,7 +124,7 @@ def test_half_layout_matches_fp32():
     slots = {}
     for dtype in ("f32", "bf16"):
         k = rn.build_softmax(CONFIG, rect, m, n, dtype=dtype)
-        sim = Simulator(CONFIG, k.program)
+        sim = Simulator(CONFIG, k.program, min_table_rows=FLOOR)
         k.load(sim, {"x": x})
         slots[dtype] = np.asarray(sim.memcpy_d2h("x", rect), np.float32)
     fill = slots["f32"] == rn.SOFTMAX_FILL  # padding: -FLT_MAX in fp32, -max(h) in 16 bits
@@ -157,14 +151,14 @@ def test_rowreduce_half(dtype, op):
         k = rr.build_rowreduce(CONFIG, Rect(0, 0, 3, 1), m, r, op, scale, dtype=dtype,
                                acc_dtype=acc)
         assert (k.info["dtype"], k.info["acc_dtype"]) == (dtype, acc)
-        res = run_kernel(k, {"x": x})
+        res = run_kernel(k, {"x": x}, min_table_rows=FLOOR)
         assert res.cycles == k.model_cycles == rr.rowreduce_cycles(CONFIG, 4, r, op, dtype, acc)
         assert_bits_equal(res.output, rr.rowreduce_reference(x, op, scale, dtype, acc))
     # the fp32 fold: within half an ulp of the format plus (r - 1) fp32 roundings
     exact = {"sum": xh.astype(np.float64).sum(1), "mean": xh.astype(np.float64).sum(1) * scale,
              "max": xh.max(1)}[op]
     k = rr.build_rowreduce(CONFIG, Rect(0, 0, 3, 1), m, r, op, scale, dtype=dtype)
-    got = run_kernel(k, {"x": x}).output
+    got = run_kernel(k, {"x": x}, min_table_rows=FLOOR).output
     bound = ulp(got, dtype) / 2 + (r + 1) * 2.0**-24 * np.abs(xh).sum(1) * (
         scale if op == "mean" else 1)
     assert_close(got, exact, bound, "float64")
@@ -180,7 +174,8 @@ def test_rowreduce_16_bit_sum_rounds_every_step(dtype):
     for acc in (dtype, "f32"):
         k = rr.build_rowreduce(CONFIG, Rect(0, 0, 3, 1), 3, 4, "sum", dtype=dtype,
                                acc_dtype=acc)
-        np.testing.assert_array_equal(run_kernel(k, {"x": x}).output, want[acc])
+        got = run_kernel(k, {"x": x}, min_table_rows=FLOOR).output
+        np.testing.assert_array_equal(got, want[acc])
 
 
 def test_bad_dtypes_are_named():

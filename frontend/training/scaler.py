@@ -26,7 +26,8 @@ After an overflowing step, when overflows / steps exceeds overflow_tolerance the
 halves (not below min_loss_scale) and the counts restart. After a clean step, when the
 clean steps reach steps_per_increase the scale doubles (not above max_loss_scale) and the
 counts restart. init_scale and max_loss_scale default to 2**31 with cbfloat16 as the half
-format (`frontend.amp.get_half_dtype()`, read when the scaler is made) and 2**15 otherwise.
+format (`half=`, or `frontend.amp.get_half_dtype()` read when the scaler is made) and 2**15
+otherwise.
 A number as loss_scale fixes the scale: overflowing steps are still skipped, the scale never
 moves.
 
@@ -48,8 +49,7 @@ import math
 import numpy as np
 import torch
 
-from fabric.config import FabricConfig
-from fabric.host import Simulator, table_floor
+from fabric import FabricConfig, Simulator
 from fabric.kernels import (
     Redistribution,
     WordMap,
@@ -62,7 +62,7 @@ from fabric.kernels import (
     write_words,
 )
 from fabric.program import Rect
-from frontend.amp import get_half_dtype
+from frontend.amp import get_half_dtype, half_dtype
 from frontend.training.optim import FabricOptimizer, run_on
 
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s guard in max_norm / (norm + eps)
@@ -72,9 +72,9 @@ class FabricMath:
     """Sums of squares and scalar products of (m, n) tensors on the fabric, one cached
     Simulator per kernel (a new scalar builds a new map program; the engine stays)."""
 
-    def __init__(self, config: FabricConfig, floor: tuple[int, int]):
+    def __init__(self, config: FabricConfig, min_table_rows: tuple[int, int]):
         self.config = config
-        self.floor = floor
+        self.min_table_rows = min_table_rows
         self._sims: dict[tuple, tuple] = {}
         self._map_cache: dict[tuple, dict[str, WordMap]] = {}
         self._plans: dict[tuple, Redistribution] = {}
@@ -84,8 +84,8 @@ class FabricMath:
         if key in self._sims:
             return self._sims[key]
         kernel = make()
-        with table_floor(*self.floor):
-            pair = (kernel, Simulator(self.config, kernel.program))
+        pair = (kernel, Simulator(self.config, kernel.program,
+                                  min_table_rows=self.min_table_rows))
         if keep:
             self._sims[key] = pair
         return pair
@@ -124,7 +124,8 @@ class FabricMath:
         kernel's maps and the move cycles."""
         gmap, words = optimizer.grad_words(name)
         maps = self._layouts(key, kernel, tuple(gmap.shape))
-        moved, cycles, _ = self._plan((*key, "in"), gmap, maps["x"]).run(words)
+        moved, cycles, _ = self._plan((*key, "in"), gmap, maps["x"]).run(
+            words, min_table_rows=self.min_table_rows)
         write_words(sim, maps["x"], moved)
         return maps, cycles
 
@@ -153,7 +154,7 @@ class FabricMath:
         cycles = run_on(sim, kernel)
         gmap = optimizer.grad_map(name)
         back, move_out, _ = self._plan((*key, "out"), maps["z"], gmap).run(
-            read_words(sim, maps["z"]))
+            read_words(sim, maps["z"]), min_table_rows=self.min_table_rows)
         optimizer.put_grad_words(name, gmap, back)
         return move_in + cycles + move_out
 
@@ -194,12 +195,15 @@ class GradScaler:
             may pass before the scale halves; 0.0 halves at every overflow.
         max_gradient_norm: clip the global gradient norm to this (None: no clipping);
             `optimizer_step`'s argument overrides it.
+        half: the run's 16-bit format (a name, torch dtype or `frontend.amp.HalfDtype`),
+            which sets the default scales; None: `frontend.amp.get_half_dtype()`, now.
     """
 
     def __init__(self, loss_scale="dynamic", init_scale=None, steps_per_increase: int = 2000,
                  min_loss_scale: float = 2.0**-14, max_loss_scale=None,
-                 overflow_tolerance: float = 0.0, max_gradient_norm=None):
-        default = 2.0**31 if get_half_dtype().name == "cbfloat16" else 2.0**15
+                 overflow_tolerance: float = 0.0, max_gradient_norm=None, half=None):
+        half = half_dtype(half) if half is not None else get_half_dtype()
+        default = 2.0**31 if half.name == "cbfloat16" else 2.0**15
         if isinstance(loss_scale, str):
             if loss_scale != "dynamic":
                 raise ValueError(f"GradScaler: loss_scale must be 'dynamic' or a number, got "
@@ -248,9 +252,9 @@ class GradScaler:
         return loss * self.scale_value
 
     def _fabric(self, optimizer: FabricOptimizer) -> FabricMath:
-        key = (optimizer.config, optimizer.table_floor)
+        key = (optimizer.config, optimizer.min_table_rows)
         if key not in self._math:
-            self._math[key] = FabricMath(optimizer.config, optimizer.table_floor)
+            self._math[key] = FabricMath(optimizer.config, optimizer.min_table_rows)
         return self._math[key]
 
     def _grads(self, optimizer) -> dict:

@@ -1,5 +1,5 @@
-"""The `wafer` command line: machine figures, the main demo, the benchmark scripts and
-timelines of the demo (traces).
+"""The `wafer` command line: machine figures, the main demo, the benchmark scripts,
+timelines of the fabric-level demo (traces) and training runs.
 
     wafer info [--preset wse2|wse3|small] [--grid RxC] [--json]
     wafer run [MODULE:FACTORY | --model mlp|gpt] [--preset P] [--grid RxC] [--dtype D]
@@ -173,11 +173,11 @@ def cmd_run(args, parser) -> int:
             parser.error(f"the fabric demo needs at least 2 columns, got --grid {rows}x{cols}")
         if args.n < 1:
             parser.error(f"--n must be >= 1, got {args.n}")
-        from fabric import demo
+        from fabric import row_demo
 
         argv = ["--rows", str(rows), "--cols", str(cols), "--n", str(args.n), "--out",
                 args.out]
-        return _run_quietly(lambda: demo.main(argv), args.quiet)
+        return _run_quietly(lambda: row_demo.main(argv), args.quiet)
     if args.preset != "small" and args.grid != DEFAULT_RUN_GRID:
         parser.error("--grid applies to the small preset only")
     from frontend import demo as model_demo
@@ -219,15 +219,14 @@ def cmd_trace(args, parser) -> int:
         parser.error(f"--rect {row},{col},{h},{w} reaches outside the {rows}x{cols} grid")
     import numpy as np
 
-    from fabric import FabricError, Rect, Simulator
-    from fabric.demo import reference, row_reduce_program
+    from fabric import FabricError, Rect, Simulator, row_demo
 
     # the program and data of `wafer run`, recorded instead of run
     config = FabricConfig.small(rows, cols)
     rng = np.random.default_rng(0)
     a = rng.standard_normal((rows, cols, args.n), dtype=np.float32)
     v = rng.standard_normal((rows, args.n), dtype=np.float32)
-    sim = Simulator(config, row_reduce_program(config, args.n))
+    sim = Simulator(config, row_demo.row_reduce_program(config, args.n))
     for c in range(cols):
         sim.memcpy_h2d("a", a[:, c:c + 1], rect=Rect(0, c, rows, 1))
     sim.memcpy_h2d("v", v[:, None, :], rect=Rect(0, 0, rows, 1))
@@ -243,7 +242,8 @@ def cmd_trace(args, parser) -> int:
               file=sys.stderr)
         return 1
     y = sim.memcpy_d2h("w", rect=Rect(0, 0, rows, 1))[:, 0]
-    ok = np.array_equal(y, reference(a, v))  # same operation order: equal to the last bit
+    # same operation order: equal to the last bit
+    ok = np.array_equal(y, row_demo.reference(a, v))
     path = trace.save(args.out)
     timed = sum(1 for e in trace.events if e["ph"] == "X")
     print(f"recorded {trace.rect} of {config.name}, cycles {trace.start_cycle}.."
@@ -342,12 +342,12 @@ def build_parser() -> Parser:
     bench.set_defaults(handler=cmd_bench, parser=bench)
 
     trace = commands.add_parser(
-        "trace", help="record a timeline of the demo (Perfetto / chrome://tracing)",
-        description="Run the main demo (as 'wafer run' does) while recording what every PE of "
-                    "a rectangle does each cycle: tasks, DSD ops, busy and stall cycles and, "
-                    "with --links, every wavelet on their links. Writes Chrome trace-event "
-                    "JSON for ui.perfetto.dev or chrome://tracing. Exits 1 if the result does "
-                    "not match numpy.")
+        "trace", help="record a timeline of the fabric demo (Perfetto / chrome://tracing)",
+        description="Run the fabric-level demo (as 'wafer run --fabric-demo' does) while "
+                    "recording what every PE of a rectangle does each cycle: tasks, DSD ops, "
+                    "busy and stall cycles and, with --links, every wavelet on their links. "
+                    "Writes Chrome trace-event JSON for ui.perfetto.dev or chrome://tracing. "
+                    "Exits 1 if the result does not match numpy.")
     trace.add_argument("--grid", type=parse_grid, default=(8, 8), metavar="RxC",
                        help="fabric size, at least 2 columns (default 8x8)")
     trace.add_argument("--n", type=int, default=64, help="fp32 values per PE (default 64)")

@@ -1,0 +1,31 @@
+"""The one place that decides how large the engine's tables are for the frontend's runs.
+
+The engine compiles once per (fabric config, table size bucket). Every Simulator the
+frontend builds, a model's stages and their data movement, the optimizers' and the loss
+scaler's kernels, gets at least `MIN_TABLE_ROWS` (instruction, DSD) table rows, so models of
+common sizes, their training steps and their optimizers share one compiled engine per
+config. Larger tables cost nothing per cycle: they are indexed, not scanned. A program
+larger than the floor raises a model's rows for all its programs (`table_rows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from fabric import FabricConfig, Program, build
+
+MIN_TABLE_ROWS = (512, 512)
+
+
+def table_rows(config: FabricConfig, programs: Iterable[Program],
+               floor: tuple[int, int] = MIN_TABLE_ROWS) -> tuple[int, int]:
+    """The largest (instruction, DSD) table rows of `programs` built for `config`, at
+    least `floor`: built with these rows, they all share one compiled engine."""
+    built = [build(config, program)[0] for program in programs]
+    return (max([floor[0], *(t.instr.shape[0] for t in built)]),
+            max([floor[1], *(t.dsd.shape[0] for t in built)]))
+
+
+def widest(*rows: tuple[int, int]) -> tuple[int, int]:
+    """The element-wise largest of several (instruction, DSD) row pairs."""
+    return (max(r[0] for r in rows), max(r[1] for r in rows))
