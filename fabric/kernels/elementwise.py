@@ -60,8 +60,7 @@ import numpy as np
 from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.kernels import collectives as co
-from fabric.kernels.activations import check_dtypes, simd_key
-from fabric.kernels.base import Kernel, pick_colors, split
+from fabric.kernels.base import Kernel, check_dtypes, pick_colors, simd_key, split
 from fabric.numerics.convert import round_to
 from fabric.numerics.packing import words_for
 from fabric.program import Program, Rect, Tile

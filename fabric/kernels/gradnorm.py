@@ -46,8 +46,7 @@ from fabric.config import FabricConfig
 from fabric.instructions import Mem
 from fabric.isa import SIMD_NAME, Op
 from fabric.kernels import collectives as co
-from fabric.kernels.activations import check_sram
-from fabric.kernels.base import Kernel, pick_colors, split
+from fabric.kernels.base import Kernel, check_sram, pick_colors, split
 from fabric.kernels.elementwise import block_classes, to_blocks
 from fabric.program import Program, Rect, Tile
 

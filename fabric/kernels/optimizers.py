@@ -77,8 +77,7 @@ from fabric.host import Simulator
 from fabric.instructions import Mem
 from fabric.isa import SIMD_NAME, Op
 from fabric.kernels import mathlib as ml
-from fabric.kernels.activations import check_sram
-from fabric.kernels.base import Kernel
+from fabric.kernels.base import Kernel, check_sram
 from fabric.kernels.elementwise import BlockClass, block_classes, from_blocks, to_blocks
 from fabric.program import Program, Rect, Tile
 

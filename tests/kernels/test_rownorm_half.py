@@ -27,8 +27,7 @@ from fabric import FabricConfig, Rect, Simulator
 from fabric.host import table_floor
 from fabric.kernels import rownorm as rn
 from fabric.kernels import rowreduce as rr
-from fabric.kernels.activations import Blocks
-from fabric.kernels.base import run_kernel
+from fabric.kernels.base import Blocks, run_kernel
 from fabric.numerics import FORMATS, round_to
 
 CONFIG = FabricConfig.small(4, 4)
