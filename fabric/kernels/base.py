@@ -137,15 +137,41 @@ def rect_groups(specs: Mapping):
 
 # ---- block layout -----------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
+class BlockClass:
+    """The PEs of `rect` (absolute; a sub-rectangle of the layout's) that all hold blocks of
+    mb x nb; the first of them holds block (p0, q0) of the layout."""
+
+    rect: Rect
+    mb: int
+    nb: int
+    p0: int
+    q0: int
+
+    @property
+    def size(self) -> int:
+        return self.mb * self.nb
+
+    @property
+    def pes(self) -> tuple[slice, slice]:
+        """These PEs in an array over the layout's whole rectangle, (rect.rows, rect.cols,
+        ...): e.g. `words[cls.pes][..., :cls.size]` are their blocks in `scatter`'s words."""
+        return (slice(self.p0, self.p0 + self.rect.rows),
+                slice(self.q0, self.q0 + self.rect.cols))
+
+
+@dataclasses.dataclass(frozen=True)
 class Blocks:
     """An (m, n) tensor in 2D blocks on `rect`: row block i = rows[i] = (start, size),
-    column block j = cols[j]; PE (i, j) holds rows[i] x cols[j], padded to (mb, nb) = the
-    largest block sizes.
+    column block j = cols[j] (`split`: the first m % rect.rows row blocks and the first
+    n % rect.cols column blocks are one larger); PE (i, j) holds rows[i] x cols[j], padded
+    to (mb, nb) = the largest block sizes.
 
     Example:
         >>> b = Blocks.of(Rect(0, 0, 2, 3), 5, 7)
         >>> b.mb, b.nb, b.rows, b.cols
         (3, 3, [(0, 3), (3, 2)], [(0, 3), (3, 2), (5, 2)])
+        >>> [(c.mb, c.nb, c.rect.rows, c.rect.cols) for c in b.classes()]
+        [(3, 3, 1, 1), (3, 2, 1, 2), (2, 3, 1, 1), (2, 2, 1, 2)]
     """
 
     rect: Rect
@@ -158,9 +184,9 @@ class Blocks:
     def of(cls, rect: Rect, m: int, n: int) -> Blocks:
         """ValueError unless every PE gets at least one row and one column."""
         if m < rect.rows or n < rect.cols:
-            raise ValueError(f"a {m} x {n} tensor does not give every PE of the {rect.rows} x "
-                             f"{rect.cols} rectangle a block (need m >= {rect.rows} and "
-                             f"n >= {rect.cols})")
+            raise ValueError(f"a {m} x {n} tensor on {rect.rows} x {rect.cols} PEs leaves PEs "
+                             f"without a block (need m >= {rect.rows} and n >= {rect.cols}); "
+                             "use a smaller rectangle")
         return cls(rect, m, n, split(m, rect.rows), split(n, rect.cols))
 
     @property
@@ -171,9 +197,24 @@ class Blocks:
     def nb(self) -> int:
         return self.cols[0][1]
 
+    def sizes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and columns of every PE's block: two int64 arrays of shape (rect.rows,
+        rect.cols)."""
+        rows = np.array([s for _, s in self.rows], np.int64)
+        cols = np.array([s for _, s in self.cols], np.int64)
+        return (np.repeat(rows[:, None], len(cols), axis=1),
+                np.repeat(cols[None, :], len(rows), axis=0))
+
     def counts(self) -> np.ndarray:
         """Elements of every PE's block, shape (rect.rows, rect.cols)."""
-        return np.outer([s for _, s in self.rows], [s for _, s in self.cols])
+        mb, nb = self.sizes()
+        return mb * nb
+
+    def classes(self) -> list[BlockClass]:
+        """The PEs grouped by block shape into (at most four) sub-rectangles, the largest
+        blocks first: one tile serves each, so its DSDs have static lengths."""
+        return [BlockClass(Rect(self.rect.row + p0, self.rect.col + q0, pr, qc), mb, nb, p0, q0)
+                for p0, pr, mb in _runs(self.rows) for q0, qc, nb in _runs(self.cols)]
 
     def scatter(self, x: np.ndarray, fill: float = 0.0, packed: bool = True) -> np.ndarray:
         """(m, n) -> (rect.rows, rect.cols, mb * nb) fp32 per-PE words: each block row
@@ -202,6 +243,17 @@ class Blocks:
                          else w[:self.mb * self.nb].reshape(self.mb, self.nb)[:rs, :cs])
                 out[r0:r0 + rs, c0:c0 + cs] = block
         return out
+
+
+def _runs(blocks: list) -> list[tuple[int, int, int]]:
+    """(first index, count, size) of the runs of equal sizes in a list of (start, size)."""
+    runs: list[tuple[int, int, int]] = []
+    for i, (_, size) in enumerate(blocks):
+        if runs and runs[-1][2] == size:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1, size)
+        else:
+            runs.append((i, 1, size))
+    return runs
 
 
 # ---- checks shared by the kernels -------------------------------------------------------
