@@ -200,10 +200,9 @@ class Blocks:
     def sizes(self) -> tuple[np.ndarray, np.ndarray]:
         """Rows and columns of every PE's block: two int64 arrays of shape (rect.rows,
         rect.cols)."""
-        rows = np.array([s for _, s in self.rows], np.int64)
-        cols = np.array([s for _, s in self.cols], np.int64)
-        return (np.repeat(rows[:, None], len(cols), axis=1),
-                np.repeat(cols[None, :], len(rows), axis=0))
+        mb, nb = np.meshgrid(np.array([s for _, s in self.rows], np.int64),
+                             np.array([s for _, s in self.cols], np.int64), indexing="ij")
+        return mb, nb
 
     def counts(self) -> np.ndarray:
         """Elements of every PE's block, shape (rect.rows, rect.cols)."""
