@@ -1,5 +1,5 @@
-"""Elementwise gelu (tanh form) over a 2D tensor distributed in blocks on a rectangle, and
-the block layout it shares with the row kernels (`Blocks`).
+"""Elementwise gelu (tanh form) over a 2D tensor distributed in blocks on a rectangle
+(`base.Blocks`; the kernel is `unary.build_blockwise` around `gelu_code`).
 
 gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed through the
 identity 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)):
@@ -44,7 +44,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -55,11 +54,9 @@ from fabric.config import FabricConfig
 from fabric.instructions import Mem
 from fabric.isa import SIMD_NAME, Op
 from fabric.kernels import mathlib as ml
-from fabric.kernels.base import Kernel, split
-from fabric.numerics.formats import HALF_DTYPES
+from fabric.kernels.base import Kernel, check_dtypes
+from fabric.kernels.unary import build_blockwise
 from fabric.program import Rect
-
-DTYPES = ("f32", *HALF_DTYPES)
 
 SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 GELU_A = float(np.float32(-2 * SQRT_2_OVER_PI))
@@ -67,103 +64,6 @@ GELU_B = float(np.float32(-2 * SQRT_2_OVER_PI * 0.044715))
 GELU_T_MAX = 69.0
 GELU_T_ULPS = 4  # relative error of t = x (A + B x^2), in units of u = 2^-24
 GELU_WORDS = 5  # fp32 words per element: x, y and three scratch vectors
-
-
-# ---- block layout -----------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Blocks:
-    """An (m, n) tensor in 2D blocks on `rect`: row block i = rows[i] = (start, size),
-    column block j = cols[j]; PE (i, j) holds rows[i] x cols[j], padded to (mb, nb) = the
-    largest block sizes.
-
-    Example:
-        >>> b = Blocks.of(Rect(0, 0, 2, 3), 5, 7)
-        >>> b.mb, b.nb, b.rows, b.cols
-        (3, 3, [(0, 3), (3, 2)], [(0, 3), (3, 2), (5, 2)])
-    """
-
-    rect: Rect
-    m: int
-    n: int
-    rows: list
-    cols: list
-
-    @classmethod
-    def of(cls, rect: Rect, m: int, n: int) -> Blocks:
-        """ValueError unless every PE gets at least one row and one column."""
-        if m < rect.rows or n < rect.cols:
-            raise ValueError(f"a {m} x {n} tensor does not give every PE of the {rect.rows} x "
-                             f"{rect.cols} rectangle a block (need m >= {rect.rows} and "
-                             f"n >= {rect.cols})")
-        return cls(rect, m, n, split(m, rect.rows), split(n, rect.cols))
-
-    @property
-    def mb(self) -> int:
-        return self.rows[0][1]
-
-    @property
-    def nb(self) -> int:
-        return self.cols[0][1]
-
-    def counts(self) -> np.ndarray:
-        """Elements of every PE's block, shape (rect.rows, rect.cols)."""
-        return np.outer([s for _, s in self.rows], [s for _, s in self.cols])
-
-    def scatter(self, x: np.ndarray, fill: float = 0.0, packed: bool = True) -> np.ndarray:
-        """(m, n) -> (rect.rows, rect.cols, mb * nb) fp32 per-PE words: each block row
-        major, packed (row stride = its own width) or padded (row stride nb); `fill` in the
-        rest."""
-        x = np.asarray(x, np.float32)
-        if x.shape != (self.m, self.n):
-            raise ValueError(f"tensor has shape {x.shape}, expected {(self.m, self.n)}")
-        out = np.full((self.rect.rows, self.rect.cols, self.mb * self.nb), fill, np.float32)
-        for i, (r0, rs) in enumerate(self.rows):
-            for j, (c0, cs) in enumerate(self.cols):
-                block = x[r0:r0 + rs, c0:c0 + cs]
-                if packed:
-                    out[i, j, :rs * cs] = block.reshape(-1)
-                else:
-                    out[i, j].reshape(self.mb, self.nb)[:rs, :cs] = block
-        return out
-
-    def gather(self, words: np.ndarray, packed: bool = True) -> np.ndarray:
-        """The inverse of `scatter`: (rect.rows, rect.cols, >= mb * nb) -> (m, n)."""
-        out = np.empty((self.m, self.n), np.float32)
-        for i, (r0, rs) in enumerate(self.rows):
-            for j, (c0, cs) in enumerate(self.cols):
-                w = words[i, j]
-                block = (w[:rs * cs].reshape(rs, cs) if packed
-                         else w[:self.mb * self.nb].reshape(self.mb, self.nb)[:rs, :cs])
-                out[r0:r0 + rs, c0:c0 + cs] = block
-        return out
-
-
-def check_sram(config: FabricConfig, what: str, words: int, sizes: str) -> None:
-    """ValueError naming the sizes when `words` fp32 words per PE exceed a PE's SRAM."""
-    if 4 * words > config.sram_bytes:
-        raise ValueError(f"{what}: {sizes} needs {4 * words} B of SRAM per PE, above the "
-                         f"{config.sram_bytes // 1024} KiB of a PE; use a larger rectangle")
-
-
-def check_dtypes(what: str, dtype: str, acc_dtype: str, half_acc: bool = True) -> None:
-    """ValueError naming the kernel and the parameter unless `dtype` is "f32" or a 16-bit
-    format and `acc_dtype` is "f32" or `dtype` (only "f32" when `half_acc` is False: the
-    kernel computes in fp32 only)."""
-    if dtype not in DTYPES:
-        raise ValueError(f"{what}: dtype must be one of {list(DTYPES)}, got {dtype!r}")
-    allowed = ["f32", dtype] if half_acc and dtype != "f32" else ["f32"]
-    if acc_dtype not in allowed:
-        why = ("" if half_acc or dtype == "f32" else
-               f"; {what} computes in fp32 only (its polynomials need fp32 precision), widening "
-               "16-bit inputs and rounding the output once")
-        raise ValueError(f"{what}: acc_dtype must be one of {allowed} with dtype {dtype!r}, "
-                         f"got {acc_dtype!r}{why}")
-
-
-def simd_key(dtype: str) -> str:
-    """The dtype under which `config.simd_width` lists ops of `dtype` (16-bit formats share
-    the "f16" widths)."""
-    return "f32" if dtype == "f32" else "f16"
 
 
 # ---- the elementwise code ---------------------------------------------------------------
@@ -242,7 +142,5 @@ def build_gelu(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
     """
     del colors
     check_dtypes("gelu", dtype, acc_dtype, half_acc=False)
-    from fabric.kernels.unary import build_blockwise  # (unary builds on this module)
-
     return build_blockwise(config, rect, m, n, "gelu", gelu_code, GELU_WORDS - 2, gelu_cycles,
                            dtype)

@@ -1,5 +1,5 @@
 """Elementwise comparison with a scalar as a 0/1 mask: y = 1.0 where (x op s) else 0.0, for
-x of shape (m, n) in 2D blocks on a rectangle (layout of `activations.Blocks`), op "gt",
+x of shape (m, n) in 2D blocks on a rectangle (layout of `base.Blocks`), op "gt",
 "lt", "ge" or "le". The mask is what a select multiplies by (relu's gradient is
 g * (x > 0)).
 

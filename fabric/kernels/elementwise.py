@@ -2,8 +2,8 @@
 
 Layout: the m x n tensor is split in blocks (`split` sizes: the first m % P block rows and
 n % Q block columns are one larger); PE (p, q) holds its block row major in a symbol of
-m_p * n_q words. The PEs with blocks of one shape form at most four sub-rectangles
-(`block_classes`); each gets its own tile, so every DSD has a static length.
+m_p * n_q words (`base.Blocks`). The PEs with blocks of one shape form at most four
+sub-rectangles (`Blocks.classes`); each gets its own tile, so every DSD has a static length.
 
 Kernels (output z, same layout):
     build_elementwise(op="add"|"sub"|"mul")     z = x op y
@@ -51,7 +51,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -60,8 +59,7 @@ import numpy as np
 from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.kernels import collectives as co
-from fabric.kernels.activations import check_dtypes, simd_key
-from fabric.kernels.base import Kernel, pick_colors, split
+from fabric.kernels.base import Blocks, Kernel, check_dtypes, pick_colors, simd_key
 from fabric.numerics.convert import round_to
 from fabric.numerics.packing import words_for
 from fabric.program import Program, Rect, Tile
@@ -73,97 +71,41 @@ MAPS = {"add": (ins.add, np.add), "mul": (ins.mul, np.multiply),
 SIMD = {"add": "add", "sub": "sub", "mul": "mul", "max": "max", "min": "max", "relu": "max"}
 
 
-@dataclasses.dataclass(frozen=True)
-class BlockClass:
-    """PEs of `rect` (absolute) all holding blocks of mb x nb; their first block is
-    (p0, q0) and its first element (r0, c0) of the tensor."""
-
-    rect: Rect
-    mb: int
-    nb: int
-    p0: int
-    q0: int
-
-
-def block_classes(rect: Rect, m: int, n: int) -> list[BlockClass]:
-    """The (at most four) sub-rectangles of `rect` with uniform block shapes."""
-    if m < rect.rows or n < rect.cols:
-        raise ValueError(f"a {m} x {n} tensor on {rect.rows} x {rect.cols} PEs leaves PEs "
-                         "without a block; use a smaller rectangle")
-    out = []
-    for p0, pr, mb in _groups(m, rect.rows):
-        for q0, qc, nb in _groups(n, rect.cols):
-            out.append(BlockClass(Rect(rect.row + p0, rect.col + q0, pr, qc), mb, nb, p0, q0))
-    return out
-
-
-def _groups(total: int, parts: int):
-    """(first index, count, size) of the runs of equal block sizes of split(total, parts)."""
-    base, extra = divmod(total, parts)
-    runs = [(0, extra, base + 1), (extra, parts - extra, base)]
-    return [r for r in runs if r[1] > 0]
-
-
-def to_blocks(x: np.ndarray, cls: BlockClass, rect: Rect) -> np.ndarray:
-    """The blocks of `cls` as (rows, cols, mb * nb), row major."""
-    P, Q = rect.rows, rect.cols
-    m, n = x.shape
-    rows, cols = split(m, P), split(n, Q)
-    out = np.empty((cls.rect.rows, cls.rect.cols, cls.mb * cls.nb), np.float32)
-    for i in range(cls.rect.rows):
-        r0, mr = rows[cls.p0 + i]
-        for j in range(cls.rect.cols):
-            c0, nc = cols[cls.q0 + j]
-            out[i, j] = x[r0:r0 + mr, c0:c0 + nc].reshape(-1)
-    return out
-
-
-def from_blocks(parts: list[np.ndarray], classes: list[BlockClass], rect: Rect, m: int,
-                n: int) -> np.ndarray:
-    rows, cols = split(m, rect.rows), split(n, rect.cols)
-    out = np.empty((m, n), np.float32)
-    for got, cls in zip(parts, classes):
-        for i in range(cls.rect.rows):
-            r0, mr = rows[cls.p0 + i]
-            for j in range(cls.rect.cols):
-                c0, nc = cols[cls.q0 + j]
-                out[r0:r0 + mr, c0:c0 + nc] = got[i, j].reshape(mr, nc)
-    return out
-
-
 def _check(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str, acc_dtype: str,
-           arrays: int, what: str, f32_blocks: int = 0, f32_vector: bool = False
-           ) -> list[BlockClass]:
-    """The block classes, after checking the dtypes and that `arrays` blocks of `dtype`, a
+           arrays: int, what: str, f32_blocks: int = 0, f32_vector: bool = False) -> Blocks:
+    """The block layout, after checking the dtypes and that `arrays` blocks of `dtype`, a
     vector of max(mb, nb) of `dtype`, `f32_blocks` fp32 blocks and (f32_vector) an fp32
     vector of max(mb, nb) fit in a PE."""
     check_dtypes(what, dtype, acc_dtype)
-    classes = block_classes(rect, m, n)
-    big = classes[0]
-    size = big.mb * big.nb
-    words = (arrays * words_for(dtype, size) + words_for(dtype, max(big.mb, big.nb))
-             + f32_blocks * size + int(f32_vector) * max(big.mb, big.nb))
+    blocks = Blocks.of(rect, m, n)
+    mb, nb = blocks.mb, blocks.nb
+    words = (arrays * words_for(dtype, mb * nb) + words_for(dtype, max(mb, nb))
+             + f32_blocks * mb * nb + int(f32_vector) * max(mb, nb))
     if words > config.sram_words:
-        raise ValueError(f"{what}: {arrays} blocks of {big.mb} x {big.nb} ({dtype}) need "
+        raise ValueError(f"{what}: {arrays} blocks of {mb} x {nb} ({dtype}) need "
                          f"{4 * words} B per PE, above the {config.sram_bytes // 1024} KiB "
                          f"of a PE ({m} x {n} on {rect.rows} x {rect.cols} PEs)")
-    return classes
+    return blocks
 
 
-def _kernel(name, config, rect, m, n, prog, classes, inputs, op_key, model, info, dtype,
-            acc_dtype):
+def _kernel(name, config, blocks, prog, inputs, op_key, model, info, dtype, acc_dtype):
+    rect, m, n = blocks.rect, blocks.m, blocks.n
+
     def load(sim, values):
         for key in inputs:
             x = np.asarray(values[key], np.float32)
             if x.shape != (m, n):
                 raise ValueError(f"{name}: input {key!r} has shape {x.shape}, expected "
                                  f"{(m, n)}")
-            for cls in classes:
-                sim.memcpy_h2d(key, to_blocks(x, cls, rect), cls.rect)
+            words = blocks.scatter(x)
+            for cls in blocks.classes():
+                sim.memcpy_h2d(key, words[cls.pes][..., :cls.size], cls.rect)
 
     def read(sim):
-        parts = [np.asarray(sim.memcpy_d2h("z", cls.rect), np.float32) for cls in classes]
-        return from_blocks(parts, classes, rect, m, n)
+        words = np.zeros((rect.rows, rect.cols, blocks.mb * blocks.nb), np.float32)
+        for cls in blocks.classes():
+            words[cls.pes][..., :cls.size] = sim.memcpy_d2h("z", cls.rect)
+        return blocks.gather(words)
 
     return Kernel(name, config, rect, prog, load, read,
                   lambda sim: sim.launch("main", rect), model, 0,
@@ -191,17 +133,16 @@ def build_elementwise(config: FabricConfig, rect: Rect, m: int, n: int, op: str 
     """
     if op not in BINARY:
         raise ValueError(f"elementwise: op must be one of {sorted(BINARY)}, got {op!r}")
-    classes = _check(config, rect, m, n, dtype, acc_dtype, 3, "elementwise")
+    blocks = _check(config, rect, m, n, dtype, acc_dtype, 3, "elementwise")
     prog = Program(config)
-    for i, cls in enumerate(classes):
-        size = cls.mb * cls.nb
+    for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"{op}{i}")
-        x, y, z = (tile.symbol(s, dtype, size) for s in ("x", "y", "z"))
+        x, y, z = (tile.symbol(s, dtype, cls.size) for s in ("x", "y", "z"))
         tile.local_task("main", [BINARY[op][0](z.dsd(), x.dsd(), y.dsd(), dtype=dtype)])
         prog.place(tile, cls.rect)
-    model = _op_cycles(config, op, classes[0].mb * classes[0].nb, dtype) + 2
-    return _kernel("elementwise", config, rect, m, n, prog, classes, ("x", "y"), op, model, {},
-                   dtype, acc_dtype)
+    model = _op_cycles(config, op, blocks.mb * blocks.nb, dtype) + 2
+    return _kernel("elementwise", config, blocks, prog, ("x", "y"), op, model, {}, dtype,
+                   acc_dtype)
 
 
 def build_map(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "relu",
@@ -223,26 +164,25 @@ def build_map(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "relu"
     # fp32 with a scalar that dtype cannot hold exactly: widen (the builtin would round s)
     widen = (dtype != "f32" and acc_dtype == "f32" and op in ("add", "mul")
              and not round_to(s32, dtype) == s32)
-    classes = _check(config, rect, m, n, dtype, acc_dtype, 2, "map", int(widen))
+    blocks = _check(config, rect, m, n, dtype, acc_dtype, 2, "map", int(widen))
     prog = Program(config)
-    for i, cls in enumerate(classes):
-        size = cls.mb * cls.nb
+    for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"{op}{i}")
-        x, z = (tile.symbol(name, dtype, size) for name in ("x", "z"))
+        x, z = (tile.symbol(name, dtype, cls.size) for name in ("x", "z"))
         if widen:
-            w = tile.symbol("w", "f32", size).dsd()
+            w = tile.symbol("w", "f32", cls.size).dsd()
             code = [ins.to_f32(w, x.dsd(), dtype), make(w, w, s),
                     ins.to_half(z.dsd(), w, dtype)]
         else:
             code = [make(z.dsd(), x.dsd(), s, dtype=dtype)]
         tile.local_task("main", code)
         prog.place(tile, cls.rect)
-    size = classes[0].mb * classes[0].nb
+    size = blocks.mb * blocks.nb
     if widen:
         model = 2 * _cvt_cycles(config, size) + _op_cycles(config, op, size) + 2
     else:
         model = _op_cycles(config, op, size, dtype) + 2
-    return _kernel("map", config, rect, m, n, prog, classes, ("x",), op, model,
+    return _kernel("map", config, blocks, prog, ("x",), op, model,
                    {"scalar": s, "widened": widen}, dtype, acc_dtype)
 
 
@@ -266,23 +206,18 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
                          f"'multicast', got {vector!r}, {mode!r}")
     # a multicast 16-bit vector travels in fp32: an fp32 copy "v", rounded into "vh"
     cast = dtype != "f32" and mode == "multicast"
-    classes = _check(config, rect, m, n, dtype, acc_dtype, 2, "broadcast_op",
-                     f32_vector=cast)
+    blocks = _check(config, rect, m, n, dtype, acc_dtype, 2, "broadcast_op", f32_vector=cast)
+    mb, nb = blocks.sizes()  # per PE, (rect.rows, rect.cols)
+    vlen = nb if vector == "row" else mb  # v block length per PE
     prog = Program(config)
-    vlen = np.zeros((rect.rows, rect.cols), np.int64)  # v block length per PE
-    for cls in classes:
-        r0, c0 = cls.rect.row - rect.row, cls.rect.col - rect.col
-        vlen[r0:r0 + cls.rect.rows, c0:c0 + cls.rect.cols] = cls.nb if vector == "row" \
-            else cls.mb
     frag = None
     if mode == "multicast":
         (color,) = pick_colors(config, 1, colors)
         frag = co.broadcast(prog, rect, "v", ("vn", vlen), color,
                             along="col" if vector == "row" else "row", src=0, name="vb")
-    for i, cls in enumerate(classes):
-        size = cls.mb * cls.nb
+    for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"{op}{vector}{i}")
-        x, z = tile.symbol("x", dtype, size), tile.symbol("z", dtype, size)
+        x, z = tile.symbol("x", dtype, cls.size), tile.symbol("z", dtype, cls.size)
         vsym = tile.symbol("v", "f32" if cast else dtype, cls.nb if vector == "row" else cls.mb)
         code = []
         if cast:
@@ -292,27 +227,19 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
         # v[j] for element (i, j) of a row-major block: stride 1 within a row, rows restart
         # at 0 (row vector); or stride 0 within a row, one step per row (column vector)
         stride, row_stride = (1, 0) if vector == "row" else (0, 1)
-        v = ins.Mem(vsym.name, 0, size, stride=stride, row_length=cls.nb,
+        v = ins.Mem(vsym.name, 0, cls.size, stride=stride, row_length=cls.nb,
                     row_stride=row_stride)
         code = [*code, BINARY[op][0](z.dsd(), x.dsd(), v, dtype=dtype)]
         params = {}
         if frag is not None:
             code = [*frag.code_for(cls.rect), *code]
-            r0, c0 = cls.rect.row - rect.row, cls.rect.col - rect.col
-            params = {**frag.params_for(cls.rect),
-                      "vn": vlen[r0:r0 + cls.rect.rows, c0:c0 + cls.rect.cols]}
+            params = {**frag.params_for(cls.rect), "vn": vlen[cls.pes]}
         tile.local_task("main", code)
         prog.place(tile, cls.rect, params=params)
 
-    size = np.zeros((rect.rows, rect.cols), np.int64)
-    width = np.zeros((rect.rows, rect.cols), np.int64)
-    for cls in classes:
-        r0, c0 = cls.rect.row - rect.row, cls.rect.col - rect.col
-        size[r0:r0 + cls.rect.rows, c0:c0 + cls.rect.cols] = cls.mb * cls.nb
-        # the width is capped at v's row length nb (no element group spans two rows)
-        width[r0:r0 + cls.rect.rows, c0:c0 + cls.rect.cols] = min(
-            config.simd_width(SIMD[op], simd_key(dtype)), cls.nb)
-    op_cycles = -(-size // width)
+    # the width is capped at v's row length nb (no element group spans two rows)
+    width = np.minimum(config.simd_width(SIMD[op], simd_key(dtype)), nb)
+    op_cycles = -(-blocks.counts() // width)
     if cast:
         op_cycles += -(-vlen // config.simd_width("cvt", "f16"))
     start = np.ones((rect.rows, rect.cols), np.int64)
@@ -321,7 +248,7 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
     model = int((start + op_cycles).max()) + 1
 
     sources = _vector_sources(rect, vector, mode)
-    vsplit = split(n, rect.cols) if vector == "row" else split(m, rect.rows)
+    vsplit = blocks.cols if vector == "row" else blocks.rows
 
     def load(sim, values):
         v = np.asarray(values["v"], np.float32)
@@ -333,7 +260,7 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
             s0, ln = vsplit[idx]
             sim.memcpy_h2d("v", v[s0:s0 + ln], Rect(r, c, 1, 1))
 
-    kernel = _kernel("broadcast_op", config, rect, m, n, prog, classes, ("x",), op, model,
+    kernel = _kernel("broadcast_op", config, blocks, prog, ("x",), op, model,
                      {"vector": vector, "mode": mode}, dtype, acc_dtype)
     load_x = kernel.load
 

@@ -56,7 +56,7 @@ import numpy as np
 
 from fabric.config import FabricConfig
 from fabric.isa import Port
-from fabric.kernels.base import Kernel, pick_colors, split
+from fabric.kernels.base import Blocks, Kernel, pick_colors, split
 from fabric.kernels.gemm_common import (
     FP32,
     Numerics,
@@ -139,10 +139,12 @@ def cannon_reference(a: np.ndarray, b: np.ndarray, p: int, fused: bool = False,
     return out
 
 
-def cannon_model(config: FabricConfig, p: int, m: int, k: int, n: int,
+def cannon_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                  numerics: Numerics = FP32) -> int:
-    """The cycle model of the module docstring."""
-    mb, nb = max(s for _, s in split(m, p)), max(s for _, s in split(n, p))
+    """The cycle model of the module docstring, on the P x P `rect`."""
+    p = rect.rows
+    layout = Blocks.of(rect, m, n)  # C's blocks
+    mb, nb = layout.mb, layout.nb
     kbs = [s for _, s in split(k, p)]
     total = compute_cycles(config, mb, nb, kbs, numerics)
     total += half_cycles(config, numerics, kbs[0] * nb, mb * nb)
@@ -213,8 +215,11 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     a_colors = [palette[c] for c in ring]
     b_colors = [palette[n_ring + c] for c in ring]
 
-    rows_m, cols_n, ks = split(m, p), split(n, p), split(k, p)
-    mb_max, nb_max, kb_max = rows_m[0][1], cols_n[0][1], ks[0][1]
+    # C's row and column blocks, indexed by logical position (the fold below puts logical
+    # row i on PE row pos[i]); K splits into p blocks
+    layout = Blocks.of(rect, m, n)
+    rows_m, cols_n, ks = layout.rows, layout.cols, split(k, p)
+    mb_max, nb_max, kb_max = layout.mb, layout.nb, ks[0][1]
     size_a, size_b = mb_max * kb_max, kb_max * nb_max  # one panel; two per buffer
 
     b_sym = "bs" if numerics.half else "bbuf"  # where B panels are sent from and land
@@ -264,6 +269,6 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
         size_b,
         f"gemm_cannon m={m} k={k} n={n} on {p}x{p} PEs (blocks A {mb_max}x{kb_max}, B "
         f"{kb_max}x{nb_max}, C {mb_max}x{nb_max}, double-buffered)", routes,
-        cannon_model(config, p, m, k, n, numerics),
+        cannon_model(config, rect, m, k, n, numerics),
         {"steps": p, "block": (mb_max, nb_max), "fold": pos, "colors": palette},
         numerics, palette[-1] if n_loop else None)

@@ -65,7 +65,7 @@ import numpy as np
 
 from fabric.config import FabricConfig
 from fabric.isa import Port
-from fabric.kernels.base import Kernel, pick_colors, split
+from fabric.kernels.base import Blocks, Kernel, pick_colors, split
 from fabric.kernels.gemm_common import (
     FP32,
     Numerics,
@@ -105,7 +105,8 @@ def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                 numerics: Numerics = FP32) -> int:
     """The cycle model of the module docstring."""
     R, Cc = rect.rows, rect.cols
-    mb, nb = max(s for _, s in split(m, R)), max(s for _, s in split(n, Cc))
+    layout = Blocks.of(rect, m, n)  # C's blocks
+    mb, nb = layout.mb, layout.nb
     kbs = [k1 - k0 for k0, k1, _, _ in summa_steps(k, R, Cc)]
     total = compute_cycles(config, mb, nb, kbs, numerics) + (R - 1) + (Cc - 1) + 2
     total += half_cycles(config, numerics, split(k, R)[0][1] * nb, mb * nb)
@@ -169,10 +170,13 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     palette = pick_colors(config, n_a + n_b + n_loop, colors)
     a_colors, b_colors = palette[:n_a], palette[n_a:n_a + n_b]
 
-    rows_m, cols_n = split(m, R), split(n, Cc)
+    # C's blocks (A's rows follow its rows, B's columns its columns); A's K axis splits over
+    # the columns, B's over the rows, with empty K blocks when k < Cc or k < R
+    layout = Blocks.of(rect, m, n)
+    rows_m, cols_n = layout.rows, layout.cols
     ka, kb = split(k, Cc), split(k, R)
     steps = summa_steps(k, R, Cc)
-    mb_max, nb_max = rows_m[0][1], cols_n[0][1]
+    mb_max, nb_max = layout.mb, layout.nb
     ka_max, kb_max = ka[0][1], kb[0][1]
     ks_max = max(k1 - k0 for k0, k1, _, _ in steps)
     # abuf = [own A block | panel 0 | panel 1], bbuf likewise

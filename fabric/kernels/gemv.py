@@ -68,7 +68,7 @@ from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.isa import Port
 from fabric.kernels import collectives as co
-from fabric.kernels.base import Kernel, pick_colors, split
+from fabric.kernels.base import Blocks, Kernel, pick_colors, split
 from fabric.kernels.gemm_common import FP32, Numerics, check_numerics, copy_cycles
 from fabric.numerics import round_to, words_for
 from fabric.program import Program, Rect, Tile
@@ -110,8 +110,9 @@ def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
     if m < P or n < Q:
         raise ValueError(f"gemv: A is {m} x {n} but the rectangle is {P} x {Q}; every PE "
                          "needs at least one row and one column of A")
-    rows, cols = split(m, P), split(n, Q)
-    M, N = rows[0][1], cols[0][1]  # the largest blocks
+    layout = Blocks.of(rect, m, n)
+    rows, cols = layout.rows, layout.cols
+    M, N = layout.mb, layout.nb  # the largest blocks
     h = num.dtype
     # A, x, y, b in `dtype`; 16-bit: xs and the fp32 acc besides
     words = (words_for(h, N * M) + words_for(h, N + 1) + 2 * words_for(h, M)
@@ -122,8 +123,7 @@ def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
                          f"{4 * words} B per PE, above the {config.sram_bytes // 1024} KiB of "
                          f"a PE (A is {m} x {n} on {P} x {Q} PEs)")
     colors = pick_colors(config, 1 + co.line_colors(algo, Q) + int(num.half), colors)
-    mp = np.array([[rows[p][1]] * Q for p in range(P)], np.int64)
-    nq = np.array([[cols[q][1] for q in range(Q)]] * P, np.int64)
+    mp, nq = layout.sizes()  # every PE's block is mp x nq, (P, Q) each
 
     prog, tile = Program(config), Tile("gemv")
     tile.symbol("A", h, N * M)

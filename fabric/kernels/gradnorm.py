@@ -2,8 +2,9 @@
 block of the global gradient norm (sqrt of the sum over all gradients) and of the loss
 scaler's overflow check (an inf or NaN anywhere makes the sum non-finite).
 
-Layout: the m x n tensor x in the blocks of `elementwise` (`block_classes`); it is read,
-never written (a scratch block holds the squares).
+Layout: the m x n tensor x in the blocks of `base.Blocks`, one tile per class of block shape
+(`Blocks.classes`, as `elementwise`); it is read, never written (a scratch block holds the
+squares).
 
 Per PE (L = mb nb elements of its block):
     sq = x * x                              mul, L elements
@@ -46,9 +47,7 @@ from fabric.config import FabricConfig
 from fabric.instructions import Mem
 from fabric.isa import SIMD_NAME, Op
 from fabric.kernels import collectives as co
-from fabric.kernels.activations import check_sram
-from fabric.kernels.base import Kernel, pick_colors, split
-from fabric.kernels.elementwise import block_classes, to_blocks
+from fabric.kernels.base import Blocks, Kernel, check_sram, pick_colors, split
 from fabric.program import Program, Rect, Tile
 
 U = 2.0**-24
@@ -86,10 +85,9 @@ def build_sumsq(config: FabricConfig, rect: Rect, m: int, n: int, algo: str = "t
     """
     if algo not in co.ALGOS:
         raise ValueError(f"sumsq: algo must be one of {co.ALGOS}, got {algo!r}")
-    classes = block_classes(rect, m, n)
-    big = classes[0].mb * classes[0].nb
-    check_sram(config, "sumsq", 2 * big + 1, f"2 blocks of {classes[0].mb} x {classes[0].nb} "
-               f"({m} x {n} on {rect.rows} x {rect.cols} PEs)")
+    blocks = Blocks.of(rect, m, n)
+    check_sram(config, "sumsq", 2 * blocks.mb * blocks.nb + 1, f"2 blocks of {blocks.mb} x "
+               f"{blocks.nb} ({m} x {n} on {rect.rows} x {rect.cols} PEs)")
     prog = Program(config)
     frag = None
     if rect.rows * rect.cols > 1:
@@ -97,8 +95,8 @@ def build_sumsq(config: FabricConfig, rect: Rect, m: int, n: int, algo: str = "t
         frag = co.reduce(prog, rect, "acc", 1, pick_colors(config, need, colors),
                          along="rect", algo=algo, name="ss")
     entry = np.zeros((rect.rows, rect.cols), np.int64)
-    for i, cls in enumerate(classes):
-        L = cls.mb * cls.nb
+    for i, cls in enumerate(blocks.classes()):
+        L = cls.size
         tile = Tile(f"sumsq{i}")
         tile.symbol("x", "f32", L)
         tile.symbol("sq", "f32", L)
@@ -110,8 +108,7 @@ def build_sumsq(config: FabricConfig, rect: Rect, m: int, n: int, algo: str = "t
             params = frag.params_for(cls.rect)
         tile.local_task("main", code)
         prog.place(tile, cls.rect, params=params)
-        r0, c0 = cls.rect.row - rect.row, cls.rect.col - rect.col
-        entry[r0:r0 + cls.rect.rows, c0:c0 + cls.rect.cols] = 1 + _local_cycles(config, L)
+        entry[cls.pes] = 1 + _local_cycles(config, L)
     done = entry if frag is None else frag.exit_times(entry)
     model = int(done.max()) + 1
 
@@ -119,8 +116,9 @@ def build_sumsq(config: FabricConfig, rect: Rect, m: int, n: int, algo: str = "t
         x = np.asarray(values["x"], np.float32)
         if x.shape != (m, n):
             raise ValueError(f"sumsq: input 'x' has shape {x.shape}, expected {(m, n)}")
-        for cls in classes:
-            sim.memcpy_h2d("x", to_blocks(x, cls, rect), cls.rect)
+        words = blocks.scatter(x)
+        for cls in blocks.classes():
+            sim.memcpy_h2d("x", words[cls.pes][..., :cls.size], cls.rect)
 
     def read(sim):
         return np.float32(sim.memcpy_d2h("acc", Rect(rect.row, rect.col, 1, 1))[0, 0, 0])
@@ -128,7 +126,7 @@ def build_sumsq(config: FabricConfig, rect: Rect, m: int, n: int, algo: str = "t
     return Kernel("sumsq", config, rect, prog, load, read,
                   lambda sim: sim.launch("main", rect), model, 0,
                   {"m": m, "n": n, "algo": algo, "dtype": "f32",
-                   "block": (classes[0].mb, classes[0].nb),
+                   "block": (blocks.mb, blocks.nb),
                    "colors": tuple(frag.colors) if frag is not None else ()})
 
 

@@ -1,11 +1,12 @@
 """Optimizer steps on weights resident in PE memory: torch.optim.SGD and torch.optim.AdamW.
 
 Layout: the m x n weight w, its gradient g and the optimizer state sit in the 2D block layout
-of `elementwise` (`block_classes`: PE (p, q) holds its block row major, one tile per class
-of block shape). w and the state stay in SRAM between steps: one program serves every step.
-Per step the host writes g and the small per-PE fp32 symbol "scalars"
-(`write_step_scalars`), launches "main" and runs; nothing is rebuilt. g is consumed: after a
-step it holds intermediate values (the update works in place, as torch's does on its copy).
+of `base.Blocks` (PE (p, q) holds its block row major, one tile per class of block shape:
+`Blocks.classes`, as `elementwise`). w and the state stay in SRAM between steps: one
+program serves every step. Per step the host writes g and the small per-PE fp32 symbol
+"scalars" (`write_step_scalars`), launches "main" and runs; nothing is rebuilt. g is
+consumed: after a step it holds intermediate values (the update works in place, as torch's
+does on its copy).
 
 Scalars (`kernel.info["scalars"]` names the words, in order):
     SGD    [-lr, first]  first = 1.0 on the momentum buffer's first step (torch sets b = g
@@ -77,9 +78,7 @@ from fabric.host import Simulator
 from fabric.instructions import Mem
 from fabric.isa import SIMD_NAME, Op
 from fabric.kernels import mathlib as ml
-from fabric.kernels.activations import check_sram
-from fabric.kernels.base import Kernel
-from fabric.kernels.elementwise import BlockClass, block_classes, from_blocks, to_blocks
+from fabric.kernels.base import Blocks, Kernel, check_sram
 from fabric.program import Program, Rect, Tile
 
 SIGN_BIT = -(2**31)  # adding it to an fp32 bit pattern (int32, wrapping) flips the sign
@@ -108,10 +107,11 @@ def _check_args(what: str, m: int, n: int, **hyper: float) -> None:
             raise ValueError(f"{what}: {name} must be a finite value >= 0, got {value}")
 
 
-def _kernel(name: str, config: FabricConfig, rect: Rect, m: int, n: int, prog: Program,
-            classes: list[BlockClass], tensors: dict[str, str], model: int,
-            info: dict) -> Kernel:
+def _kernel(name: str, config: FabricConfig, blocks: Blocks, prog: Program,
+            tensors: dict[str, str], model: int, info: dict) -> Kernel:
     """tensors: input/output name -> symbol (e.g. "exp_avg" -> "m")."""
+    rect, m, n = blocks.rect, blocks.m, blocks.n
+
     def load(sim: Simulator, values) -> None:
         unknown = sorted(set(values) - set(tensors))
         if unknown:
@@ -121,21 +121,24 @@ def _kernel(name: str, config: FabricConfig, rect: Rect, m: int, n: int, prog: P
             if x.shape != (m, n):
                 raise ValueError(f"{name}: input {key!r} has shape {x.shape}, expected "
                                  f"{(m, n)}")
-            for cls in classes:
-                sim.memcpy_h2d(tensors[key], to_blocks(x, cls, rect), cls.rect)
+            words = blocks.scatter(x)
+            for cls in blocks.classes():
+                sim.memcpy_h2d(tensors[key], words[cls.pes][..., :cls.size], cls.rect)
 
     def read(sim: Simulator) -> dict[str, np.ndarray]:
         out = {}
         for key, sym in tensors.items():
             if key == "g":
                 continue
-            parts = [np.asarray(sim.memcpy_d2h(sym, cls.rect), np.float32) for cls in classes]
-            out[key] = from_blocks(parts, classes, rect, m, n)
+            words = np.zeros((rect.rows, rect.cols, blocks.mb * blocks.nb), np.float32)
+            for cls in blocks.classes():
+                words[cls.pes][..., :cls.size] = sim.memcpy_d2h(sym, cls.rect)
+            out[key] = blocks.gather(words)
         return out
 
     return Kernel(name, config, rect, prog, load, read, lambda sim: sim.launch("main", rect),
                   model, 0, {"m": m, "n": n, "dtype": "f32", "scalars": SCALARS[name],
-                             "block": (classes[0].mb, classes[0].nb), **info})
+                             "block": (blocks.mb, blocks.nb), **info})
 
 
 def build_sgd(config: FabricConfig, rect: Rect, m: int, n: int, momentum: float = 0.0,
@@ -152,16 +155,16 @@ def build_sgd(config: FabricConfig, rect: Rect, m: int, n: int, momentum: float 
                 weight_decay=weight_decay)
     if nesterov and (momentum == 0.0 or dampening != 0.0):
         raise ValueError("sgd: nesterov needs a momentum > 0 and zero dampening (as torch)")
-    classes = block_classes(rect, m, n)
-    size = classes[0].mb * classes[0].nb
-    blocks = 3 if momentum else 2
-    check_sram(config, "sgd", blocks * size + len(SCALARS["sgd"]),
-               f"{blocks} blocks of {classes[0].mb} x {classes[0].nb} ({m} x {n} on "
+    blocks = Blocks.of(rect, m, n)
+    size = blocks.mb * blocks.nb
+    arrays = 3 if momentum else 2
+    check_sram(config, "sgd", arrays * size + len(SCALARS["sgd"]),
+               f"{arrays} blocks of {blocks.mb} x {blocks.nb} ({m} x {n} on "
                f"{rect.rows} x {rect.cols} PEs)")
     prog = Program(config)
-    for i, cls in enumerate(classes):
+    for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"sgd{i}")
-        L = cls.mb * cls.nb
+        L = cls.size
         w, g = (tile.symbol(s, "f32", L).dsd() for s in ("w", "g"))
         tile.symbol("scalars", "f32", len(SCALARS["sgd"]))
         code = [ins.load("nlr", Mem("scalars", 0))]
@@ -203,7 +206,7 @@ def build_sgd(config: FabricConfig, rect: Rect, m: int, n: int, momentum: float 
             later += c(Op.FMA)
             first += c(Op.FMA)
     tensors = {"w": "w", "g": "g", **({"momentum_buffer": "b"} if momentum else {})}
-    return _kernel("sgd", config, rect, m, n, prog, classes, tensors, later,
+    return _kernel("sgd", config, blocks, prog, tensors, later,
                    {"model_cycles_first": first, "momentum": momentum, "dampening": dampening,
                     "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize})
 
@@ -226,16 +229,16 @@ def build_adamw(config: FabricConfig, rect: Rect, m: int, n: int,
     _check_args("adamw", m, n, eps=eps, weight_decay=weight_decay)
     if not (0.0 <= beta1 < 1.0 and 0.0 <= beta2 < 1.0):
         raise ValueError(f"adamw: betas must lie in [0, 1), got {betas}")
-    classes = block_classes(rect, m, n)
-    size = classes[0].mb * classes[0].nb
+    blocks = Blocks.of(rect, m, n)
+    size = blocks.mb * blocks.nb
     check_sram(config, "adamw", 6 * size + len(SCALARS["adamw"]),
-               f"6 blocks of {classes[0].mb} x {classes[0].nb} (w, g, exp_avg, exp_avg_sq "
+               f"6 blocks of {blocks.mb} x {blocks.nb} (w, g, exp_avg, exp_avg_sq "
                f"and two scratch; {m} x {n} on {rect.rows} x {rect.cols} PEs)")
     lerp_w = np.float32(1.0 - beta1)  # torch's lerp weight, in fp32
     prog = Program(config)
-    for i, cls in enumerate(classes):
+    for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"adamw{i}")
-        L = cls.mb * cls.nb
+        L = cls.size
         w, g, mm, v, t, r = (tile.symbol(s, "f32", L).dsd()
                              for s in ("w", "g", "m", "v", "t", "r"))
         tile.symbol("scalars", "f32", len(SCALARS["adamw"]))
@@ -271,7 +274,7 @@ def build_adamw(config: FabricConfig, rect: Rect, m: int, n: int,
              + c(Op.MUL) + c(Op.FMA) + ml.reciprocal_cycles(config, size, refined=True)
              + 2 * c(Op.MUL) + c(Op.ADD))
     tensors = {"w": "w", "g": "g", "exp_avg": "m", "exp_avg_sq": "v"}
-    return _kernel("adamw", config, rect, m, n, prog, classes, tensors, model,
+    return _kernel("adamw", config, blocks, prog, tensors, model,
                    {"betas": (beta1, beta2), "eps": eps, "weight_decay": weight_decay,
                     "maximize": maximize})
 

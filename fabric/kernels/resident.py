@@ -17,8 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabric.config import FabricConfig
-from fabric.kernels.activations import Blocks, check_dtypes, check_sram
-from fabric.kernels.base import Kernel
+from fabric.kernels.base import Blocks, Kernel, check_dtypes, check_sram
 from fabric.numerics.packing import words_for
 from fabric.program import Program, Rect, Tile
 

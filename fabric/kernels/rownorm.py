@@ -1,6 +1,6 @@
 """Row softmax and row layernorm of an (m, n) tensor whose rows span the PEs of a rectangle.
 
-Layout (`activations.Blocks`): row blocks over rect.rows, column blocks over rect.cols
+Layout (`base.Blocks`): row blocks over rect.rows, column blocks over rect.cols
 (`split`); every PE holds its block padded to (mb, nb) = the largest block, row major with
 row stride nb, so one tile with static DSDs serves every PE and each PE computes mb x nb
 elements (the largest block's work, which sets the time anyway). A tensor row is spread over
@@ -77,8 +77,7 @@ from fabric.instructions import Mem
 from fabric.isa import SIMD_CONVERT, SIMD_NAME, Op
 from fabric.kernels import collectives as coll
 from fabric.kernels import mathlib as ml
-from fabric.kernels.activations import Blocks, check_dtypes, check_sram
-from fabric.kernels.base import Kernel, pick_colors
+from fabric.kernels.base import Blocks, Kernel, check_dtypes, check_sram, pick_colors
 from fabric.numerics import FORMATS, words_for
 from fabric.program import Program, Rect, Tile
 

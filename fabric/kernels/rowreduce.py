@@ -44,8 +44,7 @@ import numpy as np
 from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
-from fabric.kernels.activations import check_dtypes, check_sram, simd_key
-from fabric.kernels.base import Kernel, split
+from fabric.kernels.base import Kernel, check_dtypes, check_sram, simd_key, split
 from fabric.numerics import round_to, words_for
 from fabric.program import Program, Rect, Tile
 

@@ -1,6 +1,6 @@
 """Elementwise tanh, exp, log or reciprocal of an (m, n) fp32 tensor in 2D blocks on a
 rectangle, built from `mathlib`'s sequences of PE builtins (no communication). Layout as
-`activations.Blocks` (each PE's block row major, packed; a register holds each PE's element
+`base.Blocks` (each PE's block row major, packed; a register holds each PE's element
 count).
 
 Cycle model (exact): T = 2 + fn_cycles(e_max) (tanh_cycles, exp_cycles, log_cycles or
@@ -35,8 +35,7 @@ from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
 from fabric.kernels import mathlib as ml
-from fabric.kernels.activations import Blocks, check_dtypes, check_sram
-from fabric.kernels.base import Kernel
+from fabric.kernels.base import Blocks, Kernel, check_dtypes, check_sram
 from fabric.numerics.packing import words_for
 from fabric.program import Program, Rect, Tile
 

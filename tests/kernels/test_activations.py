@@ -13,7 +13,7 @@ import pytest
 from fabric import FabricConfig, Rect
 from fabric.kernels import activations as act
 from fabric.kernels import mathlib as ml
-from fabric.kernels.base import run_kernel
+from fabric.kernels.base import Blocks, run_kernel
 
 CONFIG = FabricConfig.small(4, 4)
 rng = np.random.default_rng(7)
@@ -50,7 +50,7 @@ def test_gelu_matches_numpy_and_model(rect, m, n):
         raise AssertionError(f"x={x[i]!r}: got {y[i]!r}, reference {ref[i]!r}, tol {tol[i]:.3g}")
     assert res.cycles == k.model_cycles
     # the largest block sets the time; every PE was busy exactly for its own block
-    counts = act.Blocks.of(rect, m, n).counts()
+    counts = Blocks.of(rect, m, n).counts()
     assert k.model_cycles == 2 + act.gelu_cycles(CONFIG, int(counts.max()))
     busy = res.stats.busy[rect.row:rect.row_end, rect.col:rect.col_end]
     expect = [[2 + act.gelu_cycles(CONFIG, int(e)) for e in row] for row in counts]
@@ -87,7 +87,7 @@ def test_bad_sizes_are_named():
 
 
 def test_blocks_round_trip():
-    b = act.Blocks.of(Rect(0, 0, 2, 3), 5, 7)
+    b = Blocks.of(Rect(0, 0, 2, 3), 5, 7)
     x = np.arange(35, dtype=np.float32).reshape(5, 7)
     for packed in (True, False):
         np.testing.assert_array_equal(b.gather(b.scatter(x, packed=packed), packed), x)

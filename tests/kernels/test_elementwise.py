@@ -13,7 +13,7 @@ import pytest
 
 from fabric import Rect
 from fabric.kernels import elementwise as ew
-from fabric.kernels.base import run_kernel
+from fabric.kernels.base import Blocks, run_kernel
 from tests.kernels.kernel_cases import CONFIG, normal, rng, run_exact
 
 EVEN = (Rect(0, 0, 4, 4), 32, 32)  # 8 x 8 blocks
@@ -89,7 +89,7 @@ def test_errors_name_sizes_and_ops():
 
 def test_block_classes_cover_the_rectangle_once():
     rect, m, n = UNEVEN
-    classes = ew.block_classes(rect, m, n)
+    classes = Blocks.of(rect, m, n).classes()
     assert [(c.mb, c.nb) for c in classes] == [(7, 5), (7, 4), (6, 5), (6, 4)]
     cover = np.zeros((rect.rows, rect.cols), int)
     for c in classes:

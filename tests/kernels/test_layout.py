@@ -22,7 +22,7 @@ from fabric.kernels import (
     build_gemv,
     build_softmax,
 )
-from fabric.kernels.elementwise import block_classes, to_blocks
+from fabric.kernels.base import Blocks
 from fabric.kernels.layout import (
     WordMap,
     probe_inputs,
@@ -67,8 +67,9 @@ def test_elementwise_blocks():
     maps = check_kernel_maps(k, {"x": (5, 3), "y": (5, 3)})
     # the map is the documented 2D block layout: PE (p, q) holds its block row major
     index = np.arange(15).reshape(5, 3)
-    for cls in block_classes(rect, 5, 3):
-        blocks = to_blocks(index.astype(np.float32), cls, rect).astype(np.int64)
+    layout = Blocks.of(rect, 5, 3)
+    for cls in layout.classes():
+        blocks = layout.scatter(index)[cls.pes][..., :cls.size].astype(np.int64)
         r, c = cls.rect.row - rect.row, cls.rect.col - rect.col
         got = maps["x"].symbols["x"][r:r + cls.rect.rows, c:c + cls.rect.cols, :blocks.shape[2]]
         np.testing.assert_array_equal(got, blocks)

@@ -12,8 +12,7 @@ import pytest
 
 from fabric import FabricConfig, Rect
 from fabric.kernels import rownorm as rn
-from fabric.kernels.activations import Blocks
-from fabric.kernels.base import run_kernel
+from fabric.kernels.base import Blocks, run_kernel
 
 CONFIG = FabricConfig.small(4, 4)
 rng = np.random.default_rng(11)

@@ -26,8 +26,7 @@ import torch
 from fabric import FabricConfig, Rect, Simulator
 from fabric.kernels import rownorm as rn
 from fabric.kernels import rowreduce as rr
-from fabric.kernels.activations import Blocks
-from fabric.kernels.base import run_kernel
+from fabric.kernels.base import Blocks, run_kernel
 from fabric.numerics import FORMATS, round_to
 
 CONFIG = FabricConfig.small(4, 4)
