@@ -1,9 +1,18 @@
-"""Helpers shared by the lowering rules."""
+"""Helpers shared by the lowering rules: shapes of values, scalar arguments, and the
+elementwise and reduction stages that rules of several families build on.
+
+Rule files import these from here (and the mechanism from `core`), not from each other.
+"""
 
 from __future__ import annotations
 
 import math
+import numbers
 
+import torch
+
+from fabric.kernels import build_elementwise, build_map, build_rowreduce
+from frontend.stages import Limits
 from frontend.values import Const, Ref
 
 # Single-PE cycles per element of each kernel (fp32, WSE-2 widths; the kernels' cycle
@@ -12,6 +21,7 @@ CYCLES_PER_ELEMENT = {"map": 1, "elementwise": 1, "gelu": 27, "softmax": 17, "la
                       "tanh": 28, "exp": 14}
 
 
+# ---- shapes --------------------------------------------------------------------------------
 def as2d(shape) -> tuple[int, int]:
     """(rows, cols) of a tensor seen as a matrix: the last dimension as columns."""
     shape = tuple(shape)
@@ -21,6 +31,7 @@ def as2d(shape) -> tuple[int, int]:
 
 
 def out_shape(node) -> tuple[int, ...]:
+    """The shape of `node`'s output as traced (its first output for a multi-output op)."""
     val = node.meta["val"]
     if isinstance(val, (tuple, list)):
         val = val[0]
@@ -43,6 +54,83 @@ def expand_to(value, shape):
 
 
 def shape_of(value) -> tuple[int, ...]:
+    """The shape of a Const's tensor or a Ref's index map."""
     if isinstance(value, Const):
         return tuple(value.value.shape)
     return tuple(value.shape)
+
+
+# ---- scalar arguments ----------------------------------------------------------------------
+def scalar(v) -> bool:
+    """True for one number: a Python number or a 0-d Const (shape ()); a Const of shape (1,)
+    is a tensor, broadcast like one."""
+    return isinstance(v, numbers.Number) or (isinstance(v, Const) and v.value.numel() == 1
+                                             and v.value.dim() == 0)
+
+
+def num(v) -> float:
+    """The value of a `scalar` argument (a number or a 0-d Const) as a float."""
+    return float(v.value) if isinstance(v, Const) else float(v)
+
+
+def pair(v, default=None) -> tuple[int, int]:
+    """A 2D window argument (kernel size, stride, padding, dilation) as (h, w): n -> (n, n),
+    [n] -> (n, n), [h, w] -> (h, w); None or [] -> `default` (ATen's empty stride means the
+    kernel size)."""
+    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+        v = default
+    if isinstance(v, int):
+        return v, v
+    return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+
+# ---- elementwise stages --------------------------------------------------------------------
+def map_(low, x: Ref, op: str, value: float, shape) -> Ref:
+    """x op value elementwise (`build_map`: "add", "mul", "relu", ...) for a Ref x of
+    `shape` (an expanded index map too: the data movement copies its repeated elements),
+    computed as the matrix as2d(shape); a Ref of `shape`. (`map_`: `map` is a builtin.)"""
+    m, n = as2d(shape)
+    ref = low.stage("map", (m, n),
+                    lambda cfg, rect, **fmt: build_map(cfg, rect, m, n, op, value, **fmt),
+                    [low.operand("x", x, (m, n))], m * n * CYCLES_PER_ELEMENT["map"],
+                    Limits(m, n), words_per_element=2, suffix=f"_{op}")
+    return Ref(ref.index.reshape(shape))
+
+
+def binary(low, x, y, op: str, shape) -> Ref:
+    """x op y elementwise (`build_elementwise`: "add", "sub", "mul", ...) for Consts or Refs
+    x and y that broadcast to `shape` (PyTorch's rules; each is expanded to it first),
+    computed as the matrix as2d(shape); a Ref of `shape`."""
+    m, n = as2d(shape)
+    x, y = expand_to(x, shape), expand_to(y, shape)
+    ref = low.stage("elementwise", (m, n),
+                    lambda cfg, rect, **fmt: build_elementwise(cfg, rect, m, n, op, **fmt),
+                    [low.operand("x", x, (m, n)), low.operand("y", y, (m, n))],
+                    m * n * CYCLES_PER_ELEMENT["elementwise"], Limits(m, n), suffix=f"_{op}")
+    return Ref(ref.index.reshape(shape))
+
+
+# ---- reductions ----------------------------------------------------------------------------
+def reduce_rows(low, rows: torch.Tensor, op: str, scale: float = 1.0) -> Ref:
+    """op ("sum" | "max" | "mean", the sum times `scale`) of every row of the index map
+    `rows` (m, r) of global ids (-1 reads as zero), on a column of PEs (`build_rowreduce`);
+    a Ref of shape (m,)."""
+    m, r = rows.shape
+    return low.stage("rowreduce", (m,),
+                     lambda cfg, rect, **fmt: build_rowreduce(cfg, rect, m, r, op, scale, **fmt),
+                     [low.operand("x", Ref(rows), (m, r))], m * r,
+                     Limits(m, 1, cols_fixed=1), words_per_element=r + 1, suffix=f"_{op}")
+
+
+def reduce(low, node, x: Ref, dims, keepdim, op: str) -> Ref:
+    """op ("sum" | "mean" | "max") of x over `dims` (None or empty: every dimension) as one
+    `reduce_rows`: x's kept dimensions are the rows, its reduced ones the r = prod(their
+    sizes) columns of a row; a Ref of `node`'s output shape (which has `keepdim`'s ones)."""
+    nd = len(x.shape)
+    dims = sorted({d % nd for d in (dims or range(nd))}) if nd else []
+    kept = [d for d in range(nd) if d not in dims]
+    moved = x.index.permute(kept + dims) if nd else x.index.reshape(1)
+    r = math.prod(x.shape[d] for d in dims) if dims else 1
+    rows = moved.reshape(-1, r)
+    out = reduce_rows(low, rows, op, 1.0 / r)
+    return Ref(out.index.reshape(out_shape(node)))
