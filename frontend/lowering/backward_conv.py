@@ -19,11 +19,19 @@ import math
 import torch
 
 from frontend.lowering import norms  # noqa: F401  (registers the general batch norm)
-from frontend.lowering.backward_pool import positions, scatter_add
-from frontend.lowering.common import binary, out_shape, pair, reduce_rows, relayout, shape_of
+from frontend.lowering.common import (
+    binary,
+    gemm,
+    out_shape,
+    pair,
+    positions,
+    reduce_rows,
+    relayout,
+    scatter_add,
+    shape_of,
+    windows,
+)
 from frontend.lowering.core import Unavailable, rule
-from frontend.lowering.matmul import gemm
-from frontend.lowering.reductions import windows
 from frontend.values import Const, Ref
 
 aten = torch.ops.aten

@@ -27,13 +27,12 @@ import math
 
 import torch
 
-from fabric.kernels import build_resident, build_rowreduce
+from fabric.kernels import build_rowreduce
 from frontend.lowering import backward as _floats  # noqa: F401  (the general compares)
 from frontend.lowering import embedding as _tables
 from frontend.lowering import layout as _layout  # noqa: F401  (the general unsqueeze)
 from frontend.lowering import masks as _masks  # noqa: F401  (general logical_not, where)
-from frontend.lowering.backward_pool import scatter_add
-from frontend.lowering.common import out_shape
+from frontend.lowering.common import out_shape, resident, scatter_add
 from frontend.lowering.core import rule
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref, Symbolic
@@ -84,15 +83,6 @@ def gather_rows(low, table: Ref, indices: Ref, suffix: str = "") -> Ref:
     vocab, dim = table.shape
     return _tables.gather_rows(low, int(table.index.reshape(-1)[0]), vocab, dim, indices,
                                suffix)
-
-
-def resident(low, value, shape, suffix: str) -> Ref:
-    """A tile holding `value` (a constant, or a runtime tensor written there)."""
-    m, n = shape
-    return low.stage("resident", (m, n),
-                     lambda cfg, rect, **fmt: build_resident(cfg, rect, m, n, **fmt),
-                     [low.operand("x", value, (m, n))], m * n, Limits(m, n),
-                     words_per_element=1, suffix=suffix)
 
 
 def _runtime_table(low, node, weight, *args, **kwargs) -> bool:

@@ -1,10 +1,5 @@
-"""Backward of pooling, and the static scatter-add that pooling, im2col and position
-embeddings need: sums of contributions into positions known at compile time.
-
-    scatter_add(contrib, target, numel)[p] = sum of contrib[i] over target[i] == p
-
-is a layout when every position gets at most one contribution (-1 ids read as zero), else a
-row reduction whose rows are each position's contributions (padded with zeros).
+"""Backward of pooling: the gradient of every window added into its input positions by the
+static scatter-add (`common.scatter_add`).
 
 avg_pool2d_backward: every window's gradient / divisor, added into its input positions.
 max_pool2d_with_indices_backward: the gradient goes to the first maximum of each window
@@ -28,41 +23,21 @@ import torch
 
 from frontend.lowering import reductions
 from frontend.lowering.backward import Compare, mask
-from frontend.lowering.common import binary, expand_to, map_, out_shape, pair, reduce_rows
+from frontend.lowering.common import (
+    binary,
+    expand_to,
+    gemm,
+    out_shape,
+    pair,
+    positions,
+    reduce_rows,
+    scatter_add,
+    windows,
+)
 from frontend.lowering.core import Unavailable, rule
-from frontend.lowering.matmul import gemm
-from frontend.lowering.reductions import windows
 from frontend.values import Const, Ref, Symbolic
 
 aten = torch.ops.aten
-
-
-def scatter_add(low, contrib: torch.Tensor, target: torch.Tensor, numel: int,
-                scale: float = 1.0) -> Ref:
-    """contrib: global ids (any shape, -1 = zero); target: positions in [0, numel) or -1
-    (dropped), same shape. Returns a Ref of shape (numel,) holding scale * the sums."""
-    contrib, target = contrib.reshape(-1), target.reshape(-1)
-    keep = (target >= 0) & (contrib >= 0)
-    contrib, target = contrib[keep], target[keep]
-    counts = torch.bincount(target, minlength=numel) if target.numel() else \
-        torch.zeros(numel, dtype=torch.int64)
-    width = int(counts.max()) if numel else 0
-    rows = torch.full((numel, max(1, width)), -1, dtype=torch.int64)
-    order = torch.argsort(target, stable=True)
-    starts = torch.cumsum(counts, 0) - counts
-    slot = torch.arange(target.numel()) - starts[target[order]]
-    rows[target[order], slot] = contrib[order]
-    if width <= 1:  # a layout (and a scale)
-        out = Ref(rows[:, 0])
-        return map_(low, out, "mul", scale, (numel,)) if scale != 1.0 else out
-    if scale != 1.0:  # "mean" is the sum times `scale`
-        return reduce_rows(low, rows, "mean", scale)
-    return reduce_rows(low, rows, "sum")
-
-
-def positions(shape) -> torch.Tensor:
-    """The flat position of every element of a tensor of `shape`."""
-    return torch.arange(math.prod(shape)).reshape(shape)
 
 
 @rule(aten.avg_pool2d_backward.default)

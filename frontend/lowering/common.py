@@ -1,7 +1,10 @@
 """Helpers shared by the lowering rules: shapes of values, scalar arguments, and the
-elementwise and reduction stages that rules of several families build on.
+stages that rules of several families build on (elementwise maps, row reductions, GEMMs,
+resident tiles, the static scatter-add) with the index maps they take (pooling windows).
 
-Rule files import these from here (and the mechanism from `core`), not from each other.
+Rule files import these from here and the mechanism from `core`; a rule file imports
+another only for what that family defines: a general rule its case builds on
+(`norms.layer_norm`), or a symbolic value (`backward.Compare`).
 """
 
 from __future__ import annotations
@@ -10,8 +13,15 @@ import math
 import numbers
 
 import torch
+import torch.nn.functional as F
 
-from fabric.kernels import build_elementwise, build_map, build_rowreduce
+from fabric.kernels import (
+    build_elementwise,
+    build_gemm_summa,
+    build_map,
+    build_resident,
+    build_rowreduce,
+)
 from frontend.stages import Limits
 from frontend.values import Const, Ref
 
@@ -110,7 +120,7 @@ def binary(low, x, y, op: str, shape) -> Ref:
     return Ref(ref.index.reshape(shape))
 
 
-# ---- reductions ----------------------------------------------------------------------------
+# ---- row reductions, pooling windows, the static scatter-add -------------------------------
 def reduce_rows(low, rows: torch.Tensor, op: str, scale: float = 1.0) -> Ref:
     """op ("sum" | "max" | "mean", the sum times `scale`) of every row of the index map
     `rows` (m, r) of global ids (-1 reads as zero), on a column of PEs (`build_rowreduce`);
@@ -134,3 +144,71 @@ def reduce(low, node, x: Ref, dims, keepdim, op: str) -> Ref:
     rows = moved.reshape(-1, r)
     out = reduce_rows(low, rows, op, 1.0 / r)
     return Ref(out.index.reshape(out_shape(node)))
+
+
+def windows(index: torch.Tensor, kernel, stride, padding, dilation) -> torch.Tensor:
+    """(N, C, H, W) index map -> (N, C, OH, OW, kh * kw) windows; padding holds -1 (zero)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    padded = F.pad(index, (pw, pw, ph, ph), value=-1)
+    span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    win = padded.unfold(2, span_h, sh).unfold(3, span_w, sw)[..., ::dh, ::dw]
+    return win.reshape(*win.shape[:4], kh * kw)
+
+
+def positions(shape) -> torch.Tensor:
+    """The flat position of every element of a tensor of `shape` (an index map of `shape`
+    holding 0 .. numel - 1 in C order)."""
+    return torch.arange(math.prod(shape)).reshape(shape)
+
+
+def scatter_add(low, contrib: torch.Tensor, target: torch.Tensor, numel: int,
+                scale: float = 1.0) -> Ref:
+    """Sums of contributions into positions known at compile time (the backward of pooling
+    and im2col, the gradient of a position embedding):
+
+        out[p] = scale * sum of contrib[i] over target[i] == p
+
+    contrib: global ids (any shape, -1 = zero); target: positions in [0, numel) or -1
+    (dropped), same shape. Returns a Ref of shape (numel,): a layout (times `scale` by a
+    `map_`) when every position gets at most one contribution, else a `reduce_rows` of
+    (numel, most contributions) rows, each position's contributions padded with zeros."""
+    contrib, target = contrib.reshape(-1), target.reshape(-1)
+    keep = (target >= 0) & (contrib >= 0)
+    contrib, target = contrib[keep], target[keep]
+    counts = torch.bincount(target, minlength=numel) if target.numel() else \
+        torch.zeros(numel, dtype=torch.int64)
+    width = int(counts.max()) if numel else 0
+    rows = torch.full((numel, max(1, width)), -1, dtype=torch.int64)
+    order = torch.argsort(target, stable=True)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(target.numel()) - starts[target[order]]
+    rows[target[order], slot] = contrib[order]
+    if width <= 1:  # a layout (and a scale)
+        out = Ref(rows[:, 0])
+        return map_(low, out, "mul", scale, (numel,)) if scale != 1.0 else out
+    if scale != 1.0:  # "mean" is the sum times `scale`
+        return reduce_rows(low, rows, "mean", scale)
+    return reduce_rows(low, rows, "sum")
+
+
+# ---- matrices and resident tiles -----------------------------------------------------------
+def gemm(low, a, b, suffix="") -> Ref:
+    """a @ b by SUMMA (`build_gemm_summa`) for 2D Consts or Refs a (m, k) and b (k, n); a Ref
+    of shape (m, n). Its work is the m k n multiply-adds."""
+    (m, k), (_, n) = shape_of(a), shape_of(b)
+    return low.stage(
+        "gemm_summa", (m, n), lambda cfg, rect, **fmt: build_gemm_summa(cfg, rect, m, k, n, **fmt),
+        [low.operand("A", a, (m, k)), low.operand("B", b, (k, n))], m * k * n,
+        Limits(m, n), fmas=m * k * n,
+        words_per_element=max(3, 2 * k // max(1, min(m, n))), suffix=suffix)
+
+
+def resident(low, value, shape, suffix: str) -> Ref:
+    """A tile holding `value` as an (m, n) = `shape` matrix (`build_resident`, one SRAM word
+    per element): a constant, a runtime tensor written there, or a `Gather` whose elements
+    move there on every call; a Ref of shape (m, n)."""
+    m, n = shape
+    return low.stage("resident", (m, n),
+                     lambda cfg, rect, **fmt: build_resident(cfg, rect, m, n, **fmt),
+                     [low.operand("x", value, (m, n))], m * n, Limits(m, n),
+                     words_per_element=1, suffix=suffix)

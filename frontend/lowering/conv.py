@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from frontend.lowering.common import binary, out_shape, pair, relayout
+from frontend.lowering.common import binary, gemm, out_shape, pair, relayout, windows
 from frontend.lowering.core import rule
-from frontend.lowering.matmul import gemm
-from frontend.lowering.reductions import windows
 from frontend.values import Ref
 
 aten = torch.ops.aten

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from fabric.kernels import build_resident
+from frontend.lowering.common import resident
 from frontend.lowering.core import rule
-from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref
 
 aten = torch.ops.aten
@@ -22,10 +21,7 @@ def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
     index_source(low, indices)
     vocab, dim = weight.value.shape if isinstance(weight, Const) else weight.shape
     if isinstance(weight, Const):
-        table = low.stage("resident", (vocab, dim),
-                          lambda cfg, rect, **fmt: build_resident(cfg, rect, vocab, dim, **fmt),
-                          [low.operand("x", weight, (vocab, dim))], vocab * dim,
-                          Limits(vocab, dim), words_per_element=1, suffix="_table")
+        table = resident(low, weight, (vocab, dim), "_table")
         table_base = int(table.index.reshape(-1)[0])
     else:
         raise low.unsupported("an embedding table computed at run time")
@@ -51,8 +47,5 @@ def gather_rows(low, table_base: int, vocab: int, dim: int, indices: Ref,
     tokens = indices.index.numel()
     gather = Gather(table_base, vocab, dim, source.name, indices.index - source.base,
                     tuple(indices.shape))
-    out = low.stage("resident", (tokens, dim),
-                    lambda cfg, rect, **fmt: build_resident(cfg, rect, tokens, dim, **fmt),
-                    [low.operand("x", gather, (tokens, dim))], tokens * dim,
-                    Limits(tokens, dim), words_per_element=1, suffix=suffix)
+    out = resident(low, gather, (tokens, dim), suffix)
     return Ref(out.index.reshape(*indices.shape, dim))

@@ -35,8 +35,8 @@ import torch
 
 from fabric.kernels import build_unary
 from frontend.lowering import backward as _training  # noqa: F401  (the other `where`s)
-from frontend.lowering.backward_embedding import IndexPred, resident
-from frontend.lowering.common import as2d, binary, expand_to, out_shape, reduce_rows
+from frontend.lowering.backward_embedding import IndexPred
+from frontend.lowering.common import as2d, binary, expand_to, out_shape, reduce_rows, resident
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import mul
 from frontend.lowering.embedding import index_source

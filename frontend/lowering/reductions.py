@@ -5,9 +5,8 @@ avg_pool2d): the reduced elements of every output are laid out as one row and re
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from frontend.lowering.common import out_shape, pair, reduce, reduce_rows
+from frontend.lowering.common import out_shape, pair, reduce, reduce_rows, windows
 from frontend.lowering.core import Unavailable, rule
 from frontend.values import Ref
 
@@ -32,15 +31,6 @@ def sum_all(low, node, x, dtype=None):
 @rule(aten.amax.default)
 def amax(low, node, x, dims=(), keepdim=False):
     return reduce(low, node, x, list(dims) or None, keepdim, "max")
-
-
-def windows(index: torch.Tensor, kernel, stride, padding, dilation) -> torch.Tensor:
-    """(N, C, H, W) index map -> (N, C, OH, OW, kh * kw) windows; padding holds -1 (zero)."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    padded = F.pad(index, (pw, pw, ph, ph), value=-1)
-    span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
-    win = padded.unfold(2, span_h, sh).unfold(3, span_w, sw)[..., ::dh, ::dw]
-    return win.reshape(*win.shape[:4], kh * kw)
 
 
 @rule(aten.max_pool2d_with_indices.default)
