@@ -18,7 +18,6 @@ import dataclasses
 import torch
 
 from fabric.kernels import build_compare
-from frontend.lowering import masks  # noqa: F401  (registers the general `where`)
 from frontend.lowering.common import as2d, binary, expand_to, num, out_shape, reduce, scalar
 from frontend.lowering.core import rule
 from frontend.stages import Limits
@@ -94,11 +93,3 @@ def where(low, node, cond, a, b):
 @rule(aten.mean.default)
 def mean_all(low, node, x, dtype=None):
     return reduce(low, node, x, None, False, "mean")
-
-
-from frontend.lowering import (  # noqa: E402, F401  (the other training rules)
-    backward_conv,
-    backward_embedding,
-    backward_norms,
-    backward_pool,
-)

@@ -18,7 +18,6 @@ import math
 
 import torch
 
-from frontend.lowering import norms  # noqa: F401  (registers the general batch norm)
 from frontend.lowering.common import (
     binary,
     gemm,

@@ -28,10 +28,7 @@ import math
 import torch
 
 from fabric.kernels import build_rowreduce
-from frontend.lowering import backward as _floats  # noqa: F401  (the general compares)
 from frontend.lowering import embedding as _tables
-from frontend.lowering import layout as _layout  # noqa: F401  (the general unsqueeze)
-from frontend.lowering import masks as _masks  # noqa: F401  (general logical_not, where)
 from frontend.lowering.common import out_shape, resident, scatter_add
 from frontend.lowering.core import rule
 from frontend.stages import Limits

@@ -34,7 +34,6 @@ import dataclasses
 import torch
 
 from fabric.kernels import build_unary
-from frontend.lowering import backward as _training  # noqa: F401  (the other `where`s)
 from frontend.lowering.backward_embedding import IndexPred
 from frontend.lowering.common import as2d, binary, expand_to, out_shape, reduce_rows, resident
 from frontend.lowering.core import rule
