@@ -1,6 +1,7 @@
 """Helpers shared by the lowering rules: shapes of values, scalar arguments, and the
 stages that rules of several families build on (elementwise maps, row reductions, GEMMs,
-resident tiles, the static scatter-add) with the index maps they take (pooling windows).
+resident tiles, the static scatter-add, gathers of rows by runtime indices) with the index
+maps they take (pooling windows).
 
 Rule files import these from here and the mechanism from `core`; a rule file imports
 another only for what that family defines: a general rule its case builds on
@@ -23,7 +24,7 @@ from fabric.kernels import (
     build_rowreduce,
 )
 from frontend.stages import Limits
-from frontend.values import Const, Ref
+from frontend.values import Const, Gather, Ref
 
 # Single-PE cycles per element of each kernel (fp32, WSE-2 widths; the kernels' cycle
 # models): a stage's work, which sizes its tile against the others'.
@@ -212,3 +213,29 @@ def resident(low, value, shape, suffix: str) -> Ref:
                      lambda cfg, rect, **fmt: build_resident(cfg, rect, m, n, **fmt),
                      [low.operand("x", value, (m, n))], m * n, Limits(m, n),
                      words_per_element=1, suffix=suffix)
+
+
+# ---- per-call gathers (rows picked by runtime indices) -------------------------------------
+def index_source(low, indices: Ref):
+    """The user input tensor that all `indices` (a Ref of any shape) come from, so a per-call
+    gather can read them there (else UnsupportedOpError)."""
+    flat = indices.index.reshape(-1)
+    src = low.owner(int(flat[0])) if flat.numel() and int(flat[0]) >= 0 else None
+    if src is None or src.kind != "input" or bool((flat < src.base).any()) \
+            or bool((flat >= src.base + src.numel).any()):
+        raise low.unsupported("embedding indices computed on the fabric (they must come "
+                              "from an input)")
+    return src
+
+
+def gather_rows(low, table_base: int, vocab: int, dim: int, indices: Ref,
+                suffix: str = "") -> Ref:
+    """table[indices] for a (vocab, dim) table materialized at global id `table_base` and
+    indices of a user input (`index_source`): the picked rows move per call into a resident
+    tile of (tokens, dim), tokens = indices.numel(); a Ref of shape (*indices.shape, dim)."""
+    source = index_source(low, indices)
+    tokens = indices.index.numel()
+    gather = Gather(table_base, vocab, dim, source.name, indices.index - source.base,
+                    tuple(indices.shape))
+    out = resident(low, gather, (tokens, dim), suffix)
+    return Ref(out.index.reshape(*indices.shape, dim))

@@ -35,10 +35,17 @@ import torch
 
 from fabric.kernels import build_unary
 from frontend.lowering.backward_embedding import IndexPred
-from frontend.lowering.common import as2d, binary, expand_to, out_shape, reduce_rows, resident
+from frontend.lowering.common import (
+    as2d,
+    binary,
+    expand_to,
+    index_source,
+    out_shape,
+    reduce_rows,
+    resident,
+)
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import mul
-from frontend.lowering.embedding import index_source
 from frontend.lowering.reductions import sum_, sum_all
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref, Symbolic
