@@ -4,8 +4,8 @@ resident tiles, the static scatter-add, gathers of rows by runtime indices) with
 maps they take (pooling windows).
 
 Rule files import these from here and the mechanism from `core`; a rule file imports
-another only for what that family defines: a general rule its case builds on
-(`norms.layer_norm`), or a symbolic value (`backward.Compare`).
+another only for what that family defines: a rule it builds on (`norms.layer_norm`), or a
+symbolic value (`backward.Compare`).
 """
 
 from __future__ import annotations
