@@ -1,6 +1,7 @@
-"""ATen graph -> stages: a rule per op, in small files by op family (see `core`)."""
+"""ATen graph -> stages: a rule per op, in small files by op family (see `core`), every
+family listed in `families`."""
 
-from frontend.lowering import losses  # noqa: F401  (cross-entropy rules register)
+from frontend.lowering import families  # noqa: F401  (the rule table: every rule module)
 from frontend.lowering.core import RULES, Lowered, lower, rule, supported_ops
 
 __all__ = ["RULES", "Lowered", "lower", "rule", "supported_ops"]

@@ -18,11 +18,8 @@ import dataclasses
 import torch
 
 from fabric.kernels import build_compare
-from frontend.lowering import masks  # noqa: F401  (registers the general `where`)
-from frontend.lowering.common import as2d, expand_to, out_shape
+from frontend.lowering.common import as2d, binary, expand_to, num, out_shape, reduce, scalar
 from frontend.lowering.core import rule
-from frontend.lowering.elementwise import _binary, _num, _scalar
-from frontend.lowering.reductions import _reduce
 from frontend.stages import Limits
 from frontend.values import Const, Ref, Symbolic
 
@@ -66,10 +63,10 @@ def _storage(fmt: dict) -> dict:
 
 def _compare_rule(op):
     def lower_compare(low, node, x, other):
-        if not isinstance(x, Ref) or not _scalar(other):
+        if not isinstance(x, Ref) or not scalar(other):
             raise low.unsupported(f"{op} of {type(x).__name__} with "
                                   f"{type(other).__name__} (a runtime tensor with a scalar)")
-        return Compare(x, op, _num(other))
+        return Compare(x, op, num(other))
     return lower_compare
 
 
@@ -90,17 +87,9 @@ def where(low, node, cond, a, b):
     else:
         raise low.unsupported("where with neither branch zero (a select as a mask product "
                               "is exact only against 0)")
-    return _binary(low, expand_to(value, shape), expand_to(keep, shape), "mul", shape)
+    return binary(low, expand_to(value, shape), expand_to(keep, shape), "mul", shape)
 
 
 @rule(aten.mean.default)
 def mean_all(low, node, x, dtype=None):
-    return _reduce(low, node, x, None, False, "mean")
-
-
-from frontend.lowering import (  # noqa: E402, F401  (the other training rules)
-    backward_conv,
-    backward_embedding,
-    backward_norms,
-    backward_pool,
-)
+    return reduce(low, node, x, None, False, "mean")

@@ -18,13 +18,19 @@ import math
 
 import torch
 
-from frontend.lowering import norms  # noqa: F401  (registers the general batch norm)
-from frontend.lowering.backward_pool import positions, scatter_add
-from frontend.lowering.common import out_shape, relayout, shape_of
+from frontend.lowering.common import (
+    binary,
+    gemm,
+    out_shape,
+    pair,
+    positions,
+    reduce_rows,
+    relayout,
+    scatter_add,
+    shape_of,
+    windows,
+)
 from frontend.lowering.core import Unavailable, rule
-from frontend.lowering.elementwise import _binary
-from frontend.lowering.matmul import gemm
-from frontend.lowering.reductions import _pair, reduce_rows, windows
 from frontend.values import Const, Ref
 
 aten = torch.ops.aten
@@ -46,7 +52,7 @@ def convolution_backward(low, node, grad, x, weight, bias_sizes, stride, padding
     n, cin, _, _ = shape_of(x)
     cout, _, kh, kw = shape_of(weight)
     _, _, oh, ow = grad.shape
-    geometry = ((kh, kw), _pair(stride), _pair(padding), _pair(dilation), oh, ow)
+    geometry = ((kh, kw), pair(stride), pair(padding), pair(dilation), oh, ow)
     g = Ref(grad.index.permute(0, 2, 3, 1).reshape(n * oh * ow, cout))
     outs = [None, None, None]
     if output_mask[0]:
@@ -85,12 +91,12 @@ def batch_norm(low, node, x, weight, bias, mean, var, momentum, eps):
     w = weight if weight is not None else Const(torch.ones(channels))
     b = bias if bias is not None else Const(torch.zeros(channels))
     invstd = Const(1.0 / torch.sqrt(var.value + eps))
-    alpha = _binary(low, w, invstd, "mul", (channels,)) if isinstance(w, Ref) \
+    alpha = binary(low, w, invstd, "mul", (channels,)) if isinstance(w, Ref) \
         else Const(w.value * invstd.value)
-    shifted = _binary(low, alpha, mean, "mul", (channels,))
-    beta = _binary(low, b, shifted, "sub", (channels,))
+    shifted = binary(low, alpha, mean, "mul", (channels,))
+    beta = binary(low, b, shifted, "sub", (channels,))
     view = (1, channels) + (1,) * (len(x.shape) - 2)
     shape = out_shape(node)
-    y = _binary(low, x, relayout(alpha, lambda t: t.reshape(view)), "mul", shape)
-    y = _binary(low, y, relayout(beta, lambda t: t.reshape(view)), "add", shape)
+    y = binary(low, x, relayout(alpha, lambda t: t.reshape(view)), "mul", shape)
+    y = binary(low, y, relayout(beta, lambda t: t.reshape(view)), "add", shape)
     return y, Unavailable("batch norm's saved mean"), Unavailable("batch norm's saved rstd")

@@ -27,13 +27,8 @@ import math
 
 import torch
 
-from fabric.kernels import build_resident, build_rowreduce
-from frontend.lowering import backward as _floats  # noqa: F401  (the general compares)
-from frontend.lowering import embedding as _tables
-from frontend.lowering import layout as _layout  # noqa: F401  (the general unsqueeze)
-from frontend.lowering import masks as _masks  # noqa: F401  (general logical_not, where)
-from frontend.lowering.backward_pool import scatter_add
-from frontend.lowering.common import out_shape
+from fabric.kernels import build_rowreduce
+from frontend.lowering.common import gather_rows, index_source, out_shape, resident, scatter_add
 from frontend.lowering.core import rule
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref, Symbolic
@@ -78,23 +73,6 @@ class Clamped(Symbolic):
     hi: float
 
 
-def gather_rows(low, table: Ref, indices: Ref, suffix: str = "") -> Ref:
-    """table[indices] for a table materialized by a stage (vocab, dim): the picked rows
-    moved per call into a resident tile of (tokens, dim)."""
-    vocab, dim = table.shape
-    return _tables.gather_rows(low, int(table.index.reshape(-1)[0]), vocab, dim, indices,
-                               suffix)
-
-
-def resident(low, value, shape, suffix: str) -> Ref:
-    """A tile holding `value` (a constant, or a runtime tensor written there)."""
-    m, n = shape
-    return low.stage("resident", (m, n),
-                     lambda cfg, rect, **fmt: build_resident(cfg, rect, m, n, **fmt),
-                     [low.operand("x", value, (m, n))], m * n, Limits(m, n),
-                     words_per_element=1, suffix=suffix)
-
-
 def _runtime_table(low, node, weight, *args, **kwargs) -> bool:
     """The table is a runtime input (a constant one: `embedding.embedding`)."""
     return isinstance(weight, Ref)
@@ -107,8 +85,10 @@ def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
         return Ref(weight.index[indices.value.to(torch.int64)], weight.dtype)  # a layout
     if not isinstance(indices, Ref):
         raise low.unsupported("embedding indices that are not a runtime input")
-    table = resident(low, weight, weight.shape, "_table")
-    return gather_rows(low, table, indices)
+    # the table written to a resident tile; the picked rows move from there per call
+    vocab, dim = weight.shape
+    table = resident(low, weight, (vocab, dim), "_table")
+    return gather_rows(low, int(table.index.reshape(-1)[0]), vocab, dim, indices)
 
 
 # ---- index checks ------------------------------------------------------------------------
@@ -242,7 +222,7 @@ def _runtime_scatter(low, idx: Ref, g: Ref, vocab: int) -> Ref:
     (v, :) of a (vocab dim, tokens) operand that its index names (the other slots hold
     zero), and a row reduction sums every row: a scatter-add in token order."""
     tokens, dim = g.shape
-    source = _tables.index_source(low, idx)
+    source = index_source(low, idx)
     table = resident(low, g, (tokens, dim), "_rows")
     rows = ScatterRows(int(table.index.reshape(-1)[0]), tokens, dim, source.name,
                        idx.index - source.base, tuple(idx.shape), vocab)

@@ -20,10 +20,8 @@ import torch
 from fabric.kernels import build_blockwise
 from fabric.kernels import mathlib as ml
 from frontend.lowering import norms
-from frontend.lowering.common import as2d, expand_to
+from frontend.lowering.common import as2d, binary, expand_to, map_, reduce_rows
 from frontend.lowering.core import rule
-from frontend.lowering.elementwise import _binary, _map
-from frontend.lowering.reductions import reduce_rows
 from frontend.stages import Limits
 from frontend.values import Ref
 
@@ -61,10 +59,10 @@ def layer_norm(low, node, x, normalized_shape, weight, bias, eps):
     stat_shape = tuple(x.shape[:len(x.shape) - len(normalized_shape)]) + \
         (1,) * len(normalized_shape)
     mean = reduce_rows(low, rows, "mean", 1.0 / n)  # (m,)
-    centered = _binary(low, Ref(rows), expand_to(Ref(mean.index.reshape(m, 1)), (m, n)),
-                       "sub", (m, n))
-    square = _binary(low, centered, centered, "mul", (m, n))
+    centered = binary(low, Ref(rows), expand_to(Ref(mean.index.reshape(m, 1)), (m, n)),
+                      "sub", (m, n))
+    square = binary(low, centered, centered, "mul", (m, n))
     var = reduce_rows(low, square.index, "mean", 1.0 / n)
-    shifted = _map(low, Ref(var.index.reshape(m, 1)), "add", float(eps), (m, 1))
+    shifted = map_(low, Ref(var.index.reshape(m, 1)), "add", float(eps), (m, 1))
     rstd = rsqrt(low, Ref(shifted.index.reshape(1, m)))
     return (y, Ref(mean.index.reshape(stat_shape)), Ref(rstd.index.reshape(stat_shape)))

@@ -1,10 +1,5 @@
-"""Backward of pooling, and the static scatter-add that pooling, im2col and position
-embeddings need: sums of contributions into positions known at compile time.
-
-    scatter_add(contrib, target, numel)[p] = sum of contrib[i] over target[i] == p
-
-is a layout when every position gets at most one contribution (-1 ids read as zero), else a
-row reduction whose rows are each position's contributions (padded with zeros).
+"""Backward of pooling: the gradient of every window added into its input positions by the
+static scatter-add (`common.scatter_add`).
 
 avg_pool2d_backward: every window's gradient / divisor, added into its input positions.
 max_pool2d_with_indices_backward: the gradient goes to the first maximum of each window
@@ -28,49 +23,28 @@ import torch
 
 from frontend.lowering import reductions
 from frontend.lowering.backward import Compare, mask
-from frontend.lowering.common import expand_to, out_shape
+from frontend.lowering.common import (
+    binary,
+    expand_to,
+    gemm,
+    out_shape,
+    pair,
+    positions,
+    reduce_rows,
+    scatter_add,
+    windows,
+)
 from frontend.lowering.core import Unavailable, rule
-from frontend.lowering.elementwise import _binary, _map
-from frontend.lowering.matmul import gemm
-from frontend.lowering.reductions import _pair, reduce_rows, windows
 from frontend.values import Const, Ref, Symbolic
 
 aten = torch.ops.aten
 
 
-def scatter_add(low, contrib: torch.Tensor, target: torch.Tensor, numel: int,
-                scale: float = 1.0) -> Ref:
-    """contrib: global ids (any shape, -1 = zero); target: positions in [0, numel) or -1
-    (dropped), same shape. Returns a Ref of shape (numel,) holding scale * the sums."""
-    contrib, target = contrib.reshape(-1), target.reshape(-1)
-    keep = (target >= 0) & (contrib >= 0)
-    contrib, target = contrib[keep], target[keep]
-    counts = torch.bincount(target, minlength=numel) if target.numel() else \
-        torch.zeros(numel, dtype=torch.int64)
-    width = int(counts.max()) if numel else 0
-    rows = torch.full((numel, max(1, width)), -1, dtype=torch.int64)
-    order = torch.argsort(target, stable=True)
-    starts = torch.cumsum(counts, 0) - counts
-    slot = torch.arange(target.numel()) - starts[target[order]]
-    rows[target[order], slot] = contrib[order]
-    if width <= 1:  # a layout (and a scale)
-        out = Ref(rows[:, 0])
-        return _map(low, out, "mul", scale, (numel,)) if scale != 1.0 else out
-    if scale != 1.0:  # "mean" is the sum times `scale`
-        return reduce_rows(low, rows, "mean", scale)
-    return reduce_rows(low, rows, "sum")
-
-
-def positions(shape) -> torch.Tensor:
-    """The flat position of every element of a tensor of `shape`."""
-    return torch.arange(math.prod(shape)).reshape(shape)
-
-
 @rule(aten.avg_pool2d_backward.default)
 def avg_pool2d_backward(low, node, grad, x, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override):
-    kernel = _pair(kernel_size)
-    stride, padding = _pair(stride, kernel), _pair(padding)
+    kernel = pair(kernel_size)
+    stride, padding = pair(stride, kernel), pair(padding)
     if padding != (0, 0) and not count_include_pad:
         raise low.unsupported("avg_pool2d_backward with count_include_pad=False and padding")
     shape = out_shape(node)
@@ -117,8 +91,8 @@ def max_pool2d_backward(low, node, grad, x, kernel_size, stride, padding, dilati
     if not isinstance(indices, FirstMaxima):
         raise low.unsupported("max_pool2d_backward with indices from elsewhere than the "
                               "pooling of its input")
-    kernel = _pair(kernel_size)
-    stride, padding, dilation = _pair(stride, kernel), _pair(padding), _pair(dilation)
+    kernel = pair(kernel_size)
+    stride, padding, dilation = pair(stride, kernel), pair(padding), pair(dilation)
     if padding != (0, 0):
         raise low.unsupported("max_pool2d_backward with padding")
     if not isinstance(x, Ref):
@@ -132,14 +106,14 @@ def max_pool2d_backward(low, node, grad, x, kernel_size, stride, padding, dilati
     rows = win.reshape(-1, k)
     m = rows.shape[0]
     mx = reduce_rows(low, rows, "max")
-    diff = _binary(low, Ref(rows), expand_to(Ref(mx.index.reshape(m, 1)), (m, k)), "sub",
-                   (m, k))
+    diff = binary(low, Ref(rows), expand_to(Ref(mx.index.reshape(m, 1)), (m, k)), "sub",
+                  (m, k))
     is_max = mask(low, Compare(diff, "ge", 0.0))
     earlier = gemm(low, is_max, Const(torch.triu(torch.ones(k, k), diagonal=1)),
                    suffix="_earlier")
-    first = _binary(low, is_max, mask(low, Compare(earlier, "le", 0.0)), "mul", (m, k))
+    first = binary(low, is_max, mask(low, Compare(earlier, "le", 0.0)), "mul", (m, k))
     g = Ref(grad.index.reshape(m, 1))
-    contrib = _binary(low, expand_to(g, (m, k)), first, "mul", (m, k))
+    contrib = binary(low, expand_to(g, (m, k)), first, "mul", (m, k))
     target = windows(positions(shape), kernel, stride, padding, dilation)
     target = target[:, :, :gshape[2], :gshape[3]].reshape(m, k)
     out = scatter_add(low, contrib.index, target, math.prod(shape))

@@ -1,10 +1,30 @@
-"""Helpers shared by the lowering rules."""
+"""Helpers shared by the lowering rules: shapes of values, scalar arguments, and the
+stages that rules of several families build on (elementwise maps, row reductions, GEMMs,
+resident tiles, the static scatter-add, gathers of rows by runtime indices) with the index
+maps they take (pooling windows).
+
+Rule files import these from here and the mechanism from `core`; a rule file imports
+another only for what that family defines: a rule it builds on (`norms.layer_norm`), or a
+symbolic value (`backward.Compare`).
+"""
 
 from __future__ import annotations
 
 import math
+import numbers
 
-from frontend.values import Const, Ref
+import torch
+import torch.nn.functional as F
+
+from fabric.kernels import (
+    build_elementwise,
+    build_gemm_summa,
+    build_map,
+    build_resident,
+    build_rowreduce,
+)
+from frontend.stages import Limits
+from frontend.values import Const, Gather, Ref
 
 # Single-PE cycles per element of each kernel (fp32, WSE-2 widths; the kernels' cycle
 # models): a stage's work, which sizes its tile against the others'.
@@ -12,6 +32,7 @@ CYCLES_PER_ELEMENT = {"map": 1, "elementwise": 1, "gelu": 27, "softmax": 17, "la
                       "tanh": 28, "exp": 14}
 
 
+# ---- shapes --------------------------------------------------------------------------------
 def as2d(shape) -> tuple[int, int]:
     """(rows, cols) of a tensor seen as a matrix: the last dimension as columns."""
     shape = tuple(shape)
@@ -21,6 +42,7 @@ def as2d(shape) -> tuple[int, int]:
 
 
 def out_shape(node) -> tuple[int, ...]:
+    """The shape of `node`'s output as traced (its first output for a multi-output op)."""
     val = node.meta["val"]
     if isinstance(val, (tuple, list)):
         val = val[0]
@@ -43,6 +65,177 @@ def expand_to(value, shape):
 
 
 def shape_of(value) -> tuple[int, ...]:
+    """The shape of a Const's tensor or a Ref's index map."""
     if isinstance(value, Const):
         return tuple(value.value.shape)
     return tuple(value.shape)
+
+
+# ---- scalar arguments ----------------------------------------------------------------------
+def scalar(v) -> bool:
+    """True for one number: a Python number or a 0-d Const (shape ()); a Const of shape (1,)
+    is a tensor, broadcast like one."""
+    return isinstance(v, numbers.Number) or (isinstance(v, Const) and v.value.numel() == 1
+                                             and v.value.dim() == 0)
+
+
+def num(v) -> float:
+    """The value of a `scalar` argument (a number or a 0-d Const) as a float."""
+    return float(v.value) if isinstance(v, Const) else float(v)
+
+
+def pair(v, default=None) -> tuple[int, int]:
+    """A 2D window argument (kernel size, stride, padding, dilation) as (h, w): n -> (n, n),
+    [n] -> (n, n), [h, w] -> (h, w); None or [] -> `default` (ATen's empty stride means the
+    kernel size)."""
+    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+        v = default
+    if isinstance(v, int):
+        return v, v
+    return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+
+# ---- elementwise stages --------------------------------------------------------------------
+def map_(low, x: Ref, op: str, value: float, shape) -> Ref:
+    """x op value elementwise (`build_map`: "add", "mul", "relu", ...) for a Ref x of
+    `shape` (an expanded index map too: the data movement copies its repeated elements),
+    computed as the matrix as2d(shape); a Ref of `shape`. (`map_`: `map` is a builtin.)"""
+    m, n = as2d(shape)
+    ref = low.stage("map", (m, n),
+                    lambda cfg, rect, **fmt: build_map(cfg, rect, m, n, op, value, **fmt),
+                    [low.operand("x", x, (m, n))], m * n * CYCLES_PER_ELEMENT["map"],
+                    Limits(m, n), words_per_element=2, suffix=f"_{op}")
+    return Ref(ref.index.reshape(shape))
+
+
+def binary(low, x, y, op: str, shape) -> Ref:
+    """x op y elementwise (`build_elementwise`: "add", "sub", "mul", ...) for Consts or Refs
+    x and y that broadcast to `shape` (PyTorch's rules; each is expanded to it first),
+    computed as the matrix as2d(shape); a Ref of `shape`."""
+    m, n = as2d(shape)
+    x, y = expand_to(x, shape), expand_to(y, shape)
+    ref = low.stage("elementwise", (m, n),
+                    lambda cfg, rect, **fmt: build_elementwise(cfg, rect, m, n, op, **fmt),
+                    [low.operand("x", x, (m, n)), low.operand("y", y, (m, n))],
+                    m * n * CYCLES_PER_ELEMENT["elementwise"], Limits(m, n), suffix=f"_{op}")
+    return Ref(ref.index.reshape(shape))
+
+
+# ---- row reductions, pooling windows, the static scatter-add -------------------------------
+def reduce_rows(low, rows: torch.Tensor, op: str, scale: float = 1.0) -> Ref:
+    """op ("sum" | "max" | "mean", the sum times `scale`) of every row of the index map
+    `rows` (m, r) of global ids (-1 reads as zero), on a column of PEs (`build_rowreduce`);
+    a Ref of shape (m,)."""
+    m, r = rows.shape
+    return low.stage("rowreduce", (m,),
+                     lambda cfg, rect, **fmt: build_rowreduce(cfg, rect, m, r, op, scale, **fmt),
+                     [low.operand("x", Ref(rows), (m, r))], m * r,
+                     Limits(m, 1, cols_fixed=1), words_per_element=r + 1, suffix=f"_{op}")
+
+
+def reduce(low, node, x: Ref, dims, keepdim, op: str) -> Ref:
+    """op ("sum" | "mean" | "max") of x over `dims` (None or empty: every dimension) as one
+    `reduce_rows`: x's kept dimensions are the rows, its reduced ones the r = prod(their
+    sizes) columns of a row; a Ref of `node`'s output shape (which has `keepdim`'s ones)."""
+    nd = len(x.shape)
+    dims = sorted({d % nd for d in (dims or range(nd))}) if nd else []
+    kept = [d for d in range(nd) if d not in dims]
+    moved = x.index.permute(kept + dims) if nd else x.index.reshape(1)
+    r = math.prod(x.shape[d] for d in dims) if dims else 1
+    rows = moved.reshape(-1, r)
+    out = reduce_rows(low, rows, op, 1.0 / r)
+    return Ref(out.index.reshape(out_shape(node)))
+
+
+def windows(index: torch.Tensor, kernel, stride, padding, dilation) -> torch.Tensor:
+    """(N, C, H, W) index map -> (N, C, OH, OW, kh * kw) windows; padding holds -1 (zero)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    padded = F.pad(index, (pw, pw, ph, ph), value=-1)
+    span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    win = padded.unfold(2, span_h, sh).unfold(3, span_w, sw)[..., ::dh, ::dw]
+    return win.reshape(*win.shape[:4], kh * kw)
+
+
+def positions(shape) -> torch.Tensor:
+    """The flat position of every element of a tensor of `shape` (an index map of `shape`
+    holding 0 .. numel - 1 in C order)."""
+    return torch.arange(math.prod(shape)).reshape(shape)
+
+
+def scatter_add(low, contrib: torch.Tensor, target: torch.Tensor, numel: int,
+                scale: float = 1.0) -> Ref:
+    """Sums of contributions into positions known at compile time (the backward of pooling
+    and im2col, the gradient of a position embedding):
+
+        out[p] = scale * sum of contrib[i] over target[i] == p
+
+    contrib: global ids (any shape, -1 = zero); target: positions in [0, numel) or -1
+    (dropped), same shape. Returns a Ref of shape (numel,): a layout (times `scale` by a
+    `map_`) when every position gets at most one contribution, else a `reduce_rows` of
+    (numel, most contributions) rows, each position's contributions padded with zeros."""
+    contrib, target = contrib.reshape(-1), target.reshape(-1)
+    keep = (target >= 0) & (contrib >= 0)
+    contrib, target = contrib[keep], target[keep]
+    counts = torch.bincount(target, minlength=numel) if target.numel() else \
+        torch.zeros(numel, dtype=torch.int64)
+    width = int(counts.max()) if numel else 0
+    rows = torch.full((numel, max(1, width)), -1, dtype=torch.int64)
+    order = torch.argsort(target, stable=True)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(target.numel()) - starts[target[order]]
+    rows[target[order], slot] = contrib[order]
+    if width <= 1:  # a layout (and a scale)
+        out = Ref(rows[:, 0])
+        return map_(low, out, "mul", scale, (numel,)) if scale != 1.0 else out
+    if scale != 1.0:  # "mean" is the sum times `scale`
+        return reduce_rows(low, rows, "mean", scale)
+    return reduce_rows(low, rows, "sum")
+
+
+# ---- matrices and resident tiles -----------------------------------------------------------
+def gemm(low, a, b, suffix="") -> Ref:
+    """a @ b by SUMMA (`build_gemm_summa`) for 2D Consts or Refs a (m, k) and b (k, n); a Ref
+    of shape (m, n). Its work is the m k n multiply-adds."""
+    (m, k), (_, n) = shape_of(a), shape_of(b)
+    return low.stage(
+        "gemm_summa", (m, n), lambda cfg, rect, **fmt: build_gemm_summa(cfg, rect, m, k, n, **fmt),
+        [low.operand("A", a, (m, k)), low.operand("B", b, (k, n))], m * k * n,
+        Limits(m, n), fmas=m * k * n,
+        words_per_element=max(3, 2 * k // max(1, min(m, n))), suffix=suffix)
+
+
+def resident(low, value, shape, suffix: str) -> Ref:
+    """A tile holding `value` as an (m, n) = `shape` matrix (`build_resident`, one SRAM word
+    per element): a constant, a runtime tensor written there, or a `Gather` whose elements
+    move there on every call; a Ref of shape (m, n)."""
+    m, n = shape
+    return low.stage("resident", (m, n),
+                     lambda cfg, rect, **fmt: build_resident(cfg, rect, m, n, **fmt),
+                     [low.operand("x", value, (m, n))], m * n, Limits(m, n),
+                     words_per_element=1, suffix=suffix)
+
+
+# ---- per-call gathers (rows picked by runtime indices) -------------------------------------
+def index_source(low, indices: Ref):
+    """The user input tensor that all `indices` (a Ref of any shape) come from, so a per-call
+    gather can read them there (else UnsupportedOpError)."""
+    flat = indices.index.reshape(-1)
+    src = low.owner(int(flat[0])) if flat.numel() and int(flat[0]) >= 0 else None
+    if src is None or src.kind != "input" or bool((flat < src.base).any()) \
+            or bool((flat >= src.base + src.numel).any()):
+        raise low.unsupported("embedding indices computed on the fabric (they must come "
+                              "from an input)")
+    return src
+
+
+def gather_rows(low, table_base: int, vocab: int, dim: int, indices: Ref,
+                suffix: str = "") -> Ref:
+    """table[indices] for a (vocab, dim) table materialized at global id `table_base` and
+    indices of a user input (`index_source`): the picked rows move per call into a resident
+    tile of (tokens, dim), tokens = indices.numel(); a Ref of shape (*indices.shape, dim)."""
+    source = index_source(low, indices)
+    tokens = indices.index.numel()
+    gather = Gather(table_base, vocab, dim, source.name, indices.index - source.base,
+                    tuple(indices.shape))
+    out = resident(low, gather, (tokens, dim), suffix)
+    return Ref(out.index.reshape(*indices.shape, dim))

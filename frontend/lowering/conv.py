@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from frontend.lowering.common import out_shape, relayout
+from frontend.lowering.common import binary, gemm, out_shape, pair, relayout, windows
 from frontend.lowering.core import rule
-from frontend.lowering.elementwise import _binary
-from frontend.lowering.matmul import gemm
-from frontend.lowering.reductions import _pair, windows
 from frontend.values import Ref
 
 aten = torch.ops.aten
@@ -28,12 +25,12 @@ def convolution(low, node, x, weight, bias, stride, padding, dilation, transpose
     cout, cin, kh, kw = weight.value.shape if hasattr(weight, "value") else weight.shape
     shape = out_shape(node)
     n, _, oh, ow = shape
-    win = windows(x.index, (kh, kw), _pair(stride), _pair(padding), _pair(dilation))
+    win = windows(x.index, (kh, kw), pair(stride), pair(padding), pair(dilation))
     # (N, C, OH, OW, kh*kw) -> rows (N, OH, OW), columns (C, kh, kw) as the weight flattens
     cols = win[:, :, :oh, :ow].permute(0, 2, 3, 1, 4).reshape(n * oh * ow, cin * kh * kw)
     w = relayout(weight, lambda t: t.reshape(cout, cin * kh * kw).t().contiguous())
     y = gemm(low, Ref(cols), w, suffix="_gemm")
     if bias is not None:
-        y = _binary(low, y, relayout(bias, lambda t: t.reshape(1, cout)), "add",
-                    (n * oh * ow, cout))
+        y = binary(low, y, relayout(bias, lambda t: t.reshape(1, cout)), "add",
+                   (n * oh * ow, cout))
     return Ref(y.index.reshape(n, oh, ow, cout).permute(0, 3, 1, 2))

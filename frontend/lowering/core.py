@@ -14,6 +14,10 @@ cases of an op exclude each other (a node two cases accept is an error naming bo
 order in which files register never matters; an op whose cases all decline and that has no
 general rule raises the same UnsupportedOpError as an unknown op. A case that builds on the
 general rule calls that function by name (`norms.layer_norm`).
+
+The table is assembled in one place, `families`, which imports every rule module (each
+registers its rules as it runs); the package imports `families`, so the table is whole
+before anything here can be called.
 """
 
 from __future__ import annotations
@@ -174,8 +178,6 @@ class Lowering:
 def lower(captured: Captured, formats: dict[str, str] | None = None) -> Lowered:
     """Lower every node; `formats` gives the nodes that run in a 16-bit format (mixed
     precision, `frontend.amp.node_formats`)."""
-    from frontend.lowering import families  # noqa: F401  (registers the rules)
-
     low = Lowering(captured, formats)
     env: dict[str, object] = {}
     outputs: list[object] = []

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from fabric.kernels import build_resident
+from frontend.lowering.common import gather_rows, index_source, resident
 from frontend.lowering.core import rule
-from frontend.stages import Limits
-from frontend.values import Const, Gather, Ref
+from frontend.values import Const, Ref
 
 aten = torch.ops.aten
 
@@ -22,37 +21,8 @@ def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
     index_source(low, indices)
     vocab, dim = weight.value.shape if isinstance(weight, Const) else weight.shape
     if isinstance(weight, Const):
-        table = low.stage("resident", (vocab, dim),
-                          lambda cfg, rect, **fmt: build_resident(cfg, rect, vocab, dim, **fmt),
-                          [low.operand("x", weight, (vocab, dim))], vocab * dim,
-                          Limits(vocab, dim), words_per_element=1, suffix="_table")
+        table = resident(low, weight, (vocab, dim), "_table")
         table_base = int(table.index.reshape(-1)[0])
     else:
         raise low.unsupported("an embedding table computed at run time")
     return gather_rows(low, table_base, vocab, dim, indices)
-
-
-def index_source(low, indices: Ref):
-    """The user input tensor that all `indices` come from (else UnsupportedOpError)."""
-    flat = indices.index.reshape(-1)
-    src = low.owner(int(flat[0])) if flat.numel() and int(flat[0]) >= 0 else None
-    if src is None or src.kind != "input" or bool((flat < src.base).any()) \
-            or bool((flat >= src.base + src.numel).any()):
-        raise low.unsupported("embedding indices computed on the fabric (they must come "
-                              "from an input)")
-    return src
-
-
-def gather_rows(low, table_base: int, vocab: int, dim: int, indices: Ref,
-                suffix: str = "") -> Ref:
-    """table[indices] for a (vocab, dim) table materialized at global id `table_base`: the
-    picked rows move per call into a resident tile of (tokens, dim)."""
-    source = index_source(low, indices)
-    tokens = indices.index.numel()
-    gather = Gather(table_base, vocab, dim, source.name, indices.index - source.base,
-                    tuple(indices.shape))
-    out = low.stage("resident", (tokens, dim),
-                    lambda cfg, rect, **fmt: build_resident(cfg, rect, tokens, dim, **fmt),
-                    [low.operand("x", gather, (tokens, dim))], tokens * dim,
-                    Limits(tokens, dim), words_per_element=1, suffix=suffix)
-    return Ref(out.index.reshape(*indices.shape, dim))

@@ -1,13 +1,30 @@
-"""Imports every rule family so that its rules register."""
+"""The rule table: every rule module of the lowering, listed once.
 
-from frontend.lowering import (  # noqa: F401
+Each module registers its rules in `core.RULES` when it runs (`core.rule`); this is the one
+place that imports rule modules for that, and the package's `__init__` imports it, so the
+table is whole before `lower` runs. Rule files import `common` and `core`, and another rule
+module only for a name they use (a rule they build on, a symbolic value), never to register
+rules. The cases of an op exclude each other, so the order in which modules register does
+not change which rule lowers a node (only the order in which an ambiguity error names the
+cases).
+"""
+
+from frontend.lowering import (
     backward,
+    backward_conv,
+    backward_embedding,
+    backward_norms,
+    backward_pool,
     conv,
     elementwise,
     embedding,
     layout,
+    losses,
     masks,
     matmul,
     norms,
     reductions,
 )
+
+FAMILIES = (backward, backward_conv, backward_embedding, backward_norms, backward_pool, conv,
+            elementwise, embedding, layout, losses, masks, matmul, norms, reductions)

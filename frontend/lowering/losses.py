@@ -34,13 +34,19 @@ import dataclasses
 import torch
 
 from fabric.kernels import build_unary
-from frontend.lowering import backward as _training  # noqa: F401  (the other `where`s)
-from frontend.lowering.backward_embedding import IndexPred, resident
-from frontend.lowering.common import as2d, expand_to, out_shape
+from frontend.lowering.backward_embedding import IndexPred
+from frontend.lowering.common import (
+    as2d,
+    binary,
+    expand_to,
+    index_source,
+    out_shape,
+    reduce_rows,
+    resident,
+)
 from frontend.lowering.core import rule
-from frontend.lowering.elementwise import _binary, mul
-from frontend.lowering.embedding import index_source
-from frontend.lowering.reductions import reduce_rows, sum_, sum_all
+from frontend.lowering.elementwise import mul
+from frontend.lowering.reductions import sum_, sum_all
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref, Symbolic
 
@@ -78,9 +84,9 @@ def reduce_dim(low, x: Ref, dim: int, op: str) -> Ref:
 def log_softmax(low, x: Ref, dim: int) -> Ref:
     """x - max - log(sum(exp(x - max))) along `dim`, six stages."""
     shape = x.shape
-    shifted = _binary(low, x, expand_to(reduce_dim(low, x, dim, "max"), shape), "sub", shape)
+    shifted = binary(low, x, expand_to(reduce_dim(low, x, dim, "max"), shape), "sub", shape)
     total = reduce_dim(low, unary(low, shifted, "exp"), dim, "sum")
-    return _binary(low, shifted, expand_to(unary(low, total, "log"), shape), "sub", shape)
+    return binary(low, shifted, expand_to(unary(low, total, "log"), shape), "sub", shape)
 
 
 def _check_float(low, x, what: str) -> Ref:
@@ -105,9 +111,9 @@ def log_softmax_backward(low, node, grad, out, dim, input_dtype=None):
     grad = _check_float(low, grad, "_log_softmax_backward_data")
     out = _check_float(low, out, "_log_softmax_backward_data")
     shape = out.shape
-    scaled = _binary(low, unary(low, out, "exp"),
-                     expand_to(reduce_dim(low, grad, dim, "sum"), shape), "mul", shape)
-    return _binary(low, grad, scaled, "sub", shape)
+    scaled = binary(low, unary(low, out, "exp"),
+                    expand_to(reduce_dim(low, grad, dim, "sum"), shape), "mul", shape)
+    return binary(low, grad, scaled, "sub", shape)
 
 
 # ---- integer class indices, planned per call -------------------------------------------

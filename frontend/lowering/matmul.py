@@ -6,25 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from fabric.kernels import build_gemm_summa
-from frontend.lowering.common import relayout, shape_of
+from frontend.lowering.common import gemm, map_, relayout, shape_of
 from frontend.lowering.core import rule
-from frontend.lowering.elementwise import _map
 from frontend.lowering.elementwise import add as add_rule
-from frontend.stages import Limits
 from frontend.values import Const, Ref
 
 aten = torch.ops.aten
-
-
-def gemm(low, a, b, suffix=""):
-    """A Ref to a @ b for 2D values a (m, k), b (k, n)."""
-    (m, k), (_, n) = shape_of(a), shape_of(b)
-    return low.stage(
-        "gemm_summa", (m, n), lambda cfg, rect, **fmt: build_gemm_summa(cfg, rect, m, k, n, **fmt),
-        [low.operand("A", a, (m, k)), low.operand("B", b, (k, n))], m * k * n,
-        Limits(m, n), fmas=m * k * n,
-        words_per_element=max(3, 2 * k // max(1, min(m, n))), suffix=suffix)
 
 
 @rule(aten.mm.default)
@@ -37,12 +24,12 @@ def addmm(low, node, bias, a, b, beta=1, alpha=1):
     """beta * bias + alpha * (a @ b); a scale of 1 costs nothing, a constant's is folded."""
     prod = gemm(low, a, b, suffix="_mm")
     if alpha != 1:
-        prod = _map(low, prod, "mul", alpha, prod.shape)
+        prod = map_(low, prod, "mul", alpha, prod.shape)
     if beta == 0:
         return prod
     if beta != 1:
         bias = Const(bias.value * beta) if isinstance(bias, Const) else \
-            _map(low, bias, "mul", beta, bias.shape)
+            map_(low, bias, "mul", beta, bias.shape)
     return add_rule(low, node, prod, bias)
 
 

@@ -8,9 +8,8 @@ import math
 import torch
 
 from fabric.kernels import build_layernorm, build_softmax
-from frontend.lowering.common import CYCLES_PER_ELEMENT, as2d, out_shape
+from frontend.lowering.common import CYCLES_PER_ELEMENT, as2d, binary, out_shape
 from frontend.lowering.core import Unavailable, rule
-from frontend.lowering.elementwise import _binary
 from frontend.stages import Limits
 from frontend.values import Const, Ref
 
@@ -60,6 +59,6 @@ def batch_norm(low, node, x, weight, bias, mean, var, momentum, eps):
     shift = b - mean.value * scale
     view = (1, channels) + (1,) * (len(x.shape) - 2)
     shape = out_shape(node)
-    y = _binary(low, x, Const(scale.reshape(view)), "mul", shape)
-    y = _binary(low, y, Const(shift.reshape(view)), "add", shape)
+    y = binary(low, x, Const(scale.reshape(view)), "mul", shape)
+    y = binary(low, y, Const(shift.reshape(view)), "add", shape)
     return y, Unavailable("batch norm's saved mean"), Unavailable("batch norm's saved rstd")
