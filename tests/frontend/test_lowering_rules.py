@@ -46,3 +46,25 @@ def test_cases_then_general_rule_then_errors(captured):
     # a second general rule: refused at registration
     with pytest.raises(ValueError, match="has a general rule already"):
         core.rule(OP)(lambda low, node, x: x)
+
+
+def test_every_rule_module_is_listed_once_in_families():
+    """families.FAMILIES is the one list of rule modules (DESIGN: the rule table assembled
+    in one listed place): every module that registers a rule is in it, once."""
+    import pkgutil
+
+    import frontend.lowering as lowering_pkg
+    from frontend.lowering import families
+
+    registering = {fn.__module__ for rules in core.RULES.values() for fn in _rule_fns(rules)}
+    listed = [m.__name__ for m in families.FAMILIES]
+    assert len(listed) == len(set(listed))
+    assert registering <= set(listed), sorted(registering - set(listed))
+    helpers = {"frontend.lowering.common", "frontend.lowering.core",
+               "frontend.lowering.families"}
+    modules = {f"frontend.lowering.{m.name}" for m in pkgutil.iter_modules(lowering_pkg.__path__)}
+    assert modules - helpers == set(listed)
+
+
+def _rule_fns(rules: core.OpRules):
+    return ([rules.general] if rules.general else []) + [fn for _, fn in rules.cases]
