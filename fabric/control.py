@@ -52,6 +52,7 @@ from fabric.isa import (
     Operand,
     Port,
 )
+from fabric.queues import RING
 from fabric.scatter import scatter_rows
 from fabric.state import (
     CLS_FABIN,
@@ -65,7 +66,6 @@ from fabric.state import (
     ERR_ROUTE_IN,
     ERR_ROUTE_OUT,
     ERR_TASK,
-    RING,
     SLOT_FIELDS,
 )
 

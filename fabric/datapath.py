@@ -25,6 +25,7 @@ from fabric import bits, pe_minor, queues
 from fabric.isa import FMT_MASK, FMT_SHIFT, PACKED_STRIDE, Done, Op
 from fabric.materialize import materialize
 from fabric.numerics.convert import decode_code, encode_code
+from fabric.queues import RING
 from fabric.state import (
     CLS_FABIN,
     CLS_FABOUT,
@@ -38,7 +39,6 @@ from fabric.state import (
     O_ROWSTRIDE,
     O_STRIDE,
     OPERAND_FIELDS,
-    RING,
     S_A,
     S_B,
     S_DONE_KIND,

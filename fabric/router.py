@@ -26,8 +26,8 @@ from jax import lax
 
 from fabric import bits, pe_minor, queues
 from fabric.isa import Port
+from fabric.queues import RING
 from fabric.shifts import from_neighbour
-from fabric.state import RING
 
 # The router's decision words. Word 0: bits 5p .. 5p + 4 = color sent through port p,
 # plus one (colors < 31; 0 = none); bits 25 + p: port p restarts its round-robin; bit 31
