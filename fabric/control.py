@@ -66,7 +66,26 @@ from fabric.state import (
     ERR_ROUTE_IN,
     ERR_ROUTE_OUT,
     ERR_TASK,
+    O_BASE,
+    O_CLS,
+    O_COLOR,
+    O_ROWLEN,
+    O_ROWSTRIDE,
+    O_STRIDE,
+    OPERAND_FIELDS,
+    S_A,
+    S_B,
+    S_DONE_KIND,
+    S_DONE_TASK,
+    S_DST,
+    S_FMT,
+    S_ISSUED,
+    S_LEN,
+    S_OP,
+    S_SCALAR,
+    S_SIMD,
     SLOT_FIELDS,
+    SYNC_SLOT,
 )
 
 
@@ -106,6 +125,11 @@ def _scalar(kind, value, regs, wavelet):
                                          lax.bitcast_convert_type(wavelet, jnp.int32), 0)))
 
 
+def _is_fabric(record):
+    """bool [R, C]: the operand record [R, C, OPERAND_FIELDS] is a fabric input or output."""
+    return (record[..., O_CLS] >= CLS_FABIN) & (record[..., O_CLS] <= CLS_FABOUT)
+
+
 def _f32(x):
     return lax.bitcast_convert_type(x, jnp.float32)
 
@@ -128,21 +152,23 @@ def _resolve(config, tables, kind, value, regs, wavelet):
     length = jnp.where(length_reg >= 0, _gather(regs, length_reg), row[..., D_LENGTH])
     row_length = jnp.where(row[..., D_ROW_LENGTH] > 0, row[..., D_ROW_LENGTH],
                            jnp.maximum(length, 1))
-    record = jnp.stack([cls, base, row_length, row[..., D_STRIDE], row[..., D_ROW_STRIDE],
-                        row[..., D_COLOR]], axis=-1)
+    fields = {O_CLS: cls, O_BASE: base, O_ROWLEN: row_length, O_STRIDE: row[..., D_STRIDE],
+              O_ROWSTRIDE: row[..., D_ROW_STRIDE], O_COLOR: row[..., D_COLOR]}
+    record = jnp.stack([fields[f] for f in range(OPERAND_FIELDS)], axis=-1)
     return record, length
 
 
 def _address_error(config, record, length, half):
     """(bad, first bad word) for a memory operand reaching outside SRAM; a 16-bit operand
     (`half`) counts its addresses in half-words."""
-    base, row_length, stride, row_stride = (record[..., i] for i in (1, 2, 3, 4))
+    base, row_length, stride, row_stride = (
+        record[..., f] for f in (O_BASE, O_ROWLEN, O_STRIDE, O_ROWSTRIDE))
     inner = (jnp.minimum(row_length, length) - 1) * stride
     outer = ((length + row_length - 1) // row_length - 1) * row_stride
     lo = base + jnp.minimum(inner, 0) + jnp.minimum(outer, 0)
     hi = base + jnp.maximum(inner, 0) + jnp.maximum(outer, 0)
     limit = jnp.where(half, 2 * config.sram_words, config.sram_words)
-    bad = (record[..., 0] == CLS_MEM) & (length > 0) & ((lo < 0) | (hi >= limit))
+    bad = (record[..., O_CLS] == CLS_MEM) & (length > 0) & ((lo < 0) | (hi >= limit))
     first = jnp.where(lo < 0, lo, hi)
     return bad, jnp.where(half, first // 2, first)
 
@@ -152,7 +178,7 @@ def step(config, tables, state) -> ControlOut:
     (all are idle or waiting on a synchronous DSD op, as in long streaming phases), the
     whole phase is skipped: the result is the same, computed for free."""
     running = state.pc >= 0
-    execute = running & (state.slot_active[..., 0] == 0)
+    execute = running & (state.slot_active[..., SYNC_SLOT] == 0)
     ready = ((queues.nonempty(state.iq_ctl) | state.activated)
              & ~state.blocked & tables.task_defined)
     work = (execute | (~running & (ready != 0))).any()
@@ -177,7 +203,7 @@ def _step(config, tables, state) -> ControlOut:
     regs, wavelet = state.regs, state.wavelet
     pc = state.pc
     running = pc >= 0
-    waiting_sync = state.slot_active[..., 0] != 0
+    waiting_sync = state.slot_active[..., SYNC_SLOT] != 0
     execute = running & ~waiting_sync
     row = tables.instr[jnp.maximum(pc, 0)]  # [R, C, F]
     op = row[..., I_OP]
@@ -210,7 +236,7 @@ def _step(config, tables, state) -> ControlOut:
 
     # ---- scalar memory access and register writes -----------------------------------------
     W = config.sram_words
-    loaded = pe_minor.read(state.sram, jnp.clip(src_a[..., 1], 0, W - 1))
+    loaded = pe_minor.read(state.sram, jnp.clip(src_a[..., O_BASE], 0, W - 1))
     result = jnp.where(op == Op.LOAD, _i32(loaded), result)
     writes = execute & (((op >= Op.SET) & (op <= Op.FMUL)) | (op == Op.LOAD))
     # Per-PE writes go through scatters (index past the end = no write), applied by the
@@ -218,18 +244,20 @@ def _step(config, tables, state) -> ControlOut:
     # once per element, and registers that crossed the cond would be copied every cycle.
     # (No DSD op writes a register, so the op issued below reads the same registers.)
     reg_at = jnp.where(writes, row[..., I_DST], G)
-    store_at = jnp.where(execute & (op == Op.STORE) & (dst[..., 1] >= 0) & (dst[..., 1] < W),
-                         dst[..., 1], W)
+    store_word = dst[..., O_BASE]
+    store_at = jnp.where(execute & (op == Op.STORE) & (store_word >= 0) & (store_word < W),
+                         store_word, W)
     store_value = lax.bitcast_convert_type(a, jnp.uint32)
     error, info = jnp.full_like(pc, ERR_NONE), jnp.zeros_like(pc)
     for record, role in ((dst, "dst"), (src_a, "a"), (src_b, "b")):
         half = ((row[..., I_FMT] >> FMT_SHIFT[role]) & FMT_MASK) != 0
         bad, where_ = _address_error(config, record, jnp.where(is_mem, 1, length), half)
-        color = record[..., 5]
+        color = record[..., O_COLOR]
         cbit = bits.bit(color)
-        out_bad = (record[..., 0] == CLS_FABOUT) & ((tables.rx_mask[..., Port.RAMP] & cbit) == 0)
-        in_bad = (record[..., 0] == CLS_FABIN) & ((tables.tx_mask[..., Port.RAMP] & cbit) == 0)
-        task_bad = (record[..., 0] == CLS_FABIN) & ((tables.task_defined & cbit) != 0)
+        cls = record[..., O_CLS]
+        out_bad = (cls == CLS_FABOUT) & ((tables.rx_mask[..., Port.RAMP] & cbit) == 0)
+        in_bad = (cls == CLS_FABIN) & ((tables.tx_mask[..., Port.RAMP] & cbit) == 0)
+        task_bad = (cls == CLS_FABIN) & ((tables.task_defined & cbit) != 0)
         for flag, code, val in ((bad, ERR_ADDRESS, where_), (out_bad, ERR_ROUTE_OUT, color),
                                 (in_bad, ERR_ROUTE_IN, color), (task_bad, ERR_FABIN_TASK, color)):
             new = (is_dsd | is_mem) & flag & (error == ERR_NONE)
@@ -243,31 +271,33 @@ def _step(config, tables, state) -> ControlOut:
     active = state.slot_active != 0  # [R, C, S]
     free_async = bits.pack(~active[..., 1:], S - 1)
     first_free = bits.lowest(free_async)
-    slot = jnp.where(is_async, first_free + 1, 0)
+    slot = jnp.where(is_async, first_free + 1, SYNC_SLOT)
     no_slot = is_dsd & is_async & (first_free < 0)
     # a memory destination of stride 0 accumulates into one word: one element per cycle
-    fabric = ((dst[..., 0] >= CLS_FABIN) & (dst[..., 0] <= CLS_FABOUT)
-              | ((dst[..., 0] == CLS_MEM) & (dst[..., 3] == 0)))
+    fabric = _is_fabric(dst) | ((dst[..., O_CLS] == CLS_MEM) & (dst[..., O_STRIDE] == 0))
     for record in (src_a, src_b):
-        fabric = fabric | ((record[..., 0] >= CLS_FABIN) & (record[..., 0] <= CLS_FABOUT))
+        fabric = fabric | _is_fabric(record)
     issue = is_dsd & ok & ~no_slot & (length > 0)
     # an element group never spans more than one row end of a 2D operand
     width = jnp.where(fabric, 1, row[..., I_SIMD])
     for record in (dst, src_a, src_b):
-        width = jnp.where(record[..., 0] == CLS_MEM, jnp.minimum(width, record[..., 2]), width)
+        in_memory = record[..., O_CLS] == CLS_MEM
+        width = jnp.where(in_memory, jnp.minimum(width, record[..., O_ROWLEN]), width)
     width = jnp.maximum(width, 1)
     # a packed fabric operand (two 16-bit values per wavelet) moves a pair per cycle
     packed = jnp.zeros_like(fabric)
     for record in (dst, src_a, src_b):
-        is_fab = (record[..., 0] >= CLS_FABIN) & (record[..., 0] <= CLS_FABOUT)
-        packed = packed | (is_fab & (record[..., 3] == PACKED_STRIDE))
+        packed = packed | (_is_fabric(record) & (record[..., O_STRIDE] == PACKED_STRIDE))
     width = jnp.where(packed, 2, width)
-    head = jnp.stack([
-        op, length, width,
-        jnp.where(is_async, row[..., I_DONE_KIND], 0), row[..., I_DONE_TASK],
-        _scalar(row[..., I_S_KIND], row[..., I_S], regs, wavelet),
-        jnp.broadcast_to(state.cycle, op.shape), row[..., I_FMT]], axis=-1)
-    new_slot = jnp.concatenate([head, dst, src_a, src_b], axis=-1)  # [R, C, SLOT_FIELDS]
+    head = {S_OP: op, S_LEN: length, S_SIMD: width,
+            S_DONE_KIND: jnp.where(is_async, row[..., I_DONE_KIND], 0),
+            S_DONE_TASK: row[..., I_DONE_TASK],
+            S_SCALAR: _scalar(row[..., I_S_KIND], row[..., I_S], regs, wavelet),
+            S_ISSUED: jnp.broadcast_to(state.cycle, op.shape), S_FMT: row[..., I_FMT]}
+    # the operand records follow the head fields, in the order dst, a, b
+    assert (S_DST, S_A, S_B) == tuple(S_DST + r * OPERAND_FIELDS for r in range(3))
+    new_slot = jnp.concatenate([jnp.stack([head[f] for f in range(S_DST)], axis=-1),
+                                dst, src_a, src_b], axis=-1)  # [R, C, SLOT_FIELDS]
     assert new_slot.shape[-1] == SLOT_FIELDS
     slots = scatter_rows(state.slots, jnp.where(issue, slot, S), new_slot)
     issued = issue[..., None] & (jnp.arange(S)[None, None, :] == slot[..., None])  # [R, C, S]

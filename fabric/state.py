@@ -22,6 +22,8 @@ from fabric.config import FabricConfig
 from fabric.queues import CTL_PLANES, RING
 
 # ---- DSD slot fields ------------------------------------------------------------------------
+# slot 0 holds the main thread's (synchronous) op; async ops take slots 1 .. S-1
+SYNC_SLOT = 0
 # operand classes held in a slot
 CLS_NONE, CLS_MEM, CLS_FABIN, CLS_FABOUT, CLS_SCALAR = 0, 1, 2, 3, 4
 # Fields written once at issue; whether a slot is active and how far its op has got live
