@@ -187,14 +187,27 @@ def step(config, tables, state) -> ControlOut:
 
 
 def _unchanged(config, state) -> ControlOut:
-    no = jnp.zeros_like(state.pc, dtype=bool)
-    return ControlOut(jnp.full_like(state.pc, config.num_registers), jnp.zeros_like(state.pc),
-                      state.pc, state.task, state.wavelet, state.activated,
-                      state.blocked, state.slots, state.slot_active, state.slot_prog,
-                      state.slot_need, state.slot_issued, jnp.zeros_like(state.error),
-                      jnp.zeros_like(state.error_info), jnp.zeros_like(state.activated), no,
-                      state.pc >= 0, jnp.full_like(state.pc, config.sram_words),
-                      jnp.zeros_like(state.wavelet))
+    return ControlOut(
+        reg_at=jnp.full_like(state.pc, config.num_registers),
+        reg_value=jnp.zeros_like(state.pc),
+        pc=state.pc,
+        task=state.task,
+        wavelet=state.wavelet,
+        activated=state.activated,
+        blocked=state.blocked,
+        slots=state.slots,
+        slot_active=state.slot_active,
+        slot_prog=state.slot_prog,
+        slot_need=state.slot_need,
+        slot_issued=state.slot_issued,
+        error=jnp.zeros_like(state.error),
+        error_info=jnp.zeros_like(state.error_info),
+        iq_pop=jnp.zeros_like(state.activated),
+        busy=jnp.zeros_like(state.pc, dtype=bool),
+        waiting=state.pc >= 0,
+        store_at=jnp.full_like(state.pc, config.sram_words),
+        store_value=jnp.zeros_like(state.wavelet),
+    )
 
 
 def _step(config, tables, state) -> ControlOut:
@@ -331,8 +344,26 @@ def _step(config, tables, state) -> ControlOut:
 
     busy = (execute & ~stalled) | start
     waiting = running & ~busy
-    return ControlOut(reg_at, result, pc_after, task, wavelet, activated, blocked, slots,
-                      slot_active, slot_prog, slot_need, slot_issued, error, info,
-                      iq_pop, busy, waiting, store_at, store_value)
+    return ControlOut(
+        reg_at=reg_at,
+        reg_value=result,
+        pc=pc_after,
+        task=task,
+        wavelet=wavelet,
+        activated=activated,
+        blocked=blocked,
+        slots=slots,
+        slot_active=slot_active,
+        slot_prog=slot_prog,
+        slot_need=slot_need,
+        slot_issued=slot_issued,
+        error=error,
+        error_info=info,
+        iq_pop=iq_pop,
+        busy=busy,
+        waiting=waiting,
+        store_at=store_at,
+        store_value=store_value,
+    )
 
 

@@ -160,4 +160,5 @@ def plan(config, tables, state) -> RouterPlan:
     lowest_failed = _field(words[..., 1], LOWEST_SHIFT, PORT_BITS) - 1
     pointers = jnp.where(send_color >= 0, (send_color + 1) % K,
                          jnp.where(restart, lowest_failed[..., None], state.rr))
-    return RouterPlan(send_color, send_data, moved, pointers)
+    return RouterPlan(send_color=send_color, send_data=send_data, moved=moved,
+                      pointers=pointers)
