@@ -4,8 +4,9 @@ Every per-PE leaf has the grid (R, C) as its leading axes, so that the fabric ca
 over devices along rows and columns; SRAM and the FIFO data are stored PE-minor,
 [R, W, C] and [R, KRING, C] (rows leading, columns last: see fabric.pe_minor). Axis
 letters: R, C = grid; K = colors; KRING = K * RING FIFO slots; CTL = FIFO control planes;
-Q = queue depth; W = SRAM words; G = registers; S = DSD slots (slot 0 = main thread, 1.. = async
-microthreads); F = slot fields; P = link ports (N, S, E, W).
+Q = queue depth; W = SRAM words; G = registers; S = DSD slots (slot 0 = main thread, 1.. =
+async microthreads); F = slot fields; O = operand record fields (O_*); P = link ports (N, S,
+E, W).
 """
 
 from __future__ import annotations
