@@ -91,25 +91,28 @@ from fabric.state import (
 
 
 class ControlOut(NamedTuple):
-    reg_at: jnp.ndarray  # int32 [R, C]: register the instruction writes (num_registers: none)
-    reg_value: jnp.ndarray  # int32 [R, C]   registers stay out of the lax.cond, like SRAM
-    pc: jnp.ndarray
-    task: jnp.ndarray
-    wavelet: jnp.ndarray
-    activated: jnp.ndarray
-    blocked: jnp.ndarray
-    slots: jnp.ndarray
-    slot_active: jnp.ndarray
-    slot_prog: jnp.ndarray
-    slot_need: jnp.ndarray
-    slot_issued: jnp.ndarray
-    error: jnp.ndarray
-    error_info: jnp.ndarray
-    iq_pop: jnp.ndarray  # uint32 [R, C]: color popped by a data task start
-    busy: jnp.ndarray  # bool [R, C]: the main thread did something
-    waiting: jnp.ndarray  # bool [R, C]: a task runs but the main thread could not proceed
-    store_at: jnp.ndarray  # int32 [R, C]: SRAM word a STORE writes (sram_words: none);
-    store_value: jnp.ndarray  # uint32 [R, C]   SRAM itself stays out of the lax.cond
+    """The control phase's output: the main threads' state after the cycle, the slots with
+    this cycle's issue, and the per-PE writes and counters the engine applies."""
+
+    reg_at: Int32[Array, "R C"]  # register the instruction writes (num_registers: none)
+    reg_value: Int32[Array, "R C"]  # registers stay out of the lax.cond, like SRAM
+    pc: Int32[Array, "R C"]  # -1 = no task running
+    task: Int32[Array, "R C"]
+    wavelet: UInt32[Array, "R C"]
+    activated: UInt32[Array, "R C"]
+    blocked: UInt32[Array, "R C"]
+    slots: Int32[Array, "R C S F"]
+    slot_active: Int32[Array, "R C S"]
+    slot_prog: Int32[Array, "R C S"]
+    slot_need: UInt32[Array, "R C S"]
+    slot_issued: Int32[Array, "R C S"]
+    error: Int32[Array, "R C"]  # this cycle's error code (ERR_NONE: none)
+    error_info: Int32[Array, "R C"]
+    iq_pop: UInt32[Array, "R C"]  # color popped by a data task start
+    busy: Bool[Array, "R C"]  # the main thread did something
+    waiting: Bool[Array, "R C"]  # a task runs but the main thread could not proceed
+    store_at: Int32[Array, "R C"]  # SRAM word a STORE writes (sram_words: none);
+    store_value: UInt32[Array, "R C"]  # SRAM itself stays out of the lax.cond
 
 
 def _gather(table, index):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import jax.numpy as jnp
 from jax import lax
+from jaxtyping import Array, Bool, Int32, UInt32
 
 from fabric import bits, pe_minor, queues
 from fabric.isa import FMT_MASK, FMT_SHIFT, PACKED_STRIDE, Done, Op
@@ -56,18 +57,21 @@ if TYPE_CHECKING:  # control imports this module (need_word)
 
 
 class DatapathOut(NamedTuple):
-    sram: jnp.ndarray
-    slot_active: jnp.ndarray
-    slot_prog: jnp.ndarray
-    owner: jnp.ndarray
-    op_record: jnp.ndarray  # int32 [R, C, SLOT_FIELDS]: the record of the slot that advanced
-    activated: jnp.ndarray
-    blocked: jnp.ndarray
-    iq_pop: jnp.ndarray  # uint32 [R, C]: colors read from the CE input queues
-    push_color: jnp.ndarray  # int32 [R, C]: color sent into the router, -1 none
-    push_data: jnp.ndarray  # uint32 [R, C]
-    advanced: jnp.ndarray  # bool [R, C]
-    stalled: jnp.ndarray  # bool [R, C]: an op is pending but none could advance
+    """The datapath phase's output: SRAM, slots and task bits after the cycle, and what the
+    advancing op pushed into the router or popped from the CE input queues."""
+
+    sram: UInt32[Array, "R W C"]  # PE-minor, like FabricState.sram
+    slot_active: Int32[Array, "R C S"]
+    slot_prog: Int32[Array, "R C S"]
+    owner: Int32[Array, "R C"]  # slot holding the datapath, -1 none
+    op_record: Int32[Array, "R C F"]  # the record of the slot that advanced
+    activated: UInt32[Array, "R C"]
+    blocked: UInt32[Array, "R C"]
+    iq_pop: UInt32[Array, "R C"]  # colors read from the CE input queues
+    push_color: Int32[Array, "R C"]  # color sent into the router, -1 none
+    push_data: UInt32[Array, "R C"]
+    advanced: Bool[Array, "R C"]
+    stalled: Bool[Array, "R C"]  # an op is pending but none could advance
 
 
 def max_lanes(config, only_32bit: bool = False) -> int:

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 from jax import lax
+from jaxtyping import Array, Int32, UInt32
 
 from fabric import bits, pe_minor, queues
 from fabric.isa import Port
@@ -41,10 +42,12 @@ LOWEST_SHIFT = 15
 
 
 class RouterPlan(NamedTuple):
-    send_color: jnp.ndarray  # int32 [R, C, 5]: color sent through each port, -1 none
-    send_data: jnp.ndarray  # uint32 [R, C, 5]
-    moved: jnp.ndarray  # uint32 [R, C]: colors whose head left this cycle
-    pointers: jnp.ndarray  # int32 [R, C, 5]: round-robin pointers for the next cycle
+    """The route phase's output, per port in the order N, S, E, W, RAMP."""
+
+    send_color: Int32[Array, "R C 5"]  # color sent through each port, -1 none
+    send_data: UInt32[Array, "R C 5"]
+    moved: UInt32[Array, "R C"]  # colors whose head left this cycle
+    pointers: Int32[Array, "R C 5"]  # round-robin pointers for the next cycle
 
 
 def _decide(config, tables, state):
