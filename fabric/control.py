@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 from jax import lax
+from jaxtyping import Array, Bool, Int32, UInt32
 
 from fabric import bits, pe_minor, queues
 from fabric.datapath import need_word
@@ -52,6 +53,7 @@ from fabric.isa import (
     Operand,
     Port,
 )
+from fabric.queues import RING
 from fabric.scatter import scatter_rows
 from fabric.state import (
     CLS_FABIN,
@@ -65,31 +67,52 @@ from fabric.state import (
     ERR_ROUTE_IN,
     ERR_ROUTE_OUT,
     ERR_TASK,
-    RING,
+    O_BASE,
+    O_CLS,
+    O_COLOR,
+    O_ROWLEN,
+    O_ROWSTRIDE,
+    O_STRIDE,
+    OPERAND_FIELDS,
+    S_A,
+    S_B,
+    S_DONE_KIND,
+    S_DONE_TASK,
+    S_DST,
+    S_FMT,
+    S_ISSUED,
+    S_LEN,
+    S_OP,
+    S_SCALAR,
+    S_SIMD,
     SLOT_FIELDS,
+    SYNC_SLOT,
 )
 
 
 class ControlOut(NamedTuple):
-    reg_at: jnp.ndarray  # int32 [R, C]: register the instruction writes (num_registers: none)
-    reg_value: jnp.ndarray  # int32 [R, C]   registers stay out of the lax.cond, like SRAM
-    pc: jnp.ndarray
-    task: jnp.ndarray
-    wavelet: jnp.ndarray
-    activated: jnp.ndarray
-    blocked: jnp.ndarray
-    slots: jnp.ndarray
-    slot_active: jnp.ndarray
-    slot_prog: jnp.ndarray
-    slot_need: jnp.ndarray
-    slot_issued: jnp.ndarray
-    error: jnp.ndarray
-    error_info: jnp.ndarray
-    iq_pop: jnp.ndarray  # uint32 [R, C]: color popped by a data task start
-    busy: jnp.ndarray  # bool [R, C]: the main thread did something
-    waiting: jnp.ndarray  # bool [R, C]: a task runs but the main thread could not proceed
-    store_at: jnp.ndarray  # int32 [R, C]: SRAM word a STORE writes (sram_words: none);
-    store_value: jnp.ndarray  # uint32 [R, C]   SRAM itself stays out of the lax.cond
+    """The control phase's output: the main threads' state after the cycle, the slots with
+    this cycle's issue, and the per-PE writes and counters the engine applies."""
+
+    reg_at: Int32[Array, "R C"]  # register the instruction writes (num_registers: none)
+    reg_value: Int32[Array, "R C"]  # registers stay out of the lax.cond, like SRAM
+    pc: Int32[Array, "R C"]  # -1 = no task running
+    task: Int32[Array, "R C"]
+    wavelet: UInt32[Array, "R C"]
+    activated: UInt32[Array, "R C"]
+    blocked: UInt32[Array, "R C"]
+    slots: Int32[Array, "R C S F"]
+    slot_active: Int32[Array, "R C S"]
+    slot_prog: Int32[Array, "R C S"]
+    slot_need: UInt32[Array, "R C S"]
+    slot_issued: Int32[Array, "R C S"]
+    error: Int32[Array, "R C"]  # this cycle's error code (ERR_NONE: none)
+    error_info: Int32[Array, "R C"]
+    iq_pop: UInt32[Array, "R C"]  # color popped by a data task start
+    busy: Bool[Array, "R C"]  # the main thread did something
+    waiting: Bool[Array, "R C"]  # a task runs but the main thread could not proceed
+    store_at: Int32[Array, "R C"]  # SRAM word a STORE writes (sram_words: none);
+    store_value: UInt32[Array, "R C"]  # SRAM itself stays out of the lax.cond
 
 
 def _gather(table, index):
@@ -104,6 +127,11 @@ def _scalar(kind, value, regs, wavelet):
                      jnp.where(kind == Operand.REG, _gather(regs, value),
                                jnp.where(kind == Operand.WAVELET,
                                          lax.bitcast_convert_type(wavelet, jnp.int32), 0)))
+
+
+def _is_fabric(record):
+    """bool [R, C]: the operand record [R, C, OPERAND_FIELDS] is a fabric input or output."""
+    return (record[..., O_CLS] >= CLS_FABIN) & (record[..., O_CLS] <= CLS_FABOUT)
 
 
 def _f32(x):
@@ -128,21 +156,23 @@ def _resolve(config, tables, kind, value, regs, wavelet):
     length = jnp.where(length_reg >= 0, _gather(regs, length_reg), row[..., D_LENGTH])
     row_length = jnp.where(row[..., D_ROW_LENGTH] > 0, row[..., D_ROW_LENGTH],
                            jnp.maximum(length, 1))
-    record = jnp.stack([cls, base, row_length, row[..., D_STRIDE], row[..., D_ROW_STRIDE],
-                        row[..., D_COLOR]], axis=-1)
+    fields = {O_CLS: cls, O_BASE: base, O_ROWLEN: row_length, O_STRIDE: row[..., D_STRIDE],
+              O_ROWSTRIDE: row[..., D_ROW_STRIDE], O_COLOR: row[..., D_COLOR]}
+    record = jnp.stack([fields[f] for f in range(OPERAND_FIELDS)], axis=-1)
     return record, length
 
 
 def _address_error(config, record, length, half):
     """(bad, first bad word) for a memory operand reaching outside SRAM; a 16-bit operand
     (`half`) counts its addresses in half-words."""
-    base, row_length, stride, row_stride = (record[..., i] for i in (1, 2, 3, 4))
+    base, row_length, stride, row_stride = (
+        record[..., f] for f in (O_BASE, O_ROWLEN, O_STRIDE, O_ROWSTRIDE))
     inner = (jnp.minimum(row_length, length) - 1) * stride
     outer = ((length + row_length - 1) // row_length - 1) * row_stride
     lo = base + jnp.minimum(inner, 0) + jnp.minimum(outer, 0)
     hi = base + jnp.maximum(inner, 0) + jnp.maximum(outer, 0)
     limit = jnp.where(half, 2 * config.sram_words, config.sram_words)
-    bad = (record[..., 0] == CLS_MEM) & (length > 0) & ((lo < 0) | (hi >= limit))
+    bad = (record[..., O_CLS] == CLS_MEM) & (length > 0) & ((lo < 0) | (hi >= limit))
     first = jnp.where(lo < 0, lo, hi)
     return bad, jnp.where(half, first // 2, first)
 
@@ -152,7 +182,7 @@ def step(config, tables, state) -> ControlOut:
     (all are idle or waiting on a synchronous DSD op, as in long streaming phases), the
     whole phase is skipped: the result is the same, computed for free."""
     running = state.pc >= 0
-    execute = running & (state.slot_active[..., 0] == 0)
+    execute = running & (state.slot_active[..., SYNC_SLOT] == 0)
     ready = ((queues.nonempty(state.iq_ctl) | state.activated)
              & ~state.blocked & tables.task_defined)
     work = (execute | (~running & (ready != 0))).any()
@@ -161,148 +191,279 @@ def step(config, tables, state) -> ControlOut:
 
 
 def _unchanged(config, state) -> ControlOut:
-    no = jnp.zeros_like(state.pc, dtype=bool)
-    return ControlOut(jnp.full_like(state.pc, config.num_registers), jnp.zeros_like(state.pc),
-                      state.pc, state.task, state.wavelet, state.activated,
-                      state.blocked, state.slots, state.slot_active, state.slot_prog,
-                      state.slot_need, state.slot_issued, jnp.zeros_like(state.error),
-                      jnp.zeros_like(state.error_info), jnp.zeros_like(state.activated), no,
-                      state.pc >= 0, jnp.full_like(state.pc, config.sram_words),
-                      jnp.zeros_like(state.wavelet))
+    return ControlOut(
+        reg_at=jnp.full_like(state.pc, config.num_registers),
+        reg_value=jnp.zeros_like(state.pc),
+        pc=state.pc,
+        task=state.task,
+        wavelet=state.wavelet,
+        activated=state.activated,
+        blocked=state.blocked,
+        slots=state.slots,
+        slot_active=state.slot_active,
+        slot_prog=state.slot_prog,
+        slot_need=state.slot_need,
+        slot_issued=state.slot_issued,
+        error=jnp.zeros_like(state.error),
+        error_info=jnp.zeros_like(state.error_info),
+        iq_pop=jnp.zeros_like(state.activated),
+        busy=jnp.zeros_like(state.pc, dtype=bool),
+        waiting=state.pc >= 0,
+        store_at=jnp.full_like(state.pc, config.sram_words),
+        store_value=jnp.zeros_like(state.wavelet),
+    )
+
+
+class _Operands(NamedTuple):
+    """The instruction's operands resolved at issue time (records: O_* fields)."""
+
+    dst: Int32[Array, "R C O"]
+    src_a: Int32[Array, "R C O"]
+    src_b: Int32[Array, "R C O"]
+    length: Int32[Array, "R C"]  # elements of the op: the destination's length
+
+
+class _Writes(NamedTuple):
+    """Per-PE writes of a scalar instruction, applied by the caller through scatters."""
+
+    reg_at: Int32[Array, "R C"]  # register written (num_registers: none)
+    reg_value: Int32[Array, "R C"]
+    store_at: Int32[Array, "R C"]  # SRAM word a STORE writes (sram_words: none)
+    store_value: UInt32[Array, "R C"]
+
+
+class _Issued(NamedTuple):
+    """The slots after this cycle's issue."""
+
+    slots: Int32[Array, "R C S F"]
+    slot_active: Int32[Array, "R C S"]
+    slot_prog: Int32[Array, "R C S"]
+    slot_need: UInt32[Array, "R C S"]
+    slot_issued: Int32[Array, "R C S"]
+    no_slot: Bool[Array, "R C"]  # an async op finds no free slot: the task waits
+
+
+class _Started(NamedTuple):
+    """What an idle CE's task start changes."""
+
+    start: Bool[Array, "R C"]
+    pc: Int32[Array, "R C"]
+    task: Int32[Array, "R C"]
+    wavelet: UInt32[Array, "R C"]  # a data task's wavelet, popped from its input queue
+    iq_pop: UInt32[Array, "R C"]
+    activated: UInt32[Array, "R C"]  # a local task's activation is consumed by its start
 
 
 def _step(config, tables, state) -> ControlOut:
-    K, S = config.num_colors, config.num_async_slots + 1
-    G = config.num_registers
-    regs, wavelet = state.regs, state.wavelet
-    pc = state.pc
-    running = pc >= 0
-    waiting_sync = state.slot_active[..., 0] != 0
-    execute = running & ~waiting_sync
-    row = tables.instr[jnp.maximum(pc, 0)]  # [R, C, F]
+    """The main threads' phases in order, each reading the start-of-cycle state."""
+    running = state.pc >= 0
+    execute = running & (state.slot_active[..., SYNC_SLOT] == 0)
+    row = tables.instr[jnp.maximum(state.pc, 0)]  # [R, C, I_FIELDS]
     op = row[..., I_OP]
-    a = _scalar(row[..., I_A_KIND], row[..., I_A], regs, wavelet)
-    b = _scalar(row[..., I_B_KIND], row[..., I_B], regs, wavelet)
+    a = _scalar(row[..., I_A_KIND], row[..., I_A], state.regs, state.wavelet)
+    b = _scalar(row[..., I_B_KIND], row[..., I_B], state.regs, state.wavelet)
+    is_dsd = execute & (op >= Op.MOV) & (op <= Op.LAST_DSD)
+    is_mem = execute & ((op == Op.LOAD) | (op == Op.STORE))
 
-    # ---- scalar register ops --------------------------------------------------------------
+    result = _register_op(op, a, b)
+    activated, blocked, bad_task = _task_bits(tables, state, op, a, execute)
+    ops = _operands(config, tables, state, row)
+    writes = _scalar_memory(config, state, row, op, a, result, execute, ops)
+    error, info = _errors(config, tables, row, ops, a, is_dsd, is_mem, bad_task)
+    ok = error == ERR_NONE
+    issued = _issue(config, state, row, op, ops, is_dsd, ok)
+    stalled = issued.no_slot | ~ok
+    pc, task = _next_pc(state, row, op, a, b, execute, stalled)
+    started = _schedule(config, tables, state, activated, blocked, pc, task)
+
+    busy = (execute & ~stalled) | started.start
+    return ControlOut(
+        reg_at=writes.reg_at,
+        reg_value=writes.reg_value,
+        pc=started.pc,
+        task=started.task,
+        wavelet=started.wavelet,
+        activated=started.activated,
+        blocked=blocked,
+        slots=issued.slots,
+        slot_active=issued.slot_active,
+        slot_prog=issued.slot_prog,
+        slot_need=issued.slot_need,
+        slot_issued=issued.slot_issued,
+        error=error,
+        error_info=info,
+        iq_pop=started.iq_pop,
+        busy=busy,
+        waiting=running & ~busy,
+        store_at=writes.store_at,
+        store_value=writes.store_value,
+    )
+
+
+# ---- scalar register ops ------------------------------------------------------------------
+def _register_op(op, a, b):
+    """int32 [R, C]: the result of a register instruction (SET .. FMUL) on a, b (int32
+    bits); 0 for other instructions."""
     fa, fb = _f32(a), _f32(b)
-    result = jnp.select(
+    return jnp.select(
         [op == Op.SET, op == Op.IADD, op == Op.ISUB, op == Op.IMUL,
          op == Op.FADD, op == Op.FSUB, op == Op.FMUL],
         [a, a + b, a - b, a * b, _i32(fa + fb), _i32(fa - fb), _i32(fa * fb)], 0)
 
-    # ---- control flow and task bits -------------------------------------------------------
-    taken = ((op == Op.JUMP) | ((op == Op.BZ) & (a == 0)) | ((op == Op.BNZ) & (a != 0))
-             | ((op == Op.BLT) & (a < b)))
+
+# ---- task bits ----------------------------------------------------------------------------
+def _task_bits(tables, state, op, a, execute):
+    """(activated, blocked) uint32 [R, C] after activate / block / unblock of task a, and
+    bool [R, C]: task a is not defined on the PE."""
     task_bit = bits.bit(a)
     task_op = execute & ((op == Op.ACTIVATE) | (op == Op.BLOCK) | (op == Op.UNBLOCK))
     bad_task = task_op & ((task_bit & tables.task_defined) == 0)
     activated = state.activated | jnp.where(execute & (op == Op.ACTIVATE), task_bit, 0)
     blocked = state.blocked | jnp.where(execute & (op == Op.BLOCK), task_bit, 0)
     blocked = blocked & ~jnp.where(execute & (op == Op.UNBLOCK), task_bit, 0)
+    return activated, blocked, bad_task
 
-    # ---- DSD op issue ---------------------------------------------------------------------
-    is_dsd = execute & (op >= Op.MOV) & (op <= Op.LAST_DSD)
-    is_mem = execute & ((op == Op.LOAD) | (op == Op.STORE))
+
+# ---- operands -----------------------------------------------------------------------------
+def _operands(config, tables, state, row) -> _Operands:
+    """The destination and sources of the instruction at `row` (int32 [R, C, I_FIELDS])."""
+    regs, wavelet = state.regs, state.wavelet
     dst, length = _resolve(config, tables, row[..., I_DST_KIND], row[..., I_DST], regs, wavelet)
     src_a, _ = _resolve(config, tables, row[..., I_A_KIND], row[..., I_A], regs, wavelet)
     src_b, _ = _resolve(config, tables, row[..., I_B_KIND], row[..., I_B], regs, wavelet)
+    return _Operands(dst=dst, src_a=src_a, src_b=src_b, length=length)
 
-    # ---- scalar memory access and register writes -----------------------------------------
-    W = config.sram_words
-    loaded = pe_minor.read(state.sram, jnp.clip(src_a[..., 1], 0, W - 1))
+
+# ---- scalar memory access and register writes ---------------------------------------------
+def _scalar_memory(config, state, row, op, a, result, execute, ops: _Operands) -> _Writes:
+    """LOAD reads the word at operand a's base; STORE writes a to the destination's base;
+    `result` (of a register op) or the loaded word goes to register I_DST."""
+    G, W = config.num_registers, config.sram_words
+    loaded = pe_minor.read(state.sram, jnp.clip(ops.src_a[..., O_BASE], 0, W - 1))
     result = jnp.where(op == Op.LOAD, _i32(loaded), result)
     writes = execute & (((op >= Op.SET) & (op <= Op.FMUL)) | (op == Op.LOAD))
     # Per-PE writes go through scatters (index past the end = no write), applied by the
     # caller: written as a broadcast select, XLA fuses and recomputes the whole instruction
     # once per element, and registers that crossed the cond would be copied every cycle.
-    # (No DSD op writes a register, so the op issued below reads the same registers.)
-    reg_at = jnp.where(writes, row[..., I_DST], G)
-    store_at = jnp.where(execute & (op == Op.STORE) & (dst[..., 1] >= 0) & (dst[..., 1] < W),
-                         dst[..., 1], W)
-    store_value = lax.bitcast_convert_type(a, jnp.uint32)
-    error, info = jnp.full_like(pc, ERR_NONE), jnp.zeros_like(pc)
-    for record, role in ((dst, "dst"), (src_a, "a"), (src_b, "b")):
+    # (No DSD op writes a register, so the op `_issue` issues reads the same registers.)
+    store_word = ops.dst[..., O_BASE]
+    store_at = jnp.where(execute & (op == Op.STORE) & (store_word >= 0) & (store_word < W),
+                         store_word, W)
+    return _Writes(reg_at=jnp.where(writes, row[..., I_DST], G), reg_value=result,
+                   store_at=store_at, store_value=lax.bitcast_convert_type(a, jnp.uint32))
+
+
+# ---- runtime errors -----------------------------------------------------------------------
+def _errors(config, tables, row, ops: _Operands, a, is_dsd, is_mem, bad_task):
+    """(error code, info) int32 [R, C]: the first error of the instruction, checked operand
+    by operand (dst, a, b: address, route out, route in, data task color), then the task
+    id of a task instruction."""
+    error, info = jnp.full_like(a, ERR_NONE), jnp.zeros_like(a)
+    for record, role in ((ops.dst, "dst"), (ops.src_a, "a"), (ops.src_b, "b")):
         half = ((row[..., I_FMT] >> FMT_SHIFT[role]) & FMT_MASK) != 0
-        bad, where_ = _address_error(config, record, jnp.where(is_mem, 1, length), half)
-        color = record[..., 5]
+        bad, where_ = _address_error(config, record, jnp.where(is_mem, 1, ops.length), half)
+        color = record[..., O_COLOR]
         cbit = bits.bit(color)
-        out_bad = (record[..., 0] == CLS_FABOUT) & ((tables.rx_mask[..., Port.RAMP] & cbit) == 0)
-        in_bad = (record[..., 0] == CLS_FABIN) & ((tables.tx_mask[..., Port.RAMP] & cbit) == 0)
-        task_bad = (record[..., 0] == CLS_FABIN) & ((tables.task_defined & cbit) != 0)
+        cls = record[..., O_CLS]
+        out_bad = (cls == CLS_FABOUT) & ((tables.rx_mask[..., Port.RAMP] & cbit) == 0)
+        in_bad = (cls == CLS_FABIN) & ((tables.tx_mask[..., Port.RAMP] & cbit) == 0)
+        task_bad = (cls == CLS_FABIN) & ((tables.task_defined & cbit) != 0)
         for flag, code, val in ((bad, ERR_ADDRESS, where_), (out_bad, ERR_ROUTE_OUT, color),
                                 (in_bad, ERR_ROUTE_IN, color), (task_bad, ERR_FABIN_TASK, color)):
             new = (is_dsd | is_mem) & flag & (error == ERR_NONE)
             error = jnp.where(new, code, error)
             info = jnp.where(new, val, info)
     new = bad_task & (error == ERR_NONE)
-    error, info = jnp.where(new, ERR_TASK, error), jnp.where(new, a, info)
-    ok = error == ERR_NONE
+    return jnp.where(new, ERR_TASK, error), jnp.where(new, a, info)
 
-    is_async = row[..., I_ASYNC] != 0
-    active = state.slot_active != 0  # [R, C, S]
-    free_async = bits.pack(~active[..., 1:], S - 1)
-    first_free = bits.lowest(free_async)
-    slot = jnp.where(is_async, first_free + 1, 0)
-    no_slot = is_dsd & is_async & (first_free < 0)
+
+# ---- DSD op issue -------------------------------------------------------------------------
+def _width(row, ops: _Operands):
+    """int32 [R, C]: elements the op processes per cycle."""
+    dst, src_a, src_b = ops.dst, ops.src_a, ops.src_b
     # a memory destination of stride 0 accumulates into one word: one element per cycle
-    fabric = ((dst[..., 0] >= CLS_FABIN) & (dst[..., 0] <= CLS_FABOUT)
-              | ((dst[..., 0] == CLS_MEM) & (dst[..., 3] == 0)))
+    fabric = _is_fabric(dst) | ((dst[..., O_CLS] == CLS_MEM) & (dst[..., O_STRIDE] == 0))
     for record in (src_a, src_b):
-        fabric = fabric | ((record[..., 0] >= CLS_FABIN) & (record[..., 0] <= CLS_FABOUT))
-    issue = is_dsd & ok & ~no_slot & (length > 0)
+        fabric = fabric | _is_fabric(record)
     # an element group never spans more than one row end of a 2D operand
     width = jnp.where(fabric, 1, row[..., I_SIMD])
     for record in (dst, src_a, src_b):
-        width = jnp.where(record[..., 0] == CLS_MEM, jnp.minimum(width, record[..., 2]), width)
+        in_memory = record[..., O_CLS] == CLS_MEM
+        width = jnp.where(in_memory, jnp.minimum(width, record[..., O_ROWLEN]), width)
     width = jnp.maximum(width, 1)
     # a packed fabric operand (two 16-bit values per wavelet) moves a pair per cycle
     packed = jnp.zeros_like(fabric)
     for record in (dst, src_a, src_b):
-        is_fab = (record[..., 0] >= CLS_FABIN) & (record[..., 0] <= CLS_FABOUT)
-        packed = packed | (is_fab & (record[..., 3] == PACKED_STRIDE))
-    width = jnp.where(packed, 2, width)
-    head = jnp.stack([
-        op, length, width,
-        jnp.where(is_async, row[..., I_DONE_KIND], 0), row[..., I_DONE_TASK],
-        _scalar(row[..., I_S_KIND], row[..., I_S], regs, wavelet),
-        jnp.broadcast_to(state.cycle, op.shape), row[..., I_FMT]], axis=-1)
-    new_slot = jnp.concatenate([head, dst, src_a, src_b], axis=-1)  # [R, C, SLOT_FIELDS]
-    assert new_slot.shape[-1] == SLOT_FIELDS
-    slots = scatter_rows(state.slots, jnp.where(issue, slot, S), new_slot)
-    issued = issue[..., None] & (jnp.arange(S)[None, None, :] == slot[..., None])  # [R, C, S]
-    slot_active = jnp.where(issued, 1, state.slot_active)
-    slot_prog = jnp.where(issued, 0, state.slot_prog)
-    slot_need = jnp.where(issued, need_word(dst, src_a, src_b)[..., None], state.slot_need)
-    slot_issued = jnp.where(issued, state.cycle, state.slot_issued)
+        packed = packed | (_is_fabric(record) & (record[..., O_STRIDE] == PACKED_STRIDE))
+    return jnp.where(packed, 2, width)
 
-    stalled = no_slot | ~ok
+
+def _issue(config, state, row, op, ops: _Operands, is_dsd, ok) -> _Issued:
+    """Issue the DSD op where it has no error (`ok`): a synchronous op into slot 0, an
+    async one into the lowest free async slot (none free: `no_slot`, the task waits)."""
+    S = config.num_async_slots + 1
+    dst, src_a, src_b = ops.dst, ops.src_a, ops.src_b
+    is_async = row[..., I_ASYNC] != 0
+    active = state.slot_active != 0  # [R, C, S]
+    free_async = bits.pack(~active[..., 1:], S - 1)
+    first_free = bits.lowest(free_async)
+    slot = jnp.where(is_async, first_free + 1, SYNC_SLOT)
+    no_slot = is_dsd & is_async & (first_free < 0)
+    issue = is_dsd & ok & ~no_slot & (ops.length > 0)
+    head = {S_OP: op, S_LEN: ops.length, S_SIMD: _width(row, ops),
+            S_DONE_KIND: jnp.where(is_async, row[..., I_DONE_KIND], 0),
+            S_DONE_TASK: row[..., I_DONE_TASK],
+            S_SCALAR: _scalar(row[..., I_S_KIND], row[..., I_S], state.regs, state.wavelet),
+            S_ISSUED: jnp.broadcast_to(state.cycle, op.shape), S_FMT: row[..., I_FMT]}
+    # the operand records follow the head fields, in the order dst, a, b
+    assert (S_DST, S_A, S_B) == tuple(S_DST + r * OPERAND_FIELDS for r in range(3))
+    new_slot = jnp.concatenate([jnp.stack([head[f] for f in range(S_DST)], axis=-1),
+                                dst, src_a, src_b], axis=-1)  # [R, C, SLOT_FIELDS]
+    assert new_slot.shape[-1] == SLOT_FIELDS
+    issued = issue[..., None] & (jnp.arange(S)[None, None, :] == slot[..., None])  # [R, C, S]
+    return _Issued(
+        slots=scatter_rows(state.slots, jnp.where(issue, slot, S), new_slot),
+        slot_active=jnp.where(issued, 1, state.slot_active),
+        slot_prog=jnp.where(issued, 0, state.slot_prog),
+        slot_need=jnp.where(issued, need_word(dst, src_a, src_b)[..., None], state.slot_need),
+        slot_issued=jnp.where(issued, state.cycle, state.slot_issued),
+        no_slot=no_slot,
+    )
+
+
+# ---- control flow -------------------------------------------------------------------------
+def _next_pc(state, row, op, a, b, execute, stalled):
+    """(pc, task) int32 [R, C] after the instruction: a branch, ret (pc and task -1), the
+    next instruction, or the same one while it stalls."""
+    taken = ((op == Op.JUMP) | ((op == Op.BZ) & (a == 0)) | ((op == Op.BNZ) & (a != 0))
+             | ((op == Op.BLT) & (a < b)))
+    pc = state.pc
     next_pc = jnp.where(op == Op.RET, -1,
                         jnp.where(taken, row[..., I_TARGET], jnp.where(stalled, pc, pc + 1)))
-    pc_after = jnp.where(execute, next_pc, pc)
-    task = jnp.where(execute & (op == Op.RET), -1, state.task)
+    return (jnp.where(execute, next_pc, pc),
+            jnp.where(execute & (op == Op.RET), -1, state.task))
 
-    # ---- scheduler on idle CEs ------------------------------------------------------------
+
+# ---- scheduler on idle CEs ----------------------------------------------------------------
+def _schedule(config, tables, state, activated, blocked, pc, task) -> _Started:
+    """An idle CE starts its ready task with the lowest id (after this cycle's task bits)."""
+    K = config.num_colors
     iq_ready = queues.nonempty(state.iq_ctl)
     local = jnp.uint32(((1 << config.num_task_ids) - 1) & ~((1 << K) - 1))
     ready = (iq_ready | (activated & local)) & ~blocked & tables.task_defined
     chosen = bits.lowest(ready)
-    start = ~running & (chosen >= 0)
+    start = (state.pc < 0) & (chosen >= 0)
     entry = _gather(tables.task_entry, chosen)
-    pc_after = jnp.where(start, entry, pc_after)
-    task = jnp.where(start, chosen, task)
     data_start = start & (chosen < K)
     color = jnp.clip(chosen, 0, K - 1)
     slot_index = color * RING + queues.head_of(state.iq_ctl, color)
     head_data = pe_minor.read(state.iq_data, slot_index)
-    wavelet = jnp.where(data_start, head_data, wavelet)
-    iq_pop = jnp.where(data_start, bits.bit(chosen), jnp.uint32(0))
-    activated = activated & ~jnp.where(start & ~data_start, bits.bit(chosen), jnp.uint32(0))
-
-    busy = (execute & ~stalled) | start
-    waiting = running & ~busy
-    return ControlOut(reg_at, result, pc_after, task, wavelet, activated, blocked, slots,
-                      slot_active, slot_prog, slot_need, slot_issued, error, info,
-                      iq_pop, busy, waiting, store_at, store_value)
-
-
+    return _Started(
+        start=start,
+        pc=jnp.where(start, entry, pc),
+        task=jnp.where(start, chosen, task),
+        wavelet=jnp.where(data_start, head_data, state.wavelet),
+        iq_pop=jnp.where(data_start, bits.bit(chosen), jnp.uint32(0)),
+        activated=activated & ~jnp.where(start & ~data_start, bits.bit(chosen),
+                                         jnp.uint32(0)),
+    )

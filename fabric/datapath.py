@@ -16,15 +16,17 @@ Rules (documented in docs/engine.md):
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax.numpy as jnp
 from jax import lax
+from jaxtyping import Array, Bool, Int32, UInt32
 
 from fabric import bits, pe_minor, queues
 from fabric.isa import FMT_MASK, FMT_SHIFT, PACKED_STRIDE, Done, Op
 from fabric.materialize import materialize
 from fabric.numerics.convert import decode_code, encode_code
+from fabric.queues import RING
 from fabric.state import (
     CLS_FABIN,
     CLS_FABOUT,
@@ -38,7 +40,6 @@ from fabric.state import (
     O_ROWSTRIDE,
     O_STRIDE,
     OPERAND_FIELDS,
-    RING,
     S_A,
     S_B,
     S_DONE_KIND,
@@ -51,20 +52,26 @@ from fabric.state import (
     S_SIMD,
 )
 
+if TYPE_CHECKING:  # control imports this module (need_word)
+    from fabric.control import ControlOut
+
 
 class DatapathOut(NamedTuple):
-    sram: jnp.ndarray
-    slot_active: jnp.ndarray
-    slot_prog: jnp.ndarray
-    owner: jnp.ndarray
-    op_record: jnp.ndarray  # int32 [R, C, SLOT_FIELDS]: the record of the slot that advanced
-    activated: jnp.ndarray
-    blocked: jnp.ndarray
-    iq_pop: jnp.ndarray  # uint32 [R, C]: colors read from the CE input queues
-    push_color: jnp.ndarray  # int32 [R, C]: color sent into the router, -1 none
-    push_data: jnp.ndarray  # uint32 [R, C]
-    advanced: jnp.ndarray  # bool [R, C]
-    stalled: jnp.ndarray  # bool [R, C]: an op is pending but none could advance
+    """The datapath phase's output: SRAM, slots and task bits after the cycle, and what the
+    advancing op pushed into the router or popped from the CE input queues."""
+
+    sram: UInt32[Array, "R W C"]  # PE-minor, like FabricState.sram
+    slot_active: Int32[Array, "R C S"]
+    slot_prog: Int32[Array, "R C S"]
+    owner: Int32[Array, "R C"]  # slot holding the datapath, -1 none
+    op_record: Int32[Array, "R C F"]  # the record of the slot that advanced
+    activated: UInt32[Array, "R C"]
+    blocked: UInt32[Array, "R C"]
+    iq_pop: UInt32[Array, "R C"]  # colors read from the CE input queues
+    push_color: Int32[Array, "R C"]  # color sent into the router, -1 none
+    push_data: UInt32[Array, "R C"]
+    advanced: Bool[Array, "R C"]
+    stalled: Bool[Array, "R C"]  # an op is pending but none could advance
 
 
 def max_lanes(config, only_32bit: bool = False) -> int:
@@ -104,13 +111,17 @@ def need_word(dst, src_a, src_b):
     return need
 
 
-def step(config, state, sram, slots, slot_active, slot_prog, slot_need, slot_issued, owner,
-         op_record, activated, blocked, half_ops: bool = True) -> DatapathOut:
-    """One cycle of every datapath. half_ops (static): the program may issue ops with a
-    16-bit operand; False (no instruction has one) builds the fp32 datapath alone."""
+def step(config, state, ctl: ControlOut, half_ops: bool = True) -> DatapathOut:
+    """One cycle of every datapath, from the start-of-cycle `state` and the control phase's
+    output `ctl` (its slots, with this cycle's issue, and task bits). half_ops (static): the
+    program may issue ops with a 16-bit operand; False (no instruction has one) builds the
+    fp32 datapath alone."""
+    # the main thread's STORE of this cycle lands before the element group reads SRAM
+    sram = pe_minor.write(state.sram, ctl.store_at, ctl.store_value)
+    owner = state.owner  # int32 [R, C]: the slot that advanced last, -1 none
     Q = config.queue_depth
-    S = slots.shape[-2]
-    active = slot_active != 0
+    S = ctl.slots.shape[-2]
+    active = ctl.slot_active != 0
     # shifted up by one: bit c + 1 for color c (colors < 31, config)
     iq_empty = jnp.left_shift(~queues.nonempty(state.iq_ctl), jnp.uint32(1))
     rq_full = jnp.left_shift(queues.at_least(state.rq_ctl, Q), jnp.uint32(1))
@@ -121,12 +132,12 @@ def step(config, state, sram, slots, slot_active, slot_prog, slot_need, slot_iss
     oldest = jnp.full(owner.shape, -1, jnp.int32)
     first = jnp.full(owner.shape, jnp.iinfo(jnp.int32).max, jnp.int32)
     for s in range(S):
-        blocked_ops = _queue_blocked(slot_need[..., s], iq_empty, rq_full)
+        blocked_ops = _queue_blocked(ctl.slot_need[..., s], iq_empty, rq_full)
         ready = active[..., s] & ((blocked_ops & 1) == 0)
         owner_ready = owner_ready | (ready & (owner == s))
-        older = ready & (slot_issued[..., s] < first)
+        older = ready & (ctl.slot_issued[..., s] < first)
         oldest = jnp.where(older, s, oldest)
-        first = jnp.where(older, slot_issued[..., s], first)
+        first = jnp.where(older, ctl.slot_issued[..., s], first)
     # computed once: every field read below depends on it (fabric.materialize)
     chosen = materialize(jnp.where(owner_ready, owner, oldest), state.cycle)
     advanced = chosen >= 0
@@ -138,11 +149,11 @@ def step(config, state, sram, slots, slot_active, slot_prog, slot_need, slot_iss
     changed = advanced & (chosen != owner)
 
     def switch(record):
-        gathered = jnp.take_along_axis(slots, at[..., None, None], axis=-2)[..., 0, :]
+        gathered = jnp.take_along_axis(ctl.slots, at[..., None, None], axis=-2)[..., 0, :]
         return jnp.where(changed[..., None], gathered, record)
 
-    sel = lax.cond(changed.any(), switch, lambda record: record, op_record)
-    prog_sel = jnp.take_along_axis(slot_prog, at[..., None], axis=-1)[..., 0]
+    sel = lax.cond(changed.any(), switch, lambda record: record, state.op_record)
+    prog_sel = jnp.take_along_axis(ctl.slot_prog, at[..., None], axis=-1)[..., 0]
     # computed once for every lane and operand below
     prog_sel = materialize(prog_sel, state.cycle)
     # Cycles in which no advancing op has a 16-bit operand run the fp32 datapath: fewer
@@ -170,15 +181,17 @@ def step(config, state, sram, slots, slot_active, slot_prog, slot_need, slot_iss
 
     new_prog = prog + width
     done = advanced & (new_prog >= length)
-    slot_prog = jnp.where(pick, new_prog[..., None], slot_prog)
-    slot_active = jnp.where(pick & done[..., None], 0, slot_active)
+    slot_prog = jnp.where(pick, new_prog[..., None], ctl.slot_prog)
+    slot_active = jnp.where(pick & done[..., None], 0, ctl.slot_active)
     done_bit = jnp.where(done, bits.bit(sel[..., S_DONE_TASK]), jnp.uint32(0))
-    activated = activated | jnp.where(sel[..., S_DONE_KIND] == Done.ACTIVATE, done_bit, 0)
-    blocked = blocked & ~jnp.where(sel[..., S_DONE_KIND] == Done.UNBLOCK, done_bit, 0)
+    activated = ctl.activated | jnp.where(sel[..., S_DONE_KIND] == Done.ACTIVATE, done_bit, 0)
+    blocked = ctl.blocked & ~jnp.where(sel[..., S_DONE_KIND] == Done.UNBLOCK, done_bit, 0)
     owner = jnp.where(advanced, jnp.where(done, -1, chosen), owner)
     stalled = active.any(axis=-1) & ~advanced
-    return DatapathOut(sram, slot_active, slot_prog, owner, sel, activated, blocked, iq_pop,
-                       push_color, push_data, advanced, stalled)
+    return DatapathOut(sram=sram, slot_active=slot_active, slot_prog=slot_prog, owner=owner,
+                       op_record=sel, activated=activated, blocked=blocked, iq_pop=iq_pop,
+                       push_color=push_color, push_data=push_data, advanced=advanced,
+                       stalled=stalled)
 
 
 def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path, n_out=None):

@@ -18,7 +18,7 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from fabric import bits, control, datapath, pe_minor, queues, router
+from fabric import bits, control, datapath, queues, router
 from fabric.grid_axes import ROW_AXIS, global_any, split_rows
 from fabric.isa import I_FMT, OPPOSITE, Port
 from fabric.materialize import materialize
@@ -39,10 +39,7 @@ def step(config, tables, state: FabricState, half_ops: bool = True) -> FabricSta
     # every consumer decodes instead of arbitrating again (see fabric.materialize).
     plan = router.plan(config, tables, state)
     ctl = control.step(config, tables, state)
-    sram = pe_minor.write(state.sram, ctl.store_at, ctl.store_value)
-    dp = datapath.step(config, state, sram, ctl.slots, ctl.slot_active, ctl.slot_prog,
-                       ctl.slot_need, ctl.slot_issued, state.owner, state.op_record,
-                       ctl.activated, ctl.blocked, half_ops)
+    dp = datapath.step(config, state, ctl, half_ops)
     # The RAMP pushes pass through the same cond as the datapath's results: the CE input
     # queues' update then depends on every read of them (the datapath's and the control's),
     # so XLA updates them in place instead of copying them twice in every cycle.

@@ -17,7 +17,16 @@ import jax.numpy as jnp
 
 from fabric import bits, pe_minor
 from fabric.materialize import materialize
-from fabric.state import COUNT_PLANES, CTL_PLANES, HEAD_PLANES, RING
+
+# ---- FIFO control planes ------------------------------------------------------------------
+# Each FIFO set (router buffers, CE input queues) keeps its control as CTL_PLANES uint32 bit
+# planes per PE: planes 0-3 hold the bits of every color's count (0 .. queue_depth <= 8),
+# planes 4-6 the bits of its head slot. The data ring has RING slots per
+# color (a power of two, so the head wraps by masking), of which `queue_depth` are usable.
+RING = 8
+COUNT_PLANES = 4
+HEAD_PLANES = 3
+CTL_PLANES = COUNT_PLANES + HEAD_PLANES
 
 
 def _value_at(ctl, first: int, n: int, index):

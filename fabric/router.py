@@ -23,11 +23,12 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 from jax import lax
+from jaxtyping import Array, Int32, UInt32
 
 from fabric import bits, pe_minor, queues
 from fabric.isa import Port
+from fabric.queues import RING
 from fabric.shifts import from_neighbour
-from fabric.state import RING
 
 # The router's decision words. Word 0: bits 5p .. 5p + 4 = color sent through port p,
 # plus one (colors < 31; 0 = none); bits 25 + p: port p restarts its round-robin; bit 31
@@ -41,10 +42,12 @@ LOWEST_SHIFT = 15
 
 
 class RouterPlan(NamedTuple):
-    send_color: jnp.ndarray  # int32 [R, C, 5]: color sent through each port, -1 none
-    send_data: jnp.ndarray  # uint32 [R, C, 5]
-    moved: jnp.ndarray  # uint32 [R, C]: colors whose head left this cycle
-    pointers: jnp.ndarray  # int32 [R, C, 5]: round-robin pointers for the next cycle
+    """The route phase's output, per port in the order N, S, E, W, RAMP."""
+
+    send_color: Int32[Array, "R C 5"]  # color sent through each port, -1 none
+    send_data: UInt32[Array, "R C 5"]
+    moved: UInt32[Array, "R C"]  # colors whose head left this cycle
+    pointers: Int32[Array, "R C 5"]  # round-robin pointers for the next cycle
 
 
 def _decide(config, tables, state):
@@ -160,4 +163,5 @@ def plan(config, tables, state) -> RouterPlan:
     lowest_failed = _field(words[..., 1], LOWEST_SHIFT, PORT_BITS) - 1
     pointers = jnp.where(send_color >= 0, (send_color + 1) % K,
                          jnp.where(restart, lowest_failed[..., None], state.rr))
-    return RouterPlan(send_color, send_data, moved, pointers)
+    return RouterPlan(send_color=send_color, send_data=send_data, moved=moved,
+                      pointers=pointers)

@@ -4,8 +4,9 @@ Every per-PE leaf has the grid (R, C) as its leading axes, so that the fabric ca
 over devices along rows and columns; SRAM and the FIFO data are stored PE-minor,
 [R, W, C] and [R, KRING, C] (rows leading, columns last: see fabric.pe_minor). Axis
 letters: R, C = grid; K = colors; KRING = K * RING FIFO slots; CTL = FIFO control planes;
-Q = queue depth; W = SRAM words; G = registers; S = DSD slots (slot 0 = main thread, 1.. = async
-microthreads); F = slot fields; P = link ports (N, S, E, W).
+Q = queue depth; W = SRAM words; G = registers; S = DSD slots (slot 0 = main thread, 1.. =
+async microthreads); F = slot fields; O = operand record fields (O_*); P = link ports (N, S,
+E, W).
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Int32, UInt32
 
+from fabric import queues
 from fabric.config import FabricConfig
+from fabric.queues import CTL_PLANES, RING
 
 # ---- DSD slot fields ------------------------------------------------------------------------
+# slot 0 holds the main thread's (synchronous) op; async ops take slots 1 .. S-1
+SYNC_SLOT = 0
 # operand classes held in a slot
 CLS_NONE, CLS_MEM, CLS_FABIN, CLS_FABOUT, CLS_SCALAR = 0, 1, 2, 3, 4
 # Fields written once at issue; whether a slot is active and how far its op has got live
@@ -31,16 +36,6 @@ OPERAND_FIELDS = 6  # class, base (or scalar bits), row length, stride, row stri
 O_CLS, O_BASE, O_ROWLEN, O_STRIDE, O_ROWSTRIDE, O_COLOR = range(OPERAND_FIELDS)
 S_DST, S_A, S_B = 8, 8 + OPERAND_FIELDS, 8 + 2 * OPERAND_FIELDS
 SLOT_FIELDS = 8 + 3 * OPERAND_FIELDS
-
-# ---- FIFO control planes ------------------------------------------------------------------
-# Each FIFO set (router buffers, CE input queues) keeps its control as CTL_PLANES uint32 bit
-# planes per PE (see fabric.queues): planes 0-3 hold the bits of every color's count (0 ..
-# queue_depth <= 8), planes 4-6 the bits of its head slot. The data ring has RING slots per
-# color (a power of two, so the head wraps by masking), of which `queue_depth` are usable.
-RING = 8
-COUNT_PLANES = 4
-HEAD_PLANES = 3
-CTL_PLANES = COUNT_PLANES + HEAD_PLANES
 
 # ---- slot readiness words -----------------------------------------------------------------
 # Written at issue beside each slot's record, so that choosing the slot that advances reads
@@ -115,27 +110,19 @@ class FabricState(eqx.Module):
     @property
     def rq_count(self):
         """int32 [R, C, K]: wavelets in each router buffer."""
-        from fabric import queues  # queues builds on this module's constants
-
         return queues.counts(self.rq_ctl, self.num_colors)
 
     @property
     def rq_head(self):
-        from fabric import queues  # queues builds on this module's constants
-
         return queues.heads(self.rq_ctl, self.num_colors)
 
     @property
     def iq_count(self):
         """int32 [R, C, K]: wavelets in each CE input queue."""
-        from fabric import queues  # queues builds on this module's constants
-
         return queues.counts(self.iq_ctl, self.num_colors)
 
     @property
     def iq_head(self):
-        from fabric import queues  # queues builds on this module's constants
-
         return queues.heads(self.iq_ctl, self.num_colors)
 
 
