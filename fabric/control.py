@@ -20,7 +20,6 @@ from jax import lax
 from jaxtyping import Array, Bool, Int32, UInt32
 
 from fabric import bits, pe_minor, queues
-from fabric.datapath import need_word
 from fabric.isa import (
     D_BASE,
     D_BASE_REG,
@@ -87,6 +86,7 @@ from fabric.state import (
     S_SIMD,
     SLOT_FIELDS,
     SYNC_SLOT,
+    need_word,
 )
 
 

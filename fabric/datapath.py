@@ -16,13 +16,14 @@ Rules (documented in docs/engine.md):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Bool, Int32, UInt32
 
 from fabric import bits, pe_minor, queues
+from fabric.control import ControlOut
 from fabric.isa import FMT_MASK, FMT_SHIFT, PACKED_STRIDE, Done, Op
 from fabric.materialize import materialize
 from fabric.numerics.convert import decode_code, encode_code
@@ -51,9 +52,6 @@ from fabric.state import (
     S_SCALAR,
     S_SIMD,
 )
-
-if TYPE_CHECKING:  # control imports this module (need_word)
-    from fabric.control import ControlOut
 
 
 class DatapathOut(NamedTuple):
@@ -95,20 +93,6 @@ def _queue_blocked(need, iq_empty, rq_full):
         out = (jnp.right_shift(need, jnp.uint32(NEED_BITS * r + NEED_OUT)) & 1) != 0
         blocked = blocked | jnp.right_shift(jnp.where(out, rq_full, iq_empty), color)
     return blocked
-
-
-def need_word(dst, src_a, src_b):
-    """uint32 [R, C]: the readiness word of an op with operand records [R, C, 6] (see
-    fabric.state, NEED_BITS); fabric operands name a color below 31 (config)."""
-    need = jnp.uint32(0)
-    for r, record in enumerate((dst, src_a, src_b)):
-        cls = record[..., O_CLS]
-        fabric = (cls == CLS_FABIN) | (cls == CLS_FABOUT)
-        field = jnp.where(fabric, ((record[..., O_COLOR] & 31) + 1).astype(jnp.uint32)
-                          | jnp.where(cls == CLS_FABOUT, jnp.uint32(1 << NEED_OUT),
-                                      jnp.uint32(0)), jnp.uint32(0))
-        need = need | jnp.left_shift(field, jnp.uint32(NEED_BITS * r))
-    return need
 
 
 def step(config, state, ctl: ControlOut, half_ops: bool = True) -> DatapathOut:

@@ -47,6 +47,20 @@ NEED_BITS = 6
 NEED_OUT = 5
 
 
+def need_word(dst, src_a, src_b):
+    """uint32 [R, C]: the readiness word of an op with operand records [R, C, 6] (see
+    NEED_BITS above); fabric operands name a color below 31 (config)."""
+    need = jnp.uint32(0)
+    for r, record in enumerate((dst, src_a, src_b)):
+        cls = record[..., O_CLS]
+        fabric = (cls == CLS_FABIN) | (cls == CLS_FABOUT)
+        field = jnp.where(fabric, ((record[..., O_COLOR] & 31) + 1).astype(jnp.uint32)
+                          | jnp.where(cls == CLS_FABOUT, jnp.uint32(1 << NEED_OUT),
+                                      jnp.uint32(0)), jnp.uint32(0))
+        need = need | jnp.left_shift(field, jnp.uint32(NEED_BITS * r))
+    return need
+
+
 # ---- runtime error codes ---------------------------------------------------------------------
 ERR_NONE = 0
 ERR_ADDRESS = 1  # a memory DSD reaches outside SRAM (info: first bad word address)
