@@ -4,7 +4,8 @@ uninterrupted run. The model and loop are test_amp_scaler.py's (nn.Linear(4, 3),
 compile_training_step + FabricSGD(momentum=0.9) + GradScaler), on the frontend tests'
 CONFIG and MIN_TABLE_ROWS (one engine compile). Nothing damaged is loaded: a flipped byte
 anywhere, a truncated file, a file that is not a checkpoint are refused with a
-CheckpointError naming the file; a save killed half way leaves the last good checkpoint."""
+CheckpointError naming the file; a save killed half way leaves the last good checkpoint; a
+Trainer refuses a checkpoint of another precision with a message saying so."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import fabric
+import frontend
 from frontend.errors import CheckpointError, FrontendError
 from frontend.tables import MIN_TABLE_ROWS
 from frontend.training import (
@@ -262,3 +264,33 @@ def test_save_killed_half_way_leaves_the_last_good_checkpoint(good, tmp_path):
     assert stale.read_bytes() == half
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt", stale.name]
 
+
+def test_other_precision_is_refused_before_loading(good, tmp_path):
+    """An fp32 run's checkpoint resumed by a bfloat16 run (which has a GradScaler, the
+    checkpoint none): the Trainer names the precisions, on the fabric and in eager."""
+    bf16 = frontend.Trainer(backend=frontend.backend("fabric", config=CONFIG),
+                            model=torch.nn.Linear(4, 3), optimizer={"type": "sgd", "lr": 0.1,
+                                                                    "momentum": 0.9},
+                            precision="bfloat16", checkpoint={"resume": str(good[0])})
+    with pytest.raises(CheckpointError) as err:
+        bf16.fit([])
+    assert f"checkpoint {str(good[0])!r} is of a fp32 run; this Trainer runs bfloat16" \
+        == str(err.value)
+
+    batches = [(torch.randn(2, 4), torch.randn(2, 3))]
+    common = {"device": "cpu", "optimizer": {"type": "sgd", "lr": 0.1}}
+    frontend.Trainer(**common, model=torch.nn.Linear(4, 3),
+                     checkpoint={"dir": str(tmp_path), "every": 1}).fit(batches)
+    resume = {"dir": str(tmp_path), "resume": "latest"}
+    latest = os.path.join(str(tmp_path), "step_1.pt")
+    with pytest.raises(CheckpointError) as err:
+        frontend.Trainer(**common, model=torch.nn.Linear(4, 3), precision="bfloat16",
+                         checkpoint=resume).fit(batches)
+    assert f"checkpoint {latest!r} is of a fp32 run; this Trainer runs bfloat16" \
+        == str(err.value)
+    data = bytearray(Path(latest).read_bytes())
+    data[len(data) // 2] ^= 0xFF  # the eager runner's checkpoints are checked the same way
+    Path(latest).write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="is corrupt"):
+        frontend.Trainer(**common, model=torch.nn.Linear(4, 3),
+                         checkpoint=resume).fit(batches)
