@@ -2,9 +2,15 @@
 file, so that a long run can stop and go on later with the same result, bit for bit.
 
 A checkpoint is an `.npz` archive: one array per `FabricState` leaf (`state/<field>`) and a
-JSON header (`header`) with the format tag and version, `host_cycles`, and fingerprints of
-the config (its fields) and of the built program (a digest per table). Loading checks them
-all, so a checkpoint never resumes under another config or program without saying so.
+JSON header (`header`) with the format tag and version, `host_cycles`, a sha256 of every
+state leaf, and fingerprints of the config (its fields) and of the built program (a digest
+per table). Loading checks them all, so a checkpoint never resumes damaged, or under another
+config or program, without saying so. The zip's CRCs catch most damage already; the leaf
+digests also catch an archive rewritten consistently around a changed array.
+
+Files are written atomically (`write_atomic`): a crash mid-save leaves the previous file
+under the checkpoint's name, and at worst a stale `<name>.<random>.tmp` beside it that
+nothing reads.
 
 Example:
     >>> sim.run(max_cycles=500, raise_on_limit=False)      # doctest: +SKIP
@@ -19,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import secrets
 import zipfile
 
 import jax.numpy as jnp
@@ -29,9 +36,10 @@ from fabric.errors import FabricError
 from fabric.state import FabricState
 
 FORMAT = "wafer-fabric checkpoint"
-VERSION = 3  # 2: DSD slots carry the 16-bit format field; 3: FIFO control bit planes,
-# slot readiness words
-HEADER_KEYS = {"format", "version", "host_cycles", "last_run_cycles", "config", "tables"}
+VERSION = 4  # 2: DSD slots carry the 16-bit format field; 3: FIFO control bit planes,
+# slot readiness words; 4: the header holds a sha256 per state leaf
+HEADER_KEYS = {"format", "version", "host_cycles", "last_run_cycles", "config", "tables",
+               "state"}
 
 
 class CheckpointError(FabricError, ValueError):
@@ -44,20 +52,53 @@ def config_fields(config: FabricConfig) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(config)))
 
 
+def array_digest(arr) -> str:
+    """sha256 of an array's dtype, shape and bytes (hex)."""
+    arr = np.ascontiguousarray(np.asarray(arr))
+    h = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
+    h.update(arr.tobytes())
+    return h.hexdigest()
+
+
 def table_digests(tables) -> dict:
     """sha256 of each table array (shape and dtype included) of a built program."""
-    digests = {}
-    for field in dataclasses.fields(tables):
-        arr = np.ascontiguousarray(np.asarray(getattr(tables, field.name)))
-        h = hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode())
-        h.update(arr.tobytes())
-        digests[field.name] = h.hexdigest()
-    return digests
+    return {f.name: array_digest(getattr(tables, f.name)) for f in dataclasses.fields(tables)}
+
+
+def write_atomic(path, write) -> None:
+    """Make the file `path` by `write(f)` on a binary file object, atomically: `path` is
+    either its old self or the complete new file, even if the process dies mid-write.
+
+    The data goes to a new temporary file in the same directory (a rename is atomic only
+    within one file system), is flushed to disk, then renamed over `path`. The temporary
+    name is unique and created exclusively, so it never overwrites another file (not even
+    one left by a killed save) and nothing ever reads it: a stale one only takes space.
+    """
+    path = os.fspath(path)
+    tmp = f"{path}.{secrets.token_hex(4)}.tmp"
+    try:
+        with open(tmp, "xb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the name points to it
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    if hasattr(os, "O_DIRECTORY"):  # POSIX: the rename itself is durable once the directory is
+        fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def save_checkpoint(sim, path) -> None:
     """Write the fabric state and host counters of `sim` (a `fabric.Simulator`) to `path`
-    (the exact name given)."""
+    (the exact name given; atomically, see `write_atomic`)."""
+    arrays = {f"state/{f.name}": np.asarray(getattr(sim.state, f.name))
+              for f in dataclasses.fields(FabricState)}
     header = {
         "format": FORMAT,
         "version": VERSION,
@@ -65,16 +106,10 @@ def save_checkpoint(sim, path) -> None:
         "last_run_cycles": sim.last_run_cycles,
         "config": config_fields(sim.config),
         "tables": table_digests(sim.tables),
+        "state": {name: array_digest(arr) for name, arr in arrays.items()},
     }
-    arrays = {f"state/{f.name}": np.asarray(getattr(sim.state, f.name))
-              for f in dataclasses.fields(FabricState)}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
-    # written beside the target and renamed: a crash mid-write never leaves a truncated
-    # file under the checkpoint's name
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-    os.replace(tmp, path)
+    write_atomic(path, lambda f: np.savez(f, **arrays))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +185,12 @@ def _read(path):
                               f"reads version {VERSION}")
     if missing:
         raise CheckpointError(f"{path}: checkpoint header lacks {', '.join(sorted(missing))}")
+    saved = header["state"]
+    differ = sorted(name for name in saved.keys() | arrays.keys()
+                    if name not in arrays or saved.get(name) != array_digest(arrays[name]))
+    if differ:
+        raise CheckpointError(f"{path}: corrupt: the stored arrays {', '.join(differ)} do "
+                              "not match the sha256 digests in the checkpoint's header")
     return header, arrays
 
 

@@ -3,6 +3,8 @@ source line)."""
 
 from __future__ import annotations
 
+import fabric
+
 
 class FrontendError(Exception):
     """Base class of the frontend's errors."""
@@ -18,3 +20,13 @@ class PlacementError(FrontendError):
 
 class ValidationError(FrontendError):
     """Outputs of the simulated fabric differ from eager PyTorch beyond tolerance."""
+
+
+class CheckpointError(FrontendError, fabric.CheckpointError):
+    """A training checkpoint cannot be loaded: the file is missing, unreadable, truncated or
+    corrupt (its digest does not match), or it does not fit the optimizer, scaler or run
+    resuming from it (the message names the file and what differs).
+
+    It is a `FrontendError` (the frontend raised it) and a `fabric.CheckpointError` (hence a
+    ValueError), so one `except fabric.CheckpointError` refuses a bad checkpoint of either
+    kind, training or simulator."""

@@ -15,7 +15,13 @@ import os
 
 import torch
 
-from frontend.training.checkpoint import load_checkpoint, save_checkpoint
+from frontend.errors import CheckpointError
+from frontend.training.checkpoint import (
+    load_checkpoint,
+    read_checkpoint_file,
+    save_checkpoint,
+    write_checkpoint_file,
+)
 from frontend.training.optim import FabricAdamW, FabricSGD
 from frontend.training.resident import ResidentStep
 from frontend.training.scaler import GradScaler, optimizer_step
@@ -119,8 +125,10 @@ class FabricRunner:
         report = save_checkpoint(path, self.optimizer, self.scaler, extra=extra)
         return dataclasses.asdict(report)
 
-    def load(self, path) -> dict:
-        extra = load_checkpoint(path, self.optimizer, self.scaler)
+    def load(self, path, check_extra=None) -> dict:
+        """Resume from the checkpoint at `path` (`load_checkpoint`, with `check_extra`);
+        returns its extra."""
+        extra = load_checkpoint(path, self.optimizer, self.scaler, check_extra)
         self.sync_model()
         return extra
 
@@ -183,17 +191,24 @@ class EagerRunner:
         raise ValueError("mode 'compile_only' needs the fabric backend")
 
     def save(self, path, extra: dict) -> dict:
-        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "scaler": self.scaler.state_dict() if self.scaler else None,
-                    "extra": extra, "format": "eager-1"}, path)
-        return {"path": os.fspath(path), "file_bytes": os.path.getsize(path),
+        # the file of a fabric run's checkpoint (a digest at its end, an atomic write)
+        file_bytes = write_checkpoint_file(path, {
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler else None,
+            "extra": extra, "format": "eager-2"})
+        return {"path": os.fspath(path), "file_bytes": file_bytes,
                 "host_cycles": 0}  # eager: no fabric to read back
 
-    def load(self, path) -> dict:
-        ckpt = torch.load(path, weights_only=True)
-        if not isinstance(ckpt, dict) or ckpt.get("format") != "eager-1":
-            raise ValueError(f"{os.fspath(path)!r} is not a checkpoint of a 'cpu' training "
-                             "run (a fabric run's checkpoint resumes on the fabric)")
+    def load(self, path, check_extra=None) -> dict:
+        """Resume from the checkpoint at `path`, verified (`read_checkpoint_file`);
+        `check_extra(extra)` is called before anything is loaded. Returns its extra."""
+        ckpt = read_checkpoint_file(path)
+        if not isinstance(ckpt, dict) or ckpt.get("format") != "eager-2":
+            raise CheckpointError(f"checkpoint {os.fspath(path)!r} is not one of a 'cpu' "
+                                  "training run (a fabric run's checkpoint resumes on the "
+                                  "fabric)")
+        if check_extra is not None:
+            check_extra(ckpt["extra"])
         self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         if self.scaler is not None:

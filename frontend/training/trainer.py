@@ -26,7 +26,9 @@ Checkpoints (`checkpoint={"dir": d, "every": k}`): d/step_<k>.pt every k steps a
 end: the fabric's weights, optimizer and scaler state (`save_checkpoint`) plus the loop's
 position and history. `checkpoint={"resume": path | "latest"}` continues from one: the
 batches already seen are skipped (the loader must give the same batches in the same order),
-and the run goes on as the uninterrupted one would, bit for bit in fp32.
+and the run goes on as the uninterrupted one would, bit for bit in fp32. A checkpoint of
+another precision (fp32, or another half dtype) is refused before anything is loaded, and
+a damaged one too (`frontend.errors.CheckpointError`, naming the file).
 `trainer.checkpoints`: one dict per file written: step, path, file_bytes and, on the
 fabric, the parts' bytes (weights, optimizer, scaler) and the read-back's host cycles.
 """
@@ -40,6 +42,7 @@ from pathlib import Path
 
 import torch
 
+from frontend.errors import CheckpointError
 from frontend.training.callbacks import Callback, resolve_callbacks
 from frontend.training.runners import EagerRunner, FabricRunner
 from frontend.training.specs import (
@@ -178,11 +181,15 @@ class Trainer:
         path = os.path.join(self.checkpoint.dir, f"step_{step}.pt")
         extra = {"trainer": {"step": step, "epoch": epoch, "next_batch": next_batch,
                              "history": self.history, "val_history": self.val_history,
-                             "device": self.device, "precision": self.precision.mode}}
+                             "device": self.device, "precision": self._precision_name()}}
         info = {"step": step, **self.runner.save(path, extra)}
         self.checkpoints.append(info)
         self._fire("on_checkpoint", info)
         return step
+
+    def _precision_name(self) -> str:
+        """fp32 or the half dtype of a mixed run (a checkpoint resumes in the same one)."""
+        return self.runner.half or "fp32"
 
     def _resume(self) -> tuple[int, int]:
         """(epoch, batches of it to skip) after loading the resume checkpoint, if any."""
@@ -197,14 +204,19 @@ class Trainer:
                 raise ValueError(f"checkpoint: resume 'latest' but {self.checkpoint.dir!r} "
                                  "holds no step_<k>.pt")
             path = os.path.join(self.checkpoint.dir, max(found)[1])
-        extra = self.runner.load(path)
-        state = (extra or {}).get("trainer") if isinstance(extra, dict) else None
-        if state is None:
-            raise ValueError(f"checkpoint {path!r} was not written by a Trainer (no loop "
-                             "position in it)")
-        if state["precision"] != self.precision.mode:
-            raise ValueError(f"checkpoint {path!r} is of a {state['precision']} run; this "
-                             f"Trainer runs {self.precision.mode}")
+
+        def check(extra):
+            # before anything is loaded: a run of another precision differs in its scaler
+            # state too, and the runner would refuse that with a less telling message
+            state = extra.get("trainer") if isinstance(extra, dict) else None
+            if state is None:
+                raise CheckpointError(f"checkpoint {path!r} was not written by a Trainer (no "
+                                      "loop position in it)")
+            if state["precision"] != self._precision_name():
+                raise CheckpointError(f"checkpoint {path!r} is of a {state['precision']} "
+                                      f"run; this Trainer runs {self._precision_name()}")
+
+        state = self.runner.load(path, check)["trainer"]
         self.history = list(state["history"])
         self.val_history = list(state["val_history"])
         return state["epoch"], state["next_batch"]

@@ -1,6 +1,7 @@
 """Checkpoints: a run saved half way and resumed in a new session ends exactly as one
 uninterrupted run, and a checkpoint that does not fit (other config, other program,
-damaged file, not a checkpoint, other format version) is refused with a clear message."""
+damaged file, not a checkpoint, other format version) is refused with a clear message; a
+save is atomic and a stale temporary file shadows nothing."""
 
 import dataclasses
 
@@ -59,7 +60,13 @@ def test_resumed_run_matches_uninterrupted_run(tmp_path):
     half = started(slow_stream())
     half.run(max_cycles=whole.stats().cycles // 2, raise_on_limit=False)
     assert half.stats().in_flight > 0  # saved mid-stream, with wavelets in the buffers
+    # a file under the name a save once used for its temporary file is neither overwritten
+    # nor read
+    stale = tmp_path / "half.ckpt.tmp"
+    stale.write_bytes(b"stale")
     half.save(tmp_path / "half.ckpt")
+    assert stale.read_bytes() == b"stale"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["half.ckpt", "half.ckpt.tmp"]
     resumed = Simulator.load(tmp_path / "half.ckpt", ROW, slow_stream())
     assert_same_run(resumed, half)
     resumed.run()
@@ -105,6 +112,21 @@ def test_corrupt_file(saved, tmp_path):
     path = tmp_path / "flipped.ckpt"
     path.write_bytes(bytes(data))
     assert "truncated or corrupt" in refused(path)
+
+
+def test_changed_array_with_valid_zip(saved, tmp_path):
+    """An archive rewritten with one state array changed (its zip CRCs all valid) is caught
+    by the state leaf digests in the header."""
+    with np.load(saved[0]) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    name = max((n for n in arrays if n.startswith("state/")), key=lambda n: arrays[n].nbytes)
+    flipped = arrays[name].copy()
+    flipped.view(np.uint8).reshape(-1)[flipped.nbytes // 2] ^= 0x01
+    path = tmp_path / "rewritten.ckpt"
+    with open(path, "wb") as f:  # a file object: savez appends .npz to a bare name
+        np.savez(f, **{**arrays, name: flipped})
+    msg = refused(path)
+    assert f"corrupt: the stored arrays {name} do not match the sha256 digests" in msg, msg
 
 
 def test_not_a_checkpoint(tmp_path):
