@@ -10,6 +10,7 @@ Public API:
     Simulator               host session: memcpy, launch, run, stats, save, load
     host_io_cycles          what a host transfer of a rectangle's words costs
     save_checkpoint, load_checkpoint, CheckpointError   checkpoints of a session
+    write_atomic            a file written whole or not at all (checkpoints use it)
     FabricState, init_state, step, run   the engine itself
     Stats                   counters of a run
     Trace                   a recorded timeline (Simulator.record), Chrome trace-event JSON
@@ -17,7 +18,7 @@ Public API:
 
 from fabric import instructions, row_demo
 from fabric.build import ProgramInfo, Tables, build
-from fabric.checkpoint import CheckpointError, save_checkpoint
+from fabric.checkpoint import CheckpointError, save_checkpoint, write_atomic
 from fabric.config import FabricConfig
 from fabric.engine import run, step
 from fabric.errors import BuildError, CycleLimitError, DeadlockError, FabricError, RunError
@@ -34,5 +35,5 @@ __all__ = [
     "FabricError", "FabricState", "Port", "Program", "ProgramInfo", "Rect", "RunError",
     "Simulator", "Stats", "Tables", "Tile", "Trace", "build", "host_io_cycles",
     "init_state", "instructions", "load_checkpoint", "row_demo", "run", "save_checkpoint",
-    "step",
+    "step", "write_atomic",
 ]

@@ -36,10 +36,10 @@ from fabric.errors import FabricError
 from fabric.state import FabricState
 
 FORMAT = "wafer-fabric checkpoint"
-VERSION = 4  # 2: DSD slots carry the 16-bit format field; 3: FIFO control bit planes,
-# slot readiness words; 4: the header holds a sha256 per state leaf
+VERSION = 5  # 2: DSD slots carry the 16-bit format field; 3: FIFO control bit planes,
+# slot readiness words; 4: the header holds a sha256 per state leaf; 5: and the table rows
 HEADER_KEYS = {"format", "version", "host_cycles", "last_run_cycles", "config", "tables",
-               "state"}
+               "table_rows", "state"}
 
 
 class CheckpointError(FabricError, ValueError):
@@ -106,6 +106,9 @@ def save_checkpoint(sim, path) -> None:
         "last_run_cycles": sim.last_run_cycles,
         "config": config_fields(sim.config),
         "tables": table_digests(sim.tables),
+        # the session's table rows (its build's min_table_rows decided them): a resumed
+        # session is built with the same ones
+        "table_rows": [int(sim.tables.instr.shape[0]), int(sim.tables.dsd.shape[0])],
         "state": {name: array_digest(arr) for name, arr in arrays.items()},
     }
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
@@ -115,11 +118,17 @@ def save_checkpoint(sim, path) -> None:
 @dataclasses.dataclass(frozen=True)
 class SavedRun:
     """A checkpoint read from `path` whose format and config were checked: its header and
-    its arrays, ready for `restore_checkpoint`."""
+    its arrays, ready for `restore_checkpoint`; `table_rows` are the (instruction, DSD) table
+    rows of the saved session, the `min_table_rows` to build the resumed one with."""
 
     path: object
     header: dict
     arrays: dict
+
+    @property
+    def table_rows(self) -> tuple[int, int]:
+        instr, dsd = self.header["table_rows"]
+        return int(instr), int(dsd)
 
 
 def read_checkpoint(path, config: FabricConfig) -> SavedRun:

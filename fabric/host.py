@@ -314,7 +314,8 @@ class Simulator:
             >>> sim = Simulator.load("run.ckpt", config, program)  # doctest: +SKIP
         """
         saved = read_checkpoint(path, config)
-        return restore_checkpoint(Simulator(config, program, devices=devices), saved)
+        sim = Simulator(config, program, devices=devices, min_table_rows=saved.table_rows)
+        return restore_checkpoint(sim, saved)
 
     def _raise_if_stuck(self, max_cycles, raise_on_limit):
         st = self.state

@@ -15,6 +15,7 @@ config=..., mode=...)` in place of device (`frontend.training`).
 from frontend import amp
 from frontend.compiled import CompiledModel, compile  # noqa: A004
 from frontend.errors import (
+    CheckpointError,
     FrontendError,
     PlacementError,
     UnsupportedOpError,
@@ -22,5 +23,5 @@ from frontend.errors import (
 )
 from frontend.training import Trainer, backend
 
-__all__ = ["amp", "backend", "CompiledModel", "FrontendError", "PlacementError", "Trainer",
-           "UnsupportedOpError", "ValidationError", "compile"]
+__all__ = ["amp", "backend", "CheckpointError", "CompiledModel", "FrontendError",
+           "PlacementError", "Trainer", "UnsupportedOpError", "ValidationError", "compile"]

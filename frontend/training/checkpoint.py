@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fabric.checkpoint import write_atomic
+from fabric import write_atomic
 from frontend.errors import CheckpointError
 
 FORMAT = 2  # 2: a sha256 digest at the end of the file

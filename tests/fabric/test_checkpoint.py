@@ -90,6 +90,23 @@ def refused(path, config=ROW, prog=None) -> str:
     return str(err.value)
 
 
+def test_load_builds_with_the_saved_table_rows(tmp_path):
+    """A session built with a table floor (one engine for programs of several sizes) resumes
+    from its checkpoint: Simulator.load builds the program with the saved table rows."""
+    sim = Simulator(ROW, slow_stream(), min_table_rows=(128, 128))
+    sim.memcpy_h2d("x", np.arange(N, dtype=np.float32), pe(0, 0))
+    sim.launch("main")
+    sim.run(max_cycles=50, raise_on_limit=False)
+    sim.save(tmp_path / "floor.ckpt")
+    resumed = Simulator.load(tmp_path / "floor.ckpt", ROW, slow_stream())
+    assert resumed.tables.instr.shape == sim.tables.instr.shape != started(
+        slow_stream()).tables.instr.shape
+    assert_same_run(resumed, sim)
+    resumed.run()
+    sim.run()
+    assert_same_run(resumed, sim)
+
+
 def test_other_config_is_named(saved):
     msg = refused(saved[0], config=ROW_Q2)
     assert "another config" in msg and "queue_depth: saved 4, given 2" in msg, msg
