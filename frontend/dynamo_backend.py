@@ -24,31 +24,82 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
     options (from `torch.compile(model, backend="fabric", options={...})`): "config" (a
     FabricConfig, default small(32, 32)), "fallback" (run unsupported graphs eagerly with a
     warning, default True), "precision" ("fp32" or "mixed") and "half" (the 16-bit format
-    under "mixed"), as `frontend.compile`'s."""
+    under "mixed"), as `frontend.compile`'s.
+
+    The fabric's programs have static shapes. A graph with symbolic sizes (dynamo makes one
+    when a second call has other shapes, e.g. the short last batch of an eval loop) is
+    compiled once per concrete set of shapes and sizes, on its first call with them."""
     options = dict(options or {})
-    config = options.pop("config", None) or DEFAULT_CONFIG
-    fallback = options.pop("fallback", True)
+    settings = {"config": options.pop("config", None) or DEFAULT_CONFIG,
+                "fallback": options.pop("fallback", True)}
     precision = options.pop("precision", "fp32")
-    half = resolve_half(precision, options.pop("half", None))
+    settings["precision"] = precision
+    settings["half"] = resolve_half(precision, options.pop("half", None))
     if options:
         raise ValueError(f"fabric backend: unknown options {sorted(options)} (config, "
                          "fallback, precision, half)")
+    if any(_symbolic(a) for a in example_inputs):
+        return PerShape(gm, settings)
+    return _compile(gm, example_inputs, **settings)
+
+
+def _compile(module: torch.nn.Module, example_inputs, config, fallback, precision, half):
+    """The fabric's callable for `module` on inputs shaped like `example_inputs` (static),
+    or `module` itself, run eagerly, when an op has no rule and `fallback` is on."""
     try:
-        cm = CompiledModel(from_graph_module(gm, example_inputs), config, 5_000_000,
+        cm = CompiledModel(from_graph_module(module, example_inputs), config, 5_000_000,
                            precision, example_inputs, half)
     except UnsupportedOpError as exc:
         if not fallback:
             raise
         warnings.warn(f"fabric backend: running this graph eagerly: {exc}".splitlines()[0],
-                      stacklevel=2)
-        return gm.forward
+                      stacklevel=3)
+        return module.forward
     fabric_backend.last = cm
+    return cm
 
-    def run(*args):
-        out = cm(*args)
-        return out
 
-    return run
+def _symbolic(value) -> bool:
+    """A SymInt input, or a tensor with a symbolic size."""
+    if isinstance(value, torch.SymInt):
+        return True
+    return isinstance(value, torch.Tensor) and any(
+        isinstance(d, torch.SymInt) for d in value.shape)
+
+
+class PerShape:
+    """A dynamo graph with symbolic sizes, compiled for the fabric once per concrete call
+    signature (tensor shapes and dtypes, the values of the integer inputs)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, settings: dict):
+        self.gm = gm
+        self.settings = settings
+        self.compiled: dict[tuple, object] = {}
+
+    def __call__(self, *args):
+        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else int(a)
+                    for a in args)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if key not in self.compiled:
+            static = _WithSizes(self.gm, args)
+            self.compiled[key] = _compile(static, tensors, **self.settings)
+        return self.compiled[key](*tensors)
+
+
+class _WithSizes(torch.nn.Module):
+    """`gm` with its integer (size) inputs fixed to one call's values: a module of tensor
+    inputs only, with static shapes, that torch.export can capture."""
+
+    def __init__(self, gm: torch.fx.GraphModule, args):
+        super().__init__()
+        self.gm = gm
+        self.sizes = {i: int(a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor)}
+        self.count = len(args)
+
+    def forward(self, *tensors):
+        rest = iter(tensors)
+        return self.gm(*(self.sizes[i] if i in self.sizes else next(rest)
+                         for i in range(self.count)))
 
 
 fabric_backend.last = None
