@@ -16,6 +16,7 @@ from frontend.lowering import lower
 from frontend.placement import place
 from frontend.runtime import Execution, ResidentTensor, Source, call_programs, prepare
 from frontend.tables import table_rows, widest
+from frontend.validate import golden_values, validate
 from frontend.values import Ref
 
 
@@ -34,6 +35,11 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
     example inputs (as `torch.export` captures them)."""
     config = config or FabricConfig.small(32, 32)
     half = resolve_half(precision, half)
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.Tensor) and x.numel() == 0:
+            raise FrontendError(f"example input {i} has shape {tuple(x.shape)}, no elements: "
+                                "the fabric holds every tensor in PE memory, so each needs at "
+                                "least one element (a batch size of at least 1)")
     return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
                          precision, example_inputs, half)
 
@@ -57,6 +63,10 @@ class CompiledModel:
                                 f"{getattr(half, 'name', None)!r}: a mixed model needs one "
                                 "(frontend.amp.resolve_half), an fp32 model none")
         self.half = half
+        if example_inputs and not self.half:
+            # eager's checks first (a float layer refuses integer ids): what eager refuses
+            # is refused here too, never run on the fabric with the bits reinterpreted
+            golden_values(captured, self._inputs(example_inputs))
         self.formats = (node_formats(captured, self._inputs(example_inputs), self.half)
                         if self.half else {})
         self.lowered = lower(captured, self.formats)
@@ -188,8 +198,6 @@ class CompiledModel:
         return report(self)
 
     def validate(self, *args, raise_on_mismatch: bool = True):
-        from frontend.validate import validate
-
         return validate(self, args, raise_on_mismatch)
 
     def plot_placement(self, path=None):

@@ -19,8 +19,8 @@ import dataclasses
 import torch
 import torch.fx
 
-from frontend.errors import ValidationError
-from frontend.sources import source_line, target_name
+from frontend.errors import FrontendError, ValidationError
+from frontend.sources import describe, source_line, target_name
 from frontend.values import Ref
 
 TOLERANCES = {torch.float32: (1.3e-6, 1e-5), torch.float16: (1e-3, 1e-5),
@@ -49,12 +49,21 @@ class NodeError:
 
 
 def golden_values(captured, inputs: dict[str, torch.Tensor]) -> dict[str, object]:
-    """Every node's eager value: {node name: tensor or tuple}."""
+    """Every node's eager value: {node name: tensor or tuple}.
+
+    Raises:
+        FrontendError: eager PyTorch refuses a node on these inputs (its error, the node and
+            the user's source line), e.g. integer ids fed to a float layer.
+    """
     values: dict[str, object] = {}
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n):
-            out = super().run_node(n)
+            try:
+                out = super().run_node(n)
+            except Exception as exc:  # eager's own message says what is wrong
+                raise FrontendError(f"{describe(n)}: eager PyTorch refuses this node on the "
+                                    f"given inputs: {type(exc).__name__}: {exc}") from exc
             values[n.name] = out
             return out
 

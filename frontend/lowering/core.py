@@ -237,10 +237,24 @@ def _call(low: Lowering, node: torch.fx.Node, env):
     rules = RULES.get(node.target)
     fn = rules.pick(low, node, args, kwargs) if rules is not None else None
     if fn is None:
+        hint = TRAINING_MODE_OPS.get(target_name(node))
+        if hint is not None:
+            raise UnsupportedOpError(f"{describe(node)}: {hint} in training mode: call "
+                                     "model.eval() before compiling (training on the fabric: "
+                                     "frontend.Trainer)")
         raise UnsupportedOpError(
             f"{describe(node)}: ATen op {target_name(node)} has no lowering to the fabric.\n"
             f"Supported ops: {', '.join(supported_ops())}")
     return fn(low, node, *args, **kwargs)
+
+
+# ops that only a module left in training mode puts in an inference graph: {op: what}
+TRAINING_MODE_OPS = {
+    "aten.native_dropout.default": "dropout",
+    "aten._native_batch_norm_legit_functional.default": "batch norm",
+    "aten._native_batch_norm_legit.default": "batch norm",
+    "aten.native_batch_norm.default": "batch norm",
+}
 
 
 def _fold(node, args, kwargs):

@@ -1,0 +1,55 @@
+"""What eager PyTorch refuses, the fabric refuses with the same message class, named by its
+FX node and the user's source line; a model left in training mode or an empty batch gets a
+message that says what to do."""
+
+import pytest
+import torch
+import torch.nn as nn
+
+import frontend
+from frontend.lowering import core
+from tests.frontend.models import CONFIG
+
+
+def test_integer_ids_to_a_float_layer_are_refused_as_eager_refuses_them():
+    model = nn.Linear(4, 3).eval()
+    ids = torch.randint(0, 5, (2, 4))
+    with pytest.raises(RuntimeError) as eager:
+        model(ids)
+    with pytest.raises(frontend.FrontendError, match=r"'addmm'.*refuses") as fabric:
+        frontend.compile(model, (ids,), config=CONFIG)
+    assert str(eager.value) in str(fabric.value)  # "mat1 and mat2 must have the same dtype"
+
+
+@pytest.mark.parametrize("layer, what", [(nn.Dropout(0.5), "dropout"),
+                                         (nn.BatchNorm1d(4), "batch norm")])
+def test_training_mode_layers_say_call_eval(layer, what):
+    model = nn.Sequential(nn.Linear(4, 4), layer).train()
+    with pytest.raises(frontend.UnsupportedOpError,
+                       match=rf"{what} in training mode: call model.eval\(\)"):
+        frontend.compile(model, (torch.randn(2, 4),), config=CONFIG)
+
+
+def test_empty_batch_is_a_clear_error():
+    with pytest.raises(frontend.FrontendError, match=r"shape \(0, 4\), no elements"):
+        frontend.compile(nn.Linear(4, 3).eval(), (torch.randn(0, 4),), config=CONFIG)
+
+
+class UsesALibraryModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.Tanh()
+
+    def forward(self, x):
+        return self.act(x * 2.0)  # the line an error inside nn.Tanh must point at
+
+
+def test_error_inside_a_library_module_points_at_the_users_line(monkeypatch):
+    monkeypatch.delitem(core.RULES, torch.ops.aten.tanh.default)  # tanh: no rule, for now
+    with pytest.raises(frontend.UnsupportedOpError) as err:
+        frontend.compile(UsesALibraryModule().eval(), (torch.randn(2, 4),), config=CONFIG)
+    message = str(err.value)
+    user = f'File "{__file__}"'
+    assert user in message and "return self.act(x * 2.0)" in message
+    # the user's frame first, torch's own frame after it in parentheses
+    assert message.index(user) < message.index("(in torch: ") < message.index("activation.py")
