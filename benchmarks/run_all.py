@@ -47,6 +47,7 @@ REGISTRY = (
     Benchmark("fabric_fidelity"),  # one fixed set of small cases: nothing to shorten
     Benchmark("models", quick=("--quick",)),
     Benchmark("training", quick=("--quick",)),
+    Benchmark("zoo"),  # every model is tiny: one setting
 )
 
 

@@ -40,6 +40,7 @@ BENCHMARKS = {
     "fabric_fidelity": [],  # one fixed size: nothing to shorten
     "models": ["--quick"],
     "training": ["--quick"],
+    "zoo": [],  # every model is tiny: nothing to shorten
 }
 
 

@@ -1,0 +1,111 @@
+"""Model zoo: every architecture of frontend.architectures through the frontend, fp32.
+
+Per model: whether it compiles (else the ATen op that stops it), simulated cycles, PEs
+used, fma utilization, the largest node error against eager PyTorch (validate), the
+output's error against eager, and the wall seconds of compile and simulation. Runs on
+FabricConfig.small(grid, grid) (default 12 x 12, the frontend tests' fabric).
+
+    python benchmarks/zoo.py --json benchmarks/results/zoo.json [--only gpt2 llama]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+from harness import write_json  # noqa: E402
+
+import frontend  # noqa: E402
+from fabric import FabricConfig  # noqa: E402
+from frontend.architectures import ARCHITECTURES, build, output_tensor  # noqa: E402
+
+OUTPUT_TOL = 1e-4  # rtol and atol of the output against eager fp32, as the zoo test's
+
+
+def measure(name: str, config: FabricConfig) -> dict:
+    """One architecture: compiled or the op that stops it, and its figures."""
+    arch = ARCHITECTURES[name]
+    row = {"model": name, "family": arch.family, "source": arch.source}
+    model, inputs = build(name)
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch's export internals
+            cm = frontend.compile(model, inputs, config=config)
+    except frontend.UnsupportedOpError as exc:
+        first = str(exc).splitlines()[0]
+        op = re.search(r"\((aten\.[\w.]+)\)", first)
+        return {**row, "status": "stops", "stopped_by": op.group(1) if op else first,
+                "compile_s": time.perf_counter() - t0}
+    except frontend.FrontendError as exc:
+        return {**row, "status": "error", "stopped_by": str(exc).splitlines()[0][:200],
+                "compile_s": time.perf_counter() - t0}
+    compile_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    rows = cm.validate(*inputs, raise_on_mismatch=False)
+    simulate_s = time.perf_counter() - t1
+    with torch.no_grad():
+        want = output_tensor(model(*inputs))
+    got = output_tensor(cm.outputs()).float()
+    matches = bool(torch.allclose(got, want, rtol=OUTPUT_TOL, atol=OUTPUT_TOL))
+    return {**row, "status": "runs" if matches and all(r.ok for r in rows) else "differs",
+            "cycles": cm.cycles, "pes_used": cm.placement.pes_used,
+            "utilization": cm.utilization,
+            "max_node_error": max(r.max_abs for r in rows),
+            "output_error": float((got - want).abs().max()),
+            "compile_s": compile_s, "simulate_s": simulate_s}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--grid", type=int, default=12, help="fabric is small(grid, grid)")
+    ap.add_argument("--only", nargs="+", choices=list(ARCHITECTURES), metavar="NAME",
+                    help="these architectures only")
+    ap.add_argument("--quick", action="store_true",
+                    help="the same (every model is tiny); kept for run_all's modes")
+    args = ap.parse_args(argv)
+    config = FabricConfig.small(args.grid, args.grid)
+    results = []
+    for name in args.only or list(ARCHITECTURES):
+        results.append(measure(name, config))
+        r = results[-1]
+        print(f"{name:16} {r['status']:7} "
+              + (f"{r['cycles']} cycles, {r['pes_used']} PEs, output error "
+                 f"{r['output_error']:.1e}" if "cycles" in r else r["stopped_by"]),
+              flush=True)
+    runs = [r for r in results if r["status"] == "runs"]
+    stops: dict[str, list[str]] = {}
+    for r in results:
+        if r["status"] in ("stops", "error"):
+            stops.setdefault(r["stopped_by"], []).append(r["model"])
+    columns = ["model", "family", "status", "cycles", "PEs", "util %", "max node err",
+               "output err", "compile s", "sim s"]
+    table = [[r["model"], r["family"], r["status"] if "cycles" in r else
+              f"stops at {r['stopped_by']}", r.get("cycles", ""), r.get("pes_used", ""),
+              round(100 * r["utilization"], 3) if "utilization" in r else "",
+              f"{r['max_node_error']:.1e}" if "max_node_error" in r else "",
+              f"{r['output_error']:.1e}" if "output_error" in r else "",
+              round(r["compile_s"], 1), round(r["simulate_s"], 1) if "simulate_s" in r
+              else ""] for r in results]
+    headline = [f"{len(runs)} of {len(results)} architectures compile, run and match eager "
+                f"fp32 (output within {OUTPUT_TOL:g})"]
+    headline += [f"stopped by {op}: {', '.join(models)}" for op, models in
+                 sorted(stops.items(), key=lambda kv: -len(kv[1]))]
+    write_json(args.json, {"benchmark": "zoo", "config": config.name, "results": results,
+                           "headline": headline, "table": {"columns": columns,
+                                                           "rows": table}})
+    for line in headline:
+        print(line)
+    return 0 if all(r["status"] in ("runs", "stops") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""Tiny random-weight configurations of common architectures: Hugging Face `transformers`
+models (text encoders, decoders, vision and audio models) and plain torch models (recurrent
+nets, a depthwise-separable CNN, an MLP-Mixer), for the model-zoo test and benchmark.
+
+Sizes follow one rule: one layer (or one stage per level), width 32, two heads, vocabulary
+64, 8 tokens, images 32 x 32 (3 channels), audio 400 samples; weights are seeded, so a
+model is the same on every call. `transformers` is imported only by the factories that need
+it (the `hf` extra).
+
+Example:
+    >>> model, inputs = build("llama")                                  # doctest: +SKIP
+    >>> cm = frontend.compile(model, inputs, config=FabricConfig.small(12, 12))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import torch
+import torch.nn as nn
+
+VOCAB, WIDTH, HEADS, TOKENS, IMAGE = 64, 32, 2, 8, 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """name; family ("text encoder", "decoder", "vision", "audio", "recurrent", "cnn",
+    "mlp"); source ("transformers" or "torch"); make() -> (model in eval mode, example
+    inputs)."""
+
+    name: str
+    family: str
+    source: str
+    make: Callable[[], tuple[nn.Module, tuple]]
+
+
+def build(name: str) -> tuple[nn.Module, tuple]:
+    """(model, example inputs) of architecture `name` (a key of `ARCHITECTURES`)."""
+    if name not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[name].make()
+
+
+def output_tensor(out) -> torch.Tensor:
+    """The tensor a zoo model is judged by: a Hugging Face output's last_hidden_state (or
+    its first field), a plain tensor, or the first element of a tuple."""
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, dict):
+        return out["last_hidden_state"] if "last_hidden_state" in out else next(
+            iter(out.values()))
+    if hasattr(out, "last_hidden_state") and out.last_hidden_state is not None:
+        return out.last_hidden_state
+    return out[0]
+
+
+# ---- transformers -------------------------------------------------------------------------
+def _ids() -> tuple:
+    return (torch.randint(0, VOCAB, (1, TOKENS), generator=torch.Generator().manual_seed(1)),)
+
+
+def _image() -> tuple:
+    return (torch.randn(1, 3, IMAGE, IMAGE, generator=torch.Generator().manual_seed(1)),)
+
+
+def _audio() -> tuple:
+    return (torch.randn(1, 400, generator=torch.Generator().manual_seed(1)),)
+
+
+def _hf(config_name: str, model_name: str, inputs: Callable[[], tuple], **config):
+    """A factory of transformers' `model_name` (a class of `transformers`, or dotted: of
+    one of its submodules) from `config_name(**config)`, eager attention, seeded weights,
+    no cache."""
+
+    def make():
+        import importlib
+
+        import transformers
+
+        torch.manual_seed(0)
+        cfg = getattr(transformers, config_name)(**config)
+        cfg._attn_implementation = "eager"
+        if hasattr(cfg, "use_cache"):
+            cfg.use_cache = False
+        # a dotted name: a class of a transformers submodule (WhisperEncoder)
+        module, _, cls = model_name.rpartition(".")
+        where = importlib.import_module(f"transformers.{module}") if module else transformers
+        return getattr(where, cls)(cfg).eval(), inputs()
+
+    return make
+
+
+_TEXT = dict(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=1,
+             num_attention_heads=HEADS, intermediate_size=2 * WIDTH,
+             max_position_embeddings=2 * TOKENS)
+_DECODER = dict(_TEXT, num_key_value_heads=HEADS, bos_token_id=0, eos_token_id=0,
+                pad_token_id=0)
+_VIT = dict(hidden_size=WIDTH, num_hidden_layers=1, num_attention_heads=HEADS,
+            intermediate_size=2 * WIDTH, image_size=IMAGE, patch_size=8)
+
+_HF = [
+    # text encoders
+    ("bert", "text encoder", _hf("BertConfig", "BertModel", _ids, **_TEXT)),
+    ("distilbert", "text encoder", _hf(
+        "DistilBertConfig", "DistilBertModel", _ids, vocab_size=VOCAB, dim=WIDTH, n_layers=1,
+        n_heads=HEADS, hidden_dim=2 * WIDTH, max_position_embeddings=2 * TOKENS)),
+    ("electra", "text encoder", _hf("ElectraConfig", "ElectraModel", _ids, embedding_size=16,
+                                     **_TEXT)),
+    ("roberta", "text encoder", _hf("RobertaConfig", "RobertaModel", _ids,
+                                     **dict(_TEXT, max_position_embeddings=TOKENS + 4))),
+    ("albert", "text encoder", _hf("AlbertConfig", "AlbertModel", _ids, embedding_size=16,
+                                    **_TEXT)),
+    ("mpnet", "text encoder", _hf("MPNetConfig", "MPNetModel", _ids,
+                                   **dict(_TEXT, max_position_embeddings=TOKENS + 4))),
+    ("t5-encoder", "text encoder", _hf(
+        "T5Config", "T5EncoderModel", _ids, vocab_size=VOCAB, d_model=WIDTH, d_kv=16,
+        d_ff=2 * WIDTH, num_layers=1, num_heads=HEADS)),
+    # decoders
+    ("gpt2", "decoder", _hf("GPT2Config", "GPT2Model", _ids, vocab_size=VOCAB,
+                             n_positions=2 * TOKENS, n_embd=WIDTH, n_layer=1, n_head=HEADS,
+                             bos_token_id=0, eos_token_id=0)),
+    ("gpt-neo", "decoder", _hf("GPTNeoConfig", "GPTNeoModel", _ids, vocab_size=VOCAB,
+                                max_position_embeddings=2 * TOKENS, hidden_size=WIDTH,
+                                num_layers=1, num_heads=HEADS, attention_types=[[["global"], 1]],
+                                bos_token_id=0, eos_token_id=0)),
+    ("gptj", "decoder", _hf("GPTJConfig", "GPTJModel", _ids, vocab_size=VOCAB,
+                             n_positions=2 * TOKENS, n_embd=WIDTH, n_layer=1, n_head=HEADS,
+                             rotary_dim=8, bos_token_id=0, eos_token_id=0)),
+    ("opt", "decoder", _hf("OPTConfig", "OPTModel", _ids, vocab_size=VOCAB, hidden_size=WIDTH,
+                            num_hidden_layers=1, num_attention_heads=HEADS, ffn_dim=2 * WIDTH,
+                            max_position_embeddings=2 * TOKENS, word_embed_proj_dim=WIDTH)),
+    ("bloom", "decoder", _hf("BloomConfig", "BloomModel", _ids, vocab_size=VOCAB,
+                              hidden_size=WIDTH, n_layer=1, n_head=HEADS)),
+    ("llama", "decoder", _hf("LlamaConfig", "LlamaModel", _ids, **_DECODER)),
+    ("mistral", "decoder", _hf("MistralConfig", "MistralModel", _ids, **_DECODER)),
+    ("qwen2", "decoder", _hf("Qwen2Config", "Qwen2Model", _ids, **_DECODER)),
+    ("gemma", "decoder", _hf("GemmaConfig", "GemmaModel", _ids, head_dim=16, **_DECODER)),
+    ("phi3", "decoder", _hf("Phi3Config", "Phi3Model", _ids, **_DECODER)),
+    ("phi", "decoder", _hf("PhiConfig", "PhiModel", _ids, **_DECODER)),
+    # vision
+    ("vit", "vision", _hf("ViTConfig", "ViTModel", _image, **_VIT)),
+    ("deit", "vision", _hf("DeiTConfig", "DeiTModel", _image, **_VIT)),
+    ("clip-vision", "vision", _hf("CLIPVisionConfig", "CLIPVisionModel", _image, **_VIT)),
+    ("swin", "vision", _hf("SwinConfig", "SwinModel", _image, image_size=IMAGE, patch_size=4,
+                            embed_dim=16, depths=[1], num_heads=[HEADS], window_size=4)),
+    ("resnet", "vision", _hf("ResNetConfig", "ResNetModel", _image, embedding_size=8,
+                              hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic")),
+    ("convnext", "vision", _hf("ConvNextConfig", "ConvNextModel", _image, hidden_sizes=[8, 16],
+                                depths=[1, 1], num_stages=2)),
+    ("mobilenet-v2", "vision", _hf("MobileNetV2Config", "MobileNetV2Model", _image,
+                                    image_size=IMAGE, depth_multiplier=0.25)),
+    ("regnet", "vision", _hf("RegNetConfig", "RegNetModel", _image, embedding_size=8,
+                              hidden_sizes=[8, 16], depths=[1, 1], groups_width=8)),
+    # audio
+    ("wav2vec2", "audio", _hf("Wav2Vec2Config", "Wav2Vec2Model", _audio, **dict(
+        _TEXT, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2))),
+    ("whisper-encoder", "audio", _hf(
+        "WhisperConfig", "models.whisper.modeling_whisper.WhisperEncoder", lambda: (torch.randn(
+            1, 16, 2 * TOKENS, generator=torch.Generator().manual_seed(1)),),
+        vocab_size=VOCAB, d_model=WIDTH, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=2 * WIDTH,
+        decoder_ffn_dim=2 * WIDTH, num_mel_bins=16, max_source_positions=TOKENS)),
+]
+
+
+# ---- plain torch ----------------------------------------------------------------------------
+class Recurrent(nn.Module):
+    """An LSTM or GRU over (1, 8, 16) inputs, one layer of 32, the last hidden states."""
+
+    def __init__(self, cell: str):
+        super().__init__()
+        self.rnn = (nn.LSTM if cell == "lstm" else nn.GRU)(16, WIDTH, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+class SeparableCNN(nn.Module):
+    """Depthwise 3x3 + pointwise 1x1 convolutions with batch norm and relu6, global average
+    pool, linear: MobileNet's block on (1, 3, 16, 16) images."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.depthwise = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.bn = nn.BatchNorm2d(8)
+        self.pointwise = nn.Conv2d(8, 16, 1)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        x = nn.functional.relu6(self.bn(self.depthwise(x)))
+        x = self.pointwise(x).mean(dim=(2, 3))
+        return self.head(x)
+
+
+class MixerBlock(nn.Module):
+    """An MLP-Mixer: 4x4 patches of a (1, 3, 16, 16) image, one token-mixing and one
+    channel-mixing MLP with layer norms and gelu, mean over tokens."""
+
+    def __init__(self, patch=4, dim=WIDTH):
+        super().__init__()
+        tokens = (16 // patch) ** 2
+        self.patch = nn.Conv2d(3, dim, patch, stride=patch)
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.tokens = nn.Sequential(nn.Linear(tokens, 2 * tokens), nn.GELU(),
+                                    nn.Linear(2 * tokens, tokens))
+        self.channels = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(),
+                                      nn.Linear(2 * dim, dim))
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)  # (B, tokens, dim)
+        x = x + self.tokens(self.norm1(x).transpose(1, 2)).transpose(1, 2)
+        x = x + self.channels(self.norm2(x))
+        return x.mean(dim=1)
+
+
+def _torch(module: Callable[[], nn.Module], shape: tuple):
+    def make():
+        torch.manual_seed(0)
+        return module().eval(), (torch.randn(*shape, generator=torch.Generator().manual_seed(1)),)
+
+    return make
+
+
+_TORCH = [
+    ("lstm", "recurrent", _torch(lambda: Recurrent("lstm"), (1, TOKENS, 16))),
+    ("gru", "recurrent", _torch(lambda: Recurrent("gru"), (1, TOKENS, 16))),
+    ("separable-cnn", "cnn", _torch(SeparableCNN, (1, 3, 16, 16))),
+    ("mlp-mixer", "mlp", _torch(MixerBlock, (1, 3, 16, 16))),
+]
+
+ARCHITECTURES: dict[str, Architecture] = {
+    **{name: Architecture(name, family, "transformers", make) for name, family, make in _HF},
+    **{name: Architecture(name, family, "torch", make) for name, family, make in _TORCH},
+}
