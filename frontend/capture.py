@@ -8,7 +8,9 @@ signature's order).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -33,18 +35,37 @@ class Captured:
         return self.graph_module.graph
 
 
+@contextlib.contextmanager
+def torch_internal_warnings_ignored():
+    """Ignore, inside the block, the warnings torch raises about its own code, which a user
+    of the frontend can do nothing about; a user's warnings (from their model's forward,
+    say) pass as before. Each is matched by message, category and the module it is
+    attributed to:
+
+    - `isinstance(treespec, LeafSpec)` is deprecated (FutureWarning, torch 2.13): export's
+      `run_decompositions` deep-copies pytree specs and each LeafSpec rebuilt (by copyreg,
+      for deepcopy, or by torch itself) warns, on every call.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is "
+                                r"deprecated", category=FutureWarning,
+                                module=r"(copyreg|torch\..*)$")
+        yield
+
+
 def capture_module(model: torch.nn.Module, example_inputs: Sequence) -> Captured:
     """Export `model` on `example_inputs` and decompose it to core ATen."""
     example_inputs = tuple(example_inputs)
     was_training = model.training
-    try:
-        exported = torch.export.export(model, example_inputs)
-    except Exception as exc:  # export's own message says what it could not trace
-        raise FrontendError(f"torch.export could not capture {type(model).__name__}: "
-                            f"{type(exc).__name__}: {exc}") from exc
-    finally:
-        model.train(was_training)
-    exported = exported.run_decompositions()
+    with torch_internal_warnings_ignored():
+        try:
+            exported = torch.export.export(model, example_inputs)
+        except Exception as exc:  # export's own message says what it could not trace
+            raise FrontendError(f"torch.export could not capture {type(model).__name__}: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            model.train(was_training)
+        exported = exported.run_decompositions()
     return from_exported(exported)
 
 
