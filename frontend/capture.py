@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import warnings
 from collections.abc import Sequence
 
@@ -35,29 +36,49 @@ class Captured:
         return self.graph_module.graph
 
 
-@contextlib.contextmanager
-def torch_internal_warnings_ignored():
-    """Ignore, inside the block, the warnings torch raises about its own code, which a user
-    of the frontend can do nothing about; a user's warnings (from their model's forward,
-    say) pass as before. Each is matched by message, category and the module it is
-    attributed to:
+class _DropRecords(logging.Filter):
+    """Drops the records logged with one message template."""
 
-    - `isinstance(treespec, LeafSpec)` is deprecated (FutureWarning, torch 2.13): export's
-      `run_decompositions` deep-copies pytree specs and each LeafSpec rebuilt (by copyreg,
-      for deepcopy, or by torch itself) warns, on every call.
+    def __init__(self, template: str):
+        super().__init__()
+        self.template = template
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != self.template
+
+
+@contextlib.contextmanager
+def torch_internals_quiet():
+    """Inside the block, silence what torch prints about its own code that a user of the
+    frontend can do nothing about; a user's warnings (from their model's forward, say) and
+    torch's other messages pass as before. Each is matched narrowly:
+
+    - the FutureWarning "`isinstance(treespec, LeafSpec)` is deprecated" (torch 2.13),
+      attributed to copyreg or torch: export's `run_decompositions` deep-copies pytree specs
+      and each LeafSpec rebuilt warns, on every call;
+    - the ERROR log "failed while attempting to run meta for <op>" of
+      torch._subclasses.fake_tensor, with the traceback of an exception that tracing then
+      raises anyway (a model whose shapes do not match its inputs): the frontend's error
+      carries its message, the log printed 150 lines before it.
     """
+    fake_tensor_log = logging.getLogger("torch._subclasses.fake_tensor")
+    meta_failed = _DropRecords("failed while attempting to run meta for %s")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is "
                                 r"deprecated", category=FutureWarning,
                                 module=r"(copyreg|torch\..*)$")
-        yield
+        fake_tensor_log.addFilter(meta_failed)
+        try:
+            yield
+        finally:
+            fake_tensor_log.removeFilter(meta_failed)
 
 
 def capture_module(model: torch.nn.Module, example_inputs: Sequence) -> Captured:
     """Export `model` on `example_inputs` and decompose it to core ATen."""
     example_inputs = tuple(example_inputs)
     was_training = model.training
-    with torch_internal_warnings_ignored():
+    with torch_internals_quiet():
         try:
             exported = torch.export.export(model, example_inputs)
         except Exception as exc:  # export's own message says what it could not trace
