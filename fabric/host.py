@@ -14,8 +14,10 @@ Example:
 
 from __future__ import annotations
 
-import math
+import contextlib
+import signal
 import sys
+import threading
 import time
 
 import jax
@@ -38,14 +40,28 @@ from fabric.trace import DEFAULT_CHUNK, Trace
 from fabric.trace import record as record_trace
 
 _COMPILED: dict = {}
-PROGRESS_CHUNKS = 100  # engine calls of a run shown with a progress bar, at most
+# `run` calls the engine in chunks of cycles that each take about CHUNK_S of wall time, so
+# that Ctrl-C, which waits for the chunk in flight, stops a run within a fraction of a
+# second. A chunk's cost is its cycles times a per-cycle cost that depends on the executable
+# alone (every PE steps every cycle), so the chunk size found is kept per executable
+# (_CHUNK_CYCLES) and later runs start with it: a run shorter than one chunk, as the
+# frontend's are, makes one engine call.
+CHUNK_S = 0.1
+FIRST_CHUNK_PE_CYCLES = 2**18  # about 0.1 s at the 2e6 PE-cycles/s of one CPU core
+MAX_FIRST_CHUNK = 4096  # small grids: their per-cycle cost is mostly fixed overhead
+MAX_GROWTH = 8  # a first, short chunk measures mostly call overhead: grow step by step
+_CHUNK_CYCLES: dict = {}
+
+
+def _engine_key(config, tables, devices, half_ops):
+    return (config, tables.instr.shape, tables.dsd.shape, devices, half_ops)
 
 
 def compiled_run(config, tables, state, max_cycles, devices: int = 1, half_ops: bool = True):
     """The engine executable for this config, table bucket, device count and kind of
     program (`half_ops`: with 16-bit ops or not, see `engine.run`), compiled once; returns
     (executable, compile seconds spent now)."""
-    key = (config, tables.instr.shape, tables.dsd.shape, devices, half_ops)
+    key = _engine_key(config, tables, devices, half_ops)
     if key in _COMPILED:
         return _COMPILED[key], 0.0
     start = time.perf_counter()
@@ -56,6 +72,43 @@ def compiled_run(config, tables, state, max_cycles, devices: int = 1, half_ops: 
                                      half_ops).compile()
     _COMPILED[key] = exe
     return exe, time.perf_counter() - start
+
+
+class _HeldInterrupts:
+    """SIGINT (Ctrl-C) held back while an engine call is in flight, and handed to the
+    handler it was meant for by `deliver`, between calls. Raised anywhere else, the
+    KeyboardInterrupt could land after the engine took the state (its buffers are donated)
+    and before the simulator stored the new one, losing both; and the interpreter runs a
+    Python handler only between engine calls anyway. Only the main thread receives signals
+    and may set handlers; elsewhere, or when SIGINT is ignored or kills the process, nothing
+    changes."""
+
+    def __init__(self):
+        self.handler = None  # the handler SIGINT had, while it is held back
+        self.held = None  # (signum, frame) of a SIGINT not yet delivered
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            handler = signal.getsignal(signal.SIGINT)
+            if callable(handler):  # not SIG_IGN, SIG_DFL, or set outside Python (None)
+                self.handler = handler
+                signal.signal(signal.SIGINT, self._hold)
+        return self
+
+    def _hold(self, signum, frame):
+        self.held = (signum, frame)
+
+    def deliver(self):
+        """Run the original handler for a held SIGINT (the default one raises
+        KeyboardInterrupt)."""
+        if self.held is not None:
+            held, self.held = self.held, None
+            self.handler(*held)
+
+    def __exit__(self, *exc):
+        if self.handler is not None:
+            signal.signal(signal.SIGINT, self.handler)
+            self.deliver()  # one that came after the last call
 
 
 class Simulator:
@@ -228,16 +281,22 @@ class Simulator:
             progress: bool | None = None, chunk_cycles: int | None = None) -> Stats:
         """Run until the fabric is quiet (nothing buffered, running or activated).
 
+        The engine runs in chunks of cycles of about `CHUNK_S` of wall time each (sized by
+        measuring them); chunking never changes the results. Ctrl-C (KeyboardInterrupt)
+        stops the run at the end of the chunk in flight, with `state`, `stats()` and
+        `last_run_cycles` those of the cycles run so far: `run` again goes on from there,
+        to the same final state as an uninterrupted run, or `save` keeps it.
+
         progress: show a tqdm bar of cycles run, with PE-cycles/s (default: only when
-            stderr is a terminal). The engine then runs in chunks of `chunk_cycles`
-            (default: 1% of `max_cycles`); chunking never changes the results.
-        chunk_cycles: run in chunks of this many cycles even without a bar.
+            stderr is a terminal).
+        chunk_cycles: run in chunks of exactly this many cycles instead.
 
         Raises:
             RunError: a PE did something invalid (named with its task and instruction).
             DeadlockError: work was pending but nothing moved for `deadlock_window` cycles.
             CycleLimitError: `max_cycles` more cycles passed first (unless raise_on_limit
                 is False, in which case the partial run's stats are returned).
+            KeyboardInterrupt: Ctrl-C; the simulator holds the state of the last chunk.
 
         Example:
             >>> sim.run(max_cycles=10_000, progress=True)  # doctest: +SKIP
@@ -245,42 +304,53 @@ class Simulator:
         """
         if progress is None:
             progress = sys.stderr.isatty()
-        if progress and chunk_cycles is None:
-            chunk_cycles = math.ceil(max_cycles / PROGRESS_CHUNKS)
         start_cycle = int(self.state.cycle)
         limit = start_cycle + max_cycles
         exe, compile_s = compiled_run(self.config, self.tables, self.state, jnp.int32(limit),
                                       self.devices, self.half_ops)
         self.compile_s += compile_s
-        t0 = time.perf_counter()
-        if chunk_cycles is None:
-            self.state = exe(self.tables, self.state, jnp.int32(limit))
-            jax.block_until_ready(self.state)
-        else:
-            self._run_chunks(exe, start_cycle, limit, max(1, chunk_cycles), progress)
-        self.last_wall_s = time.perf_counter() - t0
-        self.last_run_cycles = int(self.state.cycle) - start_cycle
+        bar = tqdm(total=max_cycles, unit="cycle", file=sys.stderr) if progress \
+            else contextlib.nullcontext()
+        with _HeldInterrupts() as interrupts, bar:
+            self._run_chunks(exe, start_cycle, limit, chunk_cycles, bar if progress else None,
+                             interrupts)
         self._raise_if_stuck(max_cycles, raise_on_limit)
         return self.stats()
 
-    def _run_chunks(self, exe, start_cycle, limit, chunk, progress):
-        """The engine up to absolute cycle `limit`, `chunk` cycles per call. Each call stops
-        where one long call would have gone on from, so the state is the same bit for bit;
-        the loop ends as soon as one long call would have stopped (quiet, error, deadlock
-        or the limit)."""
+    def _run_chunks(self, exe, start_cycle, limit, chunk_cycles, bar, interrupts):
+        """The engine up to absolute cycle `limit` in chunks of `chunk_cycles` (None: sized
+        to take about CHUNK_S each). Each call stops where one long call would have gone on
+        from, so the state is the same bit for bit; the loop ends with the first call that
+        stops short of its end (quiet, error or deadlock) or reaches `limit`. A chunk that
+        ends just as the fabric turns quiet costs one more call, which steps nothing.
+        After each call the simulator's state and `last_*` figures are those of the cycles
+        run so far, and a held Ctrl-C is delivered."""
+        key = _engine_key(self.config, self.tables, self.devices, self.half_ops)
+        if chunk_cycles is not None:
+            chunk = max(1, chunk_cycles)
+        else:
+            chunk = _CHUNK_CYCLES.get(key) or max(1, min(
+                MAX_FIRST_CHUNK, FIRST_CHUNK_PE_CYCLES // self.config.num_pes))
         t0 = time.perf_counter()
-        with tqdm(total=limit - start_cycle, unit="cycle", disable=not progress,
-                  file=sys.stderr) as bar:
-            while True:
-                end = min(int(self.state.cycle) + chunk, limit)
-                self.state = exe(self.tables, self.state, jnp.int32(end))
-                done = int(self.state.cycle) - start_cycle
-                rate = done * self.config.num_pes / max(time.perf_counter() - t0, 1e-9)
+        cycle = start_cycle
+        while True:
+            end = min(cycle + chunk, limit)
+            t_call = time.perf_counter()
+            self.state = exe(self.tables, self.state, jnp.int32(end))
+            cycle = int(self._state.cycle)  # waits for the call
+            now = time.perf_counter()
+            self.last_run_cycles = cycle - start_cycle
+            self.last_wall_s = now - t0
+            if bar is not None:
+                rate = self.last_run_cycles * self.config.num_pes / max(now - t0, 1e-9)
                 bar.set_postfix_str(f"{rate:.3g} PE-cycles/s", refresh=False)
-                bar.update(done - bar.n)
-                if not bool(engine.should_continue(self.config, self.tables, self.state,
-                                                   jnp.int32(limit))):
-                    return
+                bar.update(self.last_run_cycles - bar.n)
+            interrupts.deliver()
+            if cycle < end or end == limit:
+                return
+            if chunk_cycles is None:  # a whole chunk ran: aim the next one at CHUNK_S
+                aimed = int(chunk * CHUNK_S / max(now - t_call, 1e-9))
+                chunk = _CHUNK_CYCLES[key] = max(1, min(MAX_GROWTH * chunk, aimed))
 
     def record(self, rect: Rect | None = None, links: bool = False,
                max_cycles: int = 1_000_000, raise_on_limit: bool = True,

@@ -8,7 +8,10 @@ signature's order).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -33,18 +36,57 @@ class Captured:
         return self.graph_module.graph
 
 
+class _DropRecords(logging.Filter):
+    """Drops the records logged with one message template."""
+
+    def __init__(self, template: str):
+        super().__init__()
+        self.template = template
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != self.template
+
+
+@contextlib.contextmanager
+def torch_internals_quiet():
+    """Inside the block, silence what torch prints about its own code that a user of the
+    frontend can do nothing about; a user's warnings (from their model's forward, say) and
+    torch's other messages pass as before. Each is matched narrowly:
+
+    - the FutureWarning "`isinstance(treespec, LeafSpec)` is deprecated" (torch 2.13),
+      attributed to copyreg or torch: export's `run_decompositions` deep-copies pytree specs
+      and each LeafSpec rebuilt warns, on every call;
+    - the ERROR log "failed while attempting to run meta for <op>" of
+      torch._subclasses.fake_tensor, with the traceback of an exception that tracing then
+      raises anyway (a model whose shapes do not match its inputs): the frontend's error
+      carries its message, the log printed 150 lines before it.
+    """
+    fake_tensor_log = logging.getLogger("torch._subclasses.fake_tensor")
+    meta_failed = _DropRecords("failed while attempting to run meta for %s")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is "
+                                r"deprecated", category=FutureWarning,
+                                module=r"(copyreg|torch\..*)$")
+        fake_tensor_log.addFilter(meta_failed)
+        try:
+            yield
+        finally:
+            fake_tensor_log.removeFilter(meta_failed)
+
+
 def capture_module(model: torch.nn.Module, example_inputs: Sequence) -> Captured:
     """Export `model` on `example_inputs` and decompose it to core ATen."""
     example_inputs = tuple(example_inputs)
     was_training = model.training
-    try:
-        exported = torch.export.export(model, example_inputs)
-    except Exception as exc:  # export's own message says what it could not trace
-        raise FrontendError(f"torch.export could not capture {type(model).__name__}: "
-                            f"{type(exc).__name__}: {exc}") from exc
-    finally:
-        model.train(was_training)
-    exported = exported.run_decompositions()
+    with torch_internals_quiet():
+        try:
+            exported = torch.export.export(model, example_inputs)
+        except Exception as exc:  # export's own message says what it could not trace
+            raise FrontendError(f"torch.export could not capture {type(model).__name__}: "
+                                f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            model.train(was_training)
+        exported = exported.run_decompositions()
     return from_exported(exported)
 
 

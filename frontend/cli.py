@@ -8,7 +8,11 @@ timelines of the fabric-level demo (traces) and training runs.
     wafer trace [--grid RxC] [--n N] [--rect R,C,H,W] [--links] [--out FILE]
     wafer train CONFIG.yaml [--steps N] [--device fabric|cpu] [--compare] [--out DIR]
 
-Bad arguments print one line on stderr and exit with code 2.
+Bad arguments print one line on stderr and exit with code 2. So do the errors a run meets
+that are the user's to fix (the project's own: `fabric.FabricError`, `frontend.FrontendError`;
+a bad config value, `ValueError`; an exception from the user's model or data factory): the
+first line of the message and a hint; `--traceback` (anywhere on the line) shows the full
+trace instead.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import time
 from pathlib import Path
 
 from fabric.config import FabricConfig
+from fabric.errors import FabricError
+from frontend.errors import FrontendError, user_code_error
 
 PRESETS = ("wse2", "wse3", "small")
 DEFAULT_RUN_GRID = (12, 12)
@@ -42,6 +48,11 @@ BENCHMARKS = {
     "training": ["--quick"],
     "zoo": [],  # every model is tiny: nothing to shorten
 }
+
+
+# The errors `main` reports in one line: the user's to fix, not the program's.
+USER_ERRORS = (FabricError, FrontendError, ValueError)
+TRACEBACK_HINT = "run with --traceback for the full trace"
 
 
 class Parser(argparse.ArgumentParser):
@@ -137,7 +148,12 @@ def cmd_info(args, parser) -> int:
 
 # ---- run -------------------------------------------------------------------------------
 def load_factory(spec: str, parser):
-    """'package.module:factory' -> (model, example_inputs) from calling factory()."""
+    """'package.module:factory' -> (model, example_inputs) from calling factory().
+
+    Raises:
+        UserCodeError: importing the module or calling the factory raised (the user's
+            exception is the cause; the message names where in their file).
+    """
     import importlib
 
     module_name, _, attr = spec.partition(":")
@@ -145,13 +161,24 @@ def load_factory(spec: str, parser):
         parser.error(f"model must be MODULE:FACTORY, like mypkg.models:make; got {spec!r}")
     sys.path.insert(0, str(Path.cwd()))
     try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
         parser.error(f"cannot load {spec!r}: {exc}")
-    made = factory()
+    except Exception as exc:  # the module's own code failed as it ran
+        raise user_code_error(f"importing {module_name}", exc) from exc
+    factory = getattr(module, attr, None)
+    if factory is None:
+        parser.error(f"cannot load {spec!r}: module {module_name!r} has no attribute {attr!r}")
+    try:
+        made = factory()
+    except Exception as exc:
+        raise user_code_error(spec, exc) from exc
     if not (isinstance(made, tuple) and len(made) == 2):
         parser.error(f"{spec} must return (model, example_inputs), got {type(made).__name__}")
     model, inputs = made
+    if not callable(getattr(model, "eval", None)):
+        parser.error(f"{spec} must return (model, example_inputs) with a torch.nn.Module "
+                     f"model, got a {type(model).__name__}")
     return model, tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
 
 
@@ -220,7 +247,7 @@ def cmd_trace(args, parser) -> int:
         parser.error(f"--rect {row},{col},{h},{w} reaches outside the {rows}x{cols} grid")
     import numpy as np
 
-    from fabric import FabricError, Rect, Simulator, row_demo
+    from fabric import Rect, Simulator, row_demo
 
     # the program and data of `wafer run`, recorded instead of run
     config = FabricConfig.small(rows, cols)
@@ -236,12 +263,11 @@ def cmd_trace(args, parser) -> int:
         trace = sim.record(rect=Rect(row, col, h, w), links=args.links,
                            max_cycles=args.max_cycles)
     except FabricError as err:
-        # the timeline up to the failure is saved: it is what explains the failure
+        # the timeline up to the failure is saved: it is what explains the failure; `main`
+        # reports the error itself
         path = err.trace.save(args.out)
-        print(f"wafer trace: {str(err).splitlines()[0]}", file=sys.stderr)
-        print(f"trace up to cycle {err.trace.end_cycle} written to {path.resolve()}",
-              file=sys.stderr)
-        return 1
+        print(f"trace up to cycle {err.trace.end_cycle} written to {path.resolve()}")
+        raise
     y = sim.memcpy_d2h("w", rect=Rect(0, 0, rows, 1))[:, 0]
     # same operation order: equal to the last bit
     ok = np.array_equal(y, row_demo.reference(a, v))
@@ -292,10 +318,17 @@ def cmd_bench(args, parser) -> int:
 # ---- parser ----------------------------------------------------------------------------
 def build_parser() -> Parser:
     parser = Parser(prog="wafer", description="Simulate a wafer-scale dataflow fabric in JAX.")
+    parser.add_argument("--traceback", action="store_true",
+                        help="on an error, show the full Python trace, not one line")
+    # also after the command (where one adds it to the line that failed); SUPPRESS keeps
+    # a command without it from resetting the one given before the command
+    after = argparse.ArgumentParser(add_help=False)
+    after.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS,
+                       help="on an error, show the full Python trace, not one line")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     info = commands.add_parser(
-        "info", help="machine presets and their figures",
+        "info", parents=[after], help="machine presets and their figures",
         description="Print the figures of the machine presets (grid, SRAM, colors, router, "
                     "clock, SIMD widths); '*' marks figures public documents do not confirm.")
     info.add_argument("--preset", choices=PRESETS, help="one preset only (default: all)")
@@ -305,7 +338,7 @@ def build_parser() -> Parser:
     info.set_defaults(handler=cmd_info, parser=info)
 
     run = commands.add_parser(
-        "run", help="compile a PyTorch model to the fabric, run and check it",
+        "run", parents=[after], help="compile a PyTorch model to the fabric, run and check it",
         description="Compile a PyTorch model (the main demo's MLP or GPT block, or your "
                     "MODULE:FACTORY returning (model, example_inputs)) to a simulated "
                     "fabric, run it, compare every node with eager PyTorch, print the "
@@ -332,7 +365,7 @@ def build_parser() -> Parser:
     run.set_defaults(handler=cmd_run, parser=run)
 
     bench = commands.add_parser(
-        "bench", help="run the benchmark scripts",
+        "bench", parents=[after], help="run the benchmark scripts",
         description="Run the scripts of benchmarks/ one after another, writing JSON (and "
                     "PNG) to benchmarks/results/ (benchmarks/results/quick/ with --quick), "
                     "and print each one's status and wall time. Exits 1 if any fails.")
@@ -343,7 +376,8 @@ def build_parser() -> Parser:
     bench.set_defaults(handler=cmd_bench, parser=bench)
 
     trace = commands.add_parser(
-        "trace", help="record a timeline of the fabric demo (Perfetto / chrome://tracing)",
+        "trace", parents=[after],
+        help="record a timeline of the fabric demo (Perfetto / chrome://tracing)",
         description="Run the fabric-level demo (as 'wafer run --fabric-demo' does) while "
                     "recording what every PE of a rectangle does each cycle: tasks, DSD ops, "
                     "busy and stall cycles and, with --links, every wavelet on their links. "
@@ -363,7 +397,7 @@ def build_parser() -> Parser:
     trace.set_defaults(handler=cmd_trace, parser=trace)
 
     train = commands.add_parser(
-        "train", help="train a model on the fabric from a YAML config",
+        "train", parents=[after], help="train a model on the fabric from a YAML config",
         description="Run the training loop a YAML file describes (keys: device or backend, "
                     "model, optimizer, loss, precision, loop, checkpoint, callbacks, data; "
                     "see examples/train_mlp.yaml), print a summary, write the history "
@@ -390,9 +424,20 @@ def cmd_train(args, parser) -> int:
 
 
 def main(argv=None) -> int:
+    """Run the command `argv` (default: sys.argv[1:]); returns the exit code. An error of
+    USER_ERRORS prints its first line and TRACEBACK_HINT on stderr and returns 2, or with
+    --traceback propagates whole."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    return args.handler(args, args.parser)
+    try:
+        return args.handler(args, args.parser)
+    except USER_ERRORS as err:
+        if args.traceback:
+            raise
+        lines = str(err).strip().splitlines()
+        message = lines[0] if lines else type(err).__name__
+        print(f"{args.parser.prog}: error: {message} ({TRACEBACK_HINT})", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

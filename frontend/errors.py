@@ -3,6 +3,10 @@ source line)."""
 
 from __future__ import annotations
 
+import sys
+import traceback
+from pathlib import Path
+
 import fabric
 
 
@@ -30,3 +34,35 @@ class CheckpointError(FrontendError, fabric.CheckpointError):
     It is a `FrontendError` (the frontend raised it) and a `fabric.CheckpointError` (hence a
     ValueError), so one `except fabric.CheckpointError` refuses a bad checkpoint of either
     kind, training or simulator."""
+
+
+class UserCodeError(FrontendError):
+    """The user's own code that the frontend called (a model or data factory) raised; the
+    original exception is the `__cause__`."""
+
+
+# Files that are not the user's: Python's own, installed packages, this project's packages.
+_NOT_USERS = tuple(str(p) for p in {Path(sys.prefix), Path(sys.base_prefix),
+                                    Path(sys.exec_prefix)}) + tuple(
+    str(Path(__file__).resolve().parents[1] / pkg) for pkg in ("fabric", "frontend"))
+
+
+def user_code_error(what: str, exc: BaseException) -> UserCodeError:
+    """A UserCodeError saying that `what` (e.g. "mypkg.models:make") raised `exc`, and where:
+    the innermost line of the traceback in the user's own files (the innermost line at all
+    when none is), before `exc`'s message.
+
+    Example:
+        >>> user_code_error("mypkg.models:make", exc)  # doctest: +SKIP
+        UserCodeError('mypkg.models:make raised OSError at /home/me/mypkg/models.py:12: no
+        file weights.pt')
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    users = [f for f in frames if not str(Path(f.filename).resolve()).startswith(_NOT_USERS)]
+    where = ""
+    if users or frames:
+        frame = (users or frames)[-1]
+        where = f" at {frame.filename}:{frame.lineno}"
+    message = str(exc).strip()
+    return UserCodeError(f"{what} raised {type(exc).__name__}{where}"
+                         f"{': ' + message if message else ''}")

@@ -7,12 +7,14 @@ must hold a block; one-column kernels stay one column wide; SUMMA needs a color 
 and column). Packing: shelves filled left to right in graph order, so a stage sits next to
 the stages it exchanges tensors with (the previous and next ones); when the tiles do not fit,
 every share shrinks and the packing starts over, down to the minimum sizes; below those the
-model does not fit and `PlacementError` says how many PEs and how much SRAM it needs.
+model does not fit and `PlacementError` says what it needs against what the fabric has:
+PEs, SRAM, and for a stage that fits no tile, the SRAM per PE its kernel would need.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 
 from fabric.config import FabricConfig
@@ -35,8 +37,26 @@ class Placement:
 
 
 def min_pes(stage: Stage, config: FabricConfig) -> int:
+    """A first share of PEs for sizing (from `words_per_element`, an estimate per kernel);
+    not a bound: see `data_bytes` and `smallest_tile` for what a stage needs at least."""
     words = stage.words_per_element * stage.tensor.numel
     return max(1, math.ceil(words / (0.8 * config.sram_words)))
+
+
+def data_bytes(stage: Stage) -> int:
+    """Bytes of the stage's operands and output, which its tile holds at once whatever its
+    kernel's layout: a lower bound of its SRAM (buffers come on top). A resident stage's
+    output is its operand, held once. 16-bit stages: 2 B per element."""
+    elements = sum(math.prod(op.shape) for op in stage.operands)
+    if stage.kind != "resident":
+        elements += stage.tensor.numel
+    return (4 if stage.dtype == "f32" else 2) * elements
+
+
+def summa_colors(stage: Stage, rows: int, cols: int) -> int:
+    """Colors gemm_summa takes on a rows x cols tile: one per owner column and row (a side
+    of one PE needs none), one more for a 16-bit dtype's B scalars."""
+    return (cols if cols > 1 else 0) + (rows if rows > 1 else 0) + (stage.dtype != "f32")
 
 
 def _candidates(stage: Stage, pes: int, config: FabricConfig):
@@ -48,24 +68,29 @@ def _candidates(stage: Stage, pes: int, config: FabricConfig):
     for rows in range(1, max(1, min(lim.rows, pes)) + 1):
         widest = max(1, min(lim.cols, pes // rows))
         for cols in {widest, max(1, widest // 2), 1}:
-            # SUMMA: a color per tile row and column (16-bit: one more, for B's scalars)
-            extra = 0 if stage.dtype == "f32" else 1
-            if stage.kind == "gemm_summa" and rows > 1 and cols > 1 \
-                    and rows + cols + extra > config.num_colors:
+            if stage.kind == "gemm_summa" and \
+                    summa_colors(stage, rows, cols) > config.num_colors:
                 continue
             yield rows, cols
 
 
-def model_cycles(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> int | None:
-    """The stage's kernel's analytic cycles on a tile of `shape`; None if it cannot run
-    there (SRAM, colors). Cached per stage and shape."""
+def kernel_fit(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> int | str:
+    """The stage's kernel's analytic cycles on a tile of `shape`, or why it cannot run there
+    (its ValueError's message: SRAM, colors). Cached per stage and shape."""
     cache = stage.__dict__.setdefault("_model_cache", {})
     if shape not in cache:
         try:
             cache[shape] = stage.build(config, Rect(0, 0, *shape)).model_cycles
-        except ValueError:
-            cache[shape] = None
+        except ValueError as e:
+            cache[shape] = str(e)
     return cache[shape]
+
+
+def model_cycles(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> int | None:
+    """The stage's kernel's analytic cycles on a tile of `shape`; None if it cannot run
+    there (SRAM, colors)."""
+    fit = kernel_fit(stage, shape, config)
+    return None if isinstance(fit, str) else fit
 
 
 def tile_shape(stage: Stage, pes: int, config: FabricConfig) -> tuple[int, int]:
@@ -126,10 +151,109 @@ def place(stages: list[Stage], config: FabricConfig, edges) -> Placement:
         if all(p <= f for p, f in zip(want, floor)):
             break
         scale *= 0.7
-    need_pes = sum(floor)
-    need_sram = sum(4 * s.words_per_element * s.tensor.numel for s in stages)
-    raise PlacementError(
-        f"the model does not fit {config.name} ({config.rows} x {config.cols} = {total} PEs, "
-        f"{config.sram_bytes} B SRAM each, {total * config.sram_bytes} B in all): its "
-        f"{len(stages)} stages need at least {need_pes} PEs and about {need_sram} B of SRAM "
-        f"resident at once")
+    raise _does_not_fit(stages, config)
+
+
+# ---- what a model that does not fit needs ----------------------------------------------
+MAX_PROBES = 64  # kernel builds per stage when looking for its smallest tile
+
+
+def _max_cols(stage: Stage, rows: int, config: FabricConfig, fabric_cols: int) -> int:
+    """The widest tile of `rows` rows the stage's kernel takes, within `fabric_cols`
+    columns; 0 if none."""
+    lim = stage.limits
+    if lim.cols_fixed:
+        return lim.cols_fixed if lim.cols_fixed <= fabric_cols else 0
+    cols = min(lim.cols, fabric_cols)
+    if stage.kind == "gemm_summa":
+        while cols > 0 and summa_colors(stage, rows, cols) > config.num_colors:
+            cols -= 1
+    return cols
+
+
+def largest_tile(stage: Stage, config: FabricConfig,
+                 fabric: tuple[int, int] | None = None) -> tuple[int, int] | None:
+    """The tile with the most PEs the stage's kernel takes (every PE must hold a block of
+    its output; gemm_summa's colors) within `fabric` (rows, cols), default `config`'s grid;
+    None if it takes none."""
+    fabric_rows, fabric_cols = fabric or (config.rows, config.cols)
+    best = None
+    for rows in range(1, min(stage.limits.rows, fabric_rows) + 1):
+        cols = _max_cols(stage, rows, config, fabric_cols)
+        if cols and (best is None or rows * cols > best[0] * best[1]):
+            best = (rows, cols)
+    return best
+
+
+def smallest_tile(stage: Stage, config: FabricConfig) -> tuple[int, int] | None:
+    """The tile of `config`'s grid with the fewest PEs on which the stage's kernel builds,
+    trying tiles in order of PEs from the fewest that can hold its data (`data_bytes`);
+    None if none of the first MAX_PROBES does (or none is left)."""
+    start = math.ceil(data_bytes(stage) / config.sram_bytes)
+    heap = []  # (PEs, rows, cols): for each row count, its next tile by PEs
+    for rows in range(1, min(stage.limits.rows, config.rows) + 1):
+        widest = _max_cols(stage, rows, config, config.cols)
+        cols = stage.limits.cols_fixed or max(1, math.ceil(start / rows))
+        if cols <= widest:
+            heap.append((rows * cols, rows, cols))
+    heapq.heapify(heap)
+    for _ in range(MAX_PROBES):
+        if not heap:
+            return None
+        _, rows, cols = heapq.heappop(heap)
+        if not isinstance(kernel_fit(stage, (rows, cols), config), str):
+            return rows, cols
+        if not stage.limits.cols_fixed and cols < _max_cols(stage, rows, config, config.cols):
+            heapq.heappush(heap, (rows * (cols + 1), rows, cols + 1))
+    return None
+
+
+def _describe(stage: Stage) -> str:
+    shapes = ", ".join(f"{op.name} {'x'.join(map(str, op.shape))}" for op in stage.operands)
+    return (f"stage {stage.name!r} ({stage.kind}: {shapes} -> "
+            f"{'x'.join(map(str, stage.tensor.shape))})")
+
+
+def _does_not_fit(stages: list[Stage], config: FabricConfig) -> PlacementError:
+    """The error for stages that do not fit `config` together. Its first line: PEs and SRAM
+    needed at least against what the fabric has, and the first stage that fits no tile of
+    the fabric alone, with the SRAM per PE it would need on the largest tile its kernel
+    takes there; then one line per such stage with its kernel's own message."""
+    total, sram = config.num_pes, config.sram_bytes
+    need_pes, need_bytes, alone = 0, 0, []
+    for stage in stages:
+        data = data_bytes(stage)
+        need_bytes += data
+        tile = smallest_tile(stage, config)
+        need_pes += tile[0] * tile[1] if tile else max(1, math.ceil(data / sram))
+        if tile is None:
+            alone.append(stage)
+    head = (f"the model does not fit {config.name}: its {len(stages)} stages need at least "
+            f"{need_pes} PEs ({total} available) and {need_bytes} B of SRAM "
+            f"({total * sram} B available: {total} PEs x {sram} B)")
+    if not alone and need_pes <= total:
+        head += ("; their tiles do not pack onto the grid (shelves of tiles in graph order, "
+                 "each tile in one piece)")
+    details = []
+    for i, stage in enumerate(alone):
+        tile = largest_tile(stage, config)
+        reason = kernel_fit(stage, tile, config) if tile else None
+        if isinstance(reason, str):
+            details.append(f"{stage.name} on {tile[0]} x {tile[1]} PEs: {reason}")
+        if i == 1:
+            head += f"; so do {len(alone) - 1} more stages (below)"
+        if i > 0:
+            continue
+        head += f"; {_describe(stage)} fits no tile of {config.name}"
+        if tile is None:
+            continue
+        data, pes = data_bytes(stage), tile[0] * tile[1]
+        head += f": on the largest its kernel takes there, {tile[0]} x {tile[1]} PEs, "
+        head += (f"it needs at least {math.ceil(data / pes)} B per PE ({sram} B available)"
+                 if data > pes * sram else f"its blocks need more than the {sram} B of a PE")
+        # beyond this grid: the kernel's own limits (blocks, colors) bound its tile
+        most = largest_tile(stage, config, (stage.limits.rows, stage.limits.cols))
+        if most is not None and most[0] * most[1] * sram < data:
+            head += (f", and no fabric with {sram} B per PE and {config.num_colors} colors "
+                     f"holds it: its kernel takes at most {most[0]} x {most[1]} PEs")
+    return PlacementError("\n".join([head, *details]))

@@ -1,5 +1,6 @@
-"""The `wafer` command line: figures, the demo through the installed script, argument errors
-and the benchmark runner's handling (the benchmarks themselves are too slow to run here)."""
+"""The `wafer` command line: figures, the demo through the installed script, argument errors,
+errors of a run in one line (or the full trace with --traceback) and the benchmark runner's
+handling (the benchmarks themselves are too slow to run here)."""
 
 import json
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from frontend import cli
+from frontend.errors import UserCodeError
 
 # the installed console script beside this Python, else the module (the same main)
 SCRIPT = Path(sys.executable).with_name("wafer")
@@ -108,6 +110,99 @@ def test_bad_arguments_in_process(args, words, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
+
+
+# `wafer run MODULE:FACTORY` factories that fail: line numbers matter (the messages cite them)
+USER_MODELS = """\
+import torch
+
+
+class Cumulative(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, dim=1) + 1.0
+
+
+def unsupported():
+    return Cumulative(), (torch.randn(2, 8),)
+
+
+def too_big():
+    return torch.nn.Linear(4096, 4096), (torch.randn(2, 4096),)
+
+
+def broken():
+    raise RuntimeError("no file weights.pt")
+
+
+def not_a_module():
+    return torch.tanh, (torch.randn(2),)
+"""
+
+
+@pytest.fixture
+def user_models(tmp_path, monkeypatch):
+    """user_models.py (above) and user_import_fails.py (which fails as it is imported) in
+    the current folder, where `wafer run` looks for them."""
+    (tmp_path / "user_models.py").write_text(USER_MODELS)
+    (tmp_path / "user_import_fails.py").write_text("import torch\nLAYER = torch.nn.Linear(4)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    names = ("user_models", "user_import_fails")
+    yield
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", "user_models:unsupported"],
+     ["FX node 'cumsum' (aten.cumsum.default) at", "user_models.py\", line 6, in forward: "
+      "return torch.cumsum(x, dim=1) + 1.0: ATen op aten.cumsum.default has no lowering"]),
+    (["run", "user_models:too_big", "--grid", "4x4"], ["the model does not fit small(4,4)"]),
+    (["run", "user_models:broken"],
+     ["user_models:broken raised RuntimeError at ", "user_models.py:18: no file weights.pt"]),
+    (["run", "user_import_fails:make"],
+     ["importing user_import_fails raised TypeError at ", "user_import_fails.py:2: "]),
+])
+def test_errors_of_a_run_take_one_line_exit_2(user_models, capsys, args, words):
+    assert cli.main([*args, "--out", "out"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("wafer run: error: "), err
+    assert err.rstrip().endswith("(run with --traceback for the full trace)"), err
+    for word in words:
+        assert word in err
+
+
+def test_a_factory_returning_no_module_is_refused(user_models, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["run", "user_models:not_a_module"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "with a torch.nn.Module model, got a builtin_function_or_method" in err, err
+
+
+@pytest.mark.parametrize("args", [["--traceback", "run", "user_models:broken"],
+                                  ["run", "user_models:broken", "--traceback"]])
+def test_traceback_flag_shows_the_whole_error(user_models, capsys, args):
+    with pytest.raises(UserCodeError) as info:
+        cli.main(args)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert capsys.readouterr().err == ""
+
+
+def test_trace_of_a_failing_run_is_saved_and_the_error_is_one_line(tmp_path, capsys):
+    """The demo cut short by --max-cycles: the trace up to the limit is written (stdout
+    says where), the error takes one line on stderr, exit code 2. The arguments but
+    --max-cycles are test_cli_trace's, whose recording executable it reuses."""
+    out = tmp_path / "t.json"
+    assert cli.main(["trace", "--grid", "2x3", "--n", "8", "--rect", "0,1,2,2", "--links",
+                     "--max-cycles", "20", "--out", str(out)]) == 2
+    printed = capsys.readouterr()
+    assert printed.err.splitlines() == [
+        "wafer trace: error: cycle limit reached: 20 cycles ran (now at cycle 20) and the "
+        "fabric is still busy; raise max_cycles (run with --traceback for the full trace)"]
+    assert f"trace up to cycle 20 written to {out.resolve()}" in printed.out
+    assert json.loads(out.read_text())["otherData"]["end_cycle"] == 20
 
 
 def test_bench_without_benchmarks_folder(tmp_path, monkeypatch, capsys):

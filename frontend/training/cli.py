@@ -7,8 +7,8 @@ against it.
                 [--out DIR] [--quiet]
 
 Exit codes: 0 done (and, with --compare, every step's loss within the tolerance of
-`frontend.training.curves`); 1 a loss outside it; 2 a bad config or flags (one line
-naming it: --compare with the cpu device has nothing to compare with).
+`frontend.training.curves`); 1 a loss outside it; 2 a bad config or flags, or an error of
+the run (one line naming it: --compare with the cpu device has nothing to compare with).
 """
 
 from __future__ import annotations
@@ -22,28 +22,20 @@ from frontend.training.config_file import load_config, make_data, make_trainer
 from frontend.training.curves import compare_curves, plot_curves
 
 
-def _trainer(cfg, parser, **overrides):
-    try:
-        return make_trainer(cfg, **overrides)
-    except ValueError as e:
-        parser.error(str(e).splitlines()[0])
-
-
 def train(args, parser) -> int:
-    """`wafer train` (arguments parsed by frontend.cli)."""
+    """`wafer train` (arguments parsed by frontend.cli). A bad config raises ValueError
+    (naming the key), a data or model factory's exception UserCodeError; `frontend.cli`
+    reports them in one line."""
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
-    try:
-        cfg = load_config(args.config)
-        train, val = make_data(cfg)
-    except ValueError as e:
-        parser.error(str(e).splitlines()[0])
+    cfg = load_config(args.config)
+    train, val = make_data(cfg)
     if args.steps is not None:
         cfg["loop"] = {**(cfg.get("loop") or {}), "max_steps": args.steps}
     overrides = {"device": args.device} if args.device else {}
     if args.quiet:
         cfg["callbacks"] = []
-    trainer = _trainer(cfg, parser, **overrides)
+    trainer = make_trainer(cfg, **overrides)
     if args.compare and trainer.device != "fabric":
         parser.error(f"--compare compares a fabric run with eager PyTorch; this run is on "
                      f"device {trainer.device!r} already (drop --compare or the cpu device)")
@@ -52,7 +44,7 @@ def train(args, parser) -> int:
         eager_cfg = dict(cfg, callbacks=[])
         if trainer.runner.half == "cbfloat16":  # torch has no cbfloat16: compare with fp32
             eager_cfg["precision"] = {"dtype": "fp32"}
-        eager = _trainer(eager_cfg, parser, device="cpu")
+        eager = make_trainer(eager_cfg, device="cpu")
     quiet = contextlib.redirect_stdout(io.StringIO()) if args.quiet \
         else contextlib.nullcontext()
     for run in (trainer, eager):

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 import yaml
 
-from frontend.training.specs import load_object
+from frontend.training.specs import call_factory, check_args
 from frontend.training.tasks import TASKS
 from frontend.training.trainer import Trainer
 
@@ -74,12 +74,15 @@ def make_data(cfg: Mapping):
     if unknown or ("task" in spec) == ("factory" in spec):
         raise ValueError(f"data: give exactly one of task ({sorted(TASKS)}) and factory, "
                          f"and optional args; got {dict(spec)}")
-    args = dict(spec.get("args") or {})
+    args = spec.get("args") or {}
+    if not isinstance(args, Mapping):
+        raise ValueError(f"data.args must be a mapping, got {type(args).__name__} {args!r}")
     if "task" in spec:
         if spec["task"] not in TASKS:
             raise ValueError(f"data.task must be one of {sorted(TASKS)}, got {spec['task']!r}")
+        check_args(TASKS[spec["task"]], args, "data.args")
         return TASKS[spec["task"]](**args)
-    out = load_object(spec["factory"], "data.factory")(**args)
+    out = call_factory(spec["factory"], "data.factory", args)
     if isinstance(out, tuple) and len(out) == 2:
         return out
     return out, None

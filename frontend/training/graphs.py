@@ -29,6 +29,7 @@ from torch._decomp import core_aten_decompositions
 from torch._functorch.aot_autograd import aot_function, make_boxed_func
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from frontend.capture import torch_internals_quiet
 from frontend.errors import FrontendError
 
 
@@ -101,7 +102,7 @@ def joint_graphs(model: torch.nn.Module, example_inputs: Sequence[torch.Tensor],
                           bw_compiler=recorder("backward"),
                           decompositions=core_aten_decompositions())
     try:
-        with sdpa_kernel(SDPBackend.MATH):
+        with sdpa_kernel(SDPBackend.MATH), torch_internals_quiet():
             loss = traced(*leaves)
             if not (isinstance(loss, torch.Tensor) and loss.dim() == 0):
                 raise FrontendError(f"loss_fn must return a scalar tensor, got "

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 from collections.abc import Callable, Mapping
 
 import torch
@@ -30,6 +31,7 @@ import torch.nn.functional as F
 from fabric.config import FabricConfig
 from frontend import zoo
 from frontend.amp import HALF_DTYPES, get_half_dtype, half_dtype
+from frontend.errors import user_code_error
 
 BACKENDS = ("fabric", "cpu")
 MODES = ("train", "validate", "compile_only")
@@ -63,6 +65,35 @@ def load_object(spec: str, what: str):
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
         raise ValueError(f"{what}: cannot load {spec!r}: {e}") from e
+
+
+def check_args(fn, args: Mapping, what: str) -> None:
+    """Raise a ValueError naming `what` (the config key `args` came from, e.g. "data.args")
+    when `fn` cannot be called with `args` as keywords: an unknown key (a typo) or a
+    missing one, with the arguments `fn` takes. Callables without a signature pass."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins have none to check against
+        return
+    try:
+        signature.bind(**args)
+    except TypeError as e:
+        takes = [p.name for p in signature.parameters.values()
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        raise ValueError(f"{what}: {e} for {getattr(fn, '__name__', fn)}(); it takes "
+                         f"{', '.join(takes) or 'no arguments'}") from None
+
+
+def call_factory(spec: str, what: str, args: Mapping):
+    """The object at `spec` ('package.module:name', the config key `what`) called with
+    `args`; an exception from it becomes a UserCodeError naming `what`, `spec` and the
+    line of the user's file that raised."""
+    factory = load_object(spec, what)
+    check_args(factory, args, f"{what.rpartition('.')[0]}.args")
+    try:
+        return factory(**args)
+    except Exception as e:
+        raise user_code_error(f"{what} {spec!r}", e) from e
 
 
 # ---- backend ---------------------------------------------------------------------------
@@ -144,8 +175,10 @@ def resolve_model(spec) -> torch.nn.Module:
     args = _mapping("model.args", spec.get("args") or {})
     torch.manual_seed(int(spec.get("seed", 0)))
     if "name" in spec:
+        if spec["name"] in zoo.MODELS:
+            check_args(zoo.MODELS[spec["name"]], args, "model.args")
         return zoo.build(spec["name"], **args)
-    model = load_object(spec["factory"], "model.factory")(**args)
+    model = call_factory(spec["factory"], "model.factory", args)
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model.factory {spec['factory']!r} returned a "
                          f"{type(model).__name__}, not an nn.Module")

@@ -1,15 +1,26 @@
-"""Progress: `run` in chunks (with or without a tqdm bar) ends in the same state, with the
-same counters and the same errors, as one engine call; without a terminal or with
-progress=False, `run` makes one engine call and draws nothing."""
+"""Chunked runs: `run` in chunks (with or without a tqdm bar) ends in the same state, with
+the same counters and the same errors, as one engine call; chunks are sized to a wall time
+(a short run makes one call and, without a terminal or with progress=False, draws nothing);
+Ctrl-C stops a run between chunks, and `run` again resumes it to the same final state."""
 
 import dataclasses
-import math
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fabric import CycleLimitError, DeadlockError, Port, Program, Simulator, host
 from tests.fabric.programs import ROW, pe, receiver_tile, sender_tile, slow_receiver_tile
+
+ROOT = Path(__file__).resolve().parents[2]
 
 N = 20  # wavelets; the slow receiver takes about 19 cycles each, so a run is ~385 cycles
 
@@ -74,12 +85,15 @@ def assert_same(a, b):
         np.testing.assert_array_equal(sa[name], sb[name], err_msg=name)
 
 
-def test_chunks_stop_at_the_first_quiet_chunk(engine_calls):
-    single = outcome(slow_stream(), chunk_cycles=None)
+def test_chunks_stop_once_the_fabric_is_quiet(engine_calls):
+    single = outcome(slow_stream(), chunk_cycles=1000)
     assert len(engine_calls) == 1
     chunked = outcome(slow_stream(), chunk_cycles=7)
     assert_same(chunked, single)
-    assert len(engine_calls) == 1 + math.ceil(single[0]["run_cycles"] / 7)
+    # 385 cycles = 55 chunks of 7; the fabric turns quiet at the end of the 55th, and one
+    # more call, which steps nothing, finds it so
+    assert single[0]["run_cycles"] == 385
+    assert len(engine_calls) == 1 + 55 + 1
 
 
 @pytest.mark.parametrize("raise_on_limit", [False, True])
@@ -113,7 +127,124 @@ def test_progress_bar_shows_pe_cycles_per_second(capsys):
     assert_same(shown, single)
 
 
-def test_no_terminal_means_no_bar_and_one_engine_call(capsys, engine_calls):
+def test_a_short_run_is_one_engine_call_and_no_terminal_no_bar(capsys, engine_calls):
     slow_stream().run()  # pytest's captured stderr is not a terminal
     assert len(engine_calls) == 1
     assert capsys.readouterr().err == ""
+
+
+def test_chunks_are_sized_to_a_wall_time(monkeypatch, engine_calls):
+    """On a clock where a cycle takes 2**-10 s, chunks aimed at 2**-3 s grow from the first
+    one (8 cycles here) by at most 8x a call to 128 cycles, which the next run starts with;
+    the result is the same as one call's."""
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(host, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    monkeypatch.setattr(host, "CHUNK_S", 2**-3)
+    monkeypatch.setattr(host, "MAX_FIRST_CHUNK", 8)
+    monkeypatch.setattr(host, "_CHUNK_CYCLES", {})
+    chunks = []
+    compiled = host.compiled_run
+
+    def timed(*args):
+        exe, seconds = compiled(*args)
+
+        def call(tables, state, end):
+            start = int(state.cycle)
+            chunks.append(int(end) - start)
+            state = exe(tables, state, end)
+            clock.now += (int(state.cycle) - start) * 2**-10
+            return state
+        return call, seconds
+
+    monkeypatch.setattr(host, "compiled_run", timed)
+    single = outcome(slow_stream(), chunk_cycles=1000)
+    chunks.clear()
+    sized = outcome(slow_stream())
+    assert_same(sized, single)
+    assert chunks == [8, 64, 128, 128, 128]  # 8 + 64 + 128 + 128 + 57 = 385 cycles
+    chunks.clear()
+    slow_stream().run(max_cycles=100, raise_on_limit=False)
+    assert chunks == [100]
+
+
+def interrupted_at_call(n: int):
+    """A `compiled_run` whose executable's n-th call gets a SIGINT as it returns, as if
+    Ctrl-C came while the engine ran."""
+    compiled = host.compiled_run
+    calls = []
+
+    def interrupting(*args):
+        exe, seconds = compiled(*args)
+
+        def call(*a):
+            state = exe(*a)
+            calls.append(1)
+            if len(calls) == n:
+                signal.raise_signal(signal.SIGINT)
+            return state
+        return call, seconds
+    return interrupting
+
+
+def test_an_interrupted_run_resumes_to_the_same_state(monkeypatch):
+    single = outcome(slow_stream(), chunk_cycles=7)
+    monkeypatch.setattr(host, "compiled_run", interrupted_at_call(3))
+    sim = slow_stream()
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        sim.run(chunk_cycles=7)
+    assert signal.getsignal(signal.SIGINT) is handler
+    # the state and figures of the three chunks that ran
+    assert int(sim.state.cycle) == sim.last_run_cycles == sim.stats().cycles == 21
+    resumed = outcome(sim, chunk_cycles=7)
+    assert resumed[0].pop("run_cycles") == single[0].pop("run_cycles") - 21
+    assert_same(resumed, single)
+
+
+# A PE that loops forever: a run that ends only at its cycle limit or on Ctrl-C.
+SPINNING = textwrap.dedent("""
+    import time
+    from fabric import Program, Simulator, Tile
+    from fabric import instructions as ins
+    from tests.fabric.programs import ROW, pe
+
+    spin = Tile("spin")
+    z = spin.symbol("z", "f32", 16)
+    spin.local_task("main", [ins.set_reg("i", 0), ins.label("loop"),
+                             ins.fma(z.dsd(), z.dsd(), z.dsd(), 1.0),
+                             ins.branch_if_less("i", 1, "loop")])
+    prog = Program(ROW)
+    prog.place(spin, pe(0, 0))
+    sim = Simulator(ROW, prog)
+    sim.launch("main")
+    sim.run(max_cycles=1, raise_on_limit=False)  # compiled before the timed part
+    print("running", flush=True)
+    try:
+        sim.run(max_cycles=10**9)
+    except KeyboardInterrupt:
+        assert sim.last_run_cycles == int(sim.state.cycle) - 1 > 0
+        print("stopped at cycle", int(sim.state.cycle), flush=True)
+        raise
+""")
+
+
+def test_ctrl_c_stops_a_long_run_without_a_terminal():
+    """SIGINT to a process whose output is piped stops its long run within about a second:
+    KeyboardInterrupt, with the simulator at the last whole chunk."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", SPINNING], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready and proc.stdout.readline() == "running\n", proc.stderr.read()
+        time.sleep(0.5)  # into the run: past the first chunks, sized by then
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+        latency = time.perf_counter() - sent
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "KeyboardInterrupt" in err and "stopped at cycle" in out, err
+    assert proc.returncode == -signal.SIGINT  # how Python exits on an uncaught Ctrl-C
+    assert latency < 3, f"{latency:.1f} s from SIGINT to exit"

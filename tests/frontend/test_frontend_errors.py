@@ -1,4 +1,7 @@
-"""Error paths: an unsupported op, a model too big for the fabric, wrong inputs."""
+"""Error paths: an unsupported op, a model too big for the fabric (what it needs at least,
+against what the fabric has), wrong inputs."""
+
+import math
 
 import pytest
 import torch
@@ -6,7 +9,12 @@ import torch.nn as nn
 
 import frontend
 from fabric import FabricConfig
+from frontend import placement
+from frontend.capture import capture_module
+from frontend.lowering import lower
 from tests.frontend.models import CONFIG, MLP
+
+SMALL = FabricConfig.small(4, 4)
 
 
 class Cumulative(nn.Module):
@@ -31,11 +39,59 @@ def test_exact_gelu_is_refused_with_the_reason():
 
 
 def test_model_too_big_for_the_fabric():
+    """Every stage too big for 4 PEs: the first is described, the others counted, and each
+    has its kernel's own message on a line of its own."""
     model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256))
     with pytest.raises(frontend.PlacementError) as info:
         frontend.compile(model, (torch.randn(64, 256),), config=FabricConfig.small(2, 2))
-    msg = str(info.value)
-    assert "4 PEs" in msg and "need at least" in msg and "SRAM" in msg
+    first, *kernels = str(info.value).splitlines()
+    assert "stages need at least" in first and "PEs (4 available)" in first
+    assert "B of SRAM (196608 B available: 4 PEs x 49152 B)" in first
+    assert "stage 'addmm_mm' (gemm_summa: A 64x256, B 256x256 -> 64x256) fits no tile" in first
+    assert first.endswith("so do 3 more stages (below)")
+    assert [line.split(" on ")[0] for line in kernels] == [
+        "addmm_mm", "addmm_add", "addmm_1_mm", "addmm_1_add"]
+
+
+def test_a_layer_no_fabric_holds_is_told_with_what_it_needs():
+    """nn.Linear(4096, 4096) on 16 PEs: the 64 MiB weight needs 1367 PEs' SRAM at least, and
+    SUMMA (a color per tile row and column, 24 colors) takes at most 2 x 22 PEs for a
+    2-row output: no fabric of 48 KiB PEs holds it, whatever its size."""
+    with pytest.raises(frontend.PlacementError) as info:
+        frontend.compile(nn.Linear(4096, 4096), (torch.randn(2, 4096),), config=SMALL)
+    first, kernel = str(info.value).splitlines()
+    gemm = 4 * (2 * 4096 + 4096 * 4096 + 2 * 4096)  # A, B (the weight), C
+    add = 4 * 3 * 2 * 4096  # the bias add: the product, the bias rows, the output
+    # the GEMM's PEs by its data; the add's smallest tile is 1 x 3 (smallest_tile's test)
+    pes = math.ceil(gemm / 49152) + 3
+    assert first == (
+        f"the model does not fit small(4,4): its 2 stages need at least {pes} PEs (16 "
+        f"available) and {gemm + add} B of SRAM (786432 B available: 16 PEs x 49152 B); "
+        "stage 'addmm_mm' (gemm_summa: A 2x4096, B 4096x4096 -> 2x4096) fits no tile of "
+        "small(4,4): on the largest its kernel takes there, 2 x 4 PEs, it needs at least "
+        f"{math.ceil(gemm / 8)} B per PE (49152 B available), and no fabric with 49152 B per "
+        "PE and 24 colors holds it: its kernel takes at most 2 x 22 PEs")
+    assert kernel.startswith("addmm_mm on 2 x 4 PEs: gemm_summa m=2 k=4096 n=4096 on 2x4 PEs")
+    assert "= 16793816 B per PE, more than the 48 KiB (49152 B) of a PE" in kernel
+
+
+@pytest.mark.parametrize("features, batch, stage, want", [
+    (4096, 2, "addmm_add", (1, 3)),  # 3 blocks of 2 x 4096, 96 KiB, and buffers
+    (128, 64, "addmm_mm", (2, 3)),  # 96 KiB of A, B and C, and SUMMA's panels
+])
+def test_smallest_tile_is_the_fewest_pes_the_kernel_builds_on(features, batch, stage, want):
+    """No tile of the fabric with fewer PEs takes the kernel (each is built and refused);
+    its data (`data_bytes`) is at most what the kernel holds on the smallest tile."""
+    layer = nn.Linear(features, features)
+    st = next(s for s in lower(capture_module(layer, (torch.randn(batch, features),))).stages
+              if s.name == stage)
+    assert placement.smallest_tile(st, SMALL) == want
+    fewer = [(r, c) for r in range(1, 5) for c in range(1, 5) if r * c < want[0] * want[1]]
+    assert all(isinstance(placement.kernel_fit(st, shape, SMALL), str) for shape in fewer)
+    kernel = st.build(SMALL, placement.Rect(0, 0, *want))
+    held = sum(4 * p.rect.rows * p.rect.cols * sum(s.words for s in p.tile.symbols.values())
+               for p in kernel.program.placements)
+    assert placement.data_bytes(st) <= held
 
 
 def test_wrong_input_shape_is_named():
