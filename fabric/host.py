@@ -15,9 +15,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import signal
 import sys
-import threading
 import time
 
 import jax
@@ -31,6 +29,7 @@ from fabric.checkpoint import read_checkpoint, restore_checkpoint, save_checkpoi
 from fabric.config import FabricConfig
 from fabric.errors import CycleLimitError, DeadlockError, RunError
 from fabric.host_io import host_io_cycles
+from fabric.interrupts import HeldInterrupts
 from fabric.numerics.packing import from_words, to_words, words_for
 from fabric.program import Program, Rect
 from fabric.report import deadlock_report, error_report
@@ -72,43 +71,6 @@ def compiled_run(config, tables, state, max_cycles, devices: int = 1, half_ops: 
                                      half_ops).compile()
     _COMPILED[key] = exe
     return exe, time.perf_counter() - start
-
-
-class _HeldInterrupts:
-    """SIGINT (Ctrl-C) held back while an engine call is in flight, and handed to the
-    handler it was meant for by `deliver`, between calls. Raised anywhere else, the
-    KeyboardInterrupt could land after the engine took the state (its buffers are donated)
-    and before the simulator stored the new one, losing both; and the interpreter runs a
-    Python handler only between engine calls anyway. Only the main thread receives signals
-    and may set handlers; elsewhere, or when SIGINT is ignored or kills the process, nothing
-    changes."""
-
-    def __init__(self):
-        self.handler = None  # the handler SIGINT had, while it is held back
-        self.held = None  # (signum, frame) of a SIGINT not yet delivered
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            handler = signal.getsignal(signal.SIGINT)
-            if callable(handler):  # not SIG_IGN, SIG_DFL, or set outside Python (None)
-                self.handler = handler
-                signal.signal(signal.SIGINT, self._hold)
-        return self
-
-    def _hold(self, signum, frame):
-        self.held = (signum, frame)
-
-    def deliver(self):
-        """Run the original handler for a held SIGINT (the default one raises
-        KeyboardInterrupt)."""
-        if self.held is not None:
-            held, self.held = self.held, None
-            self.handler(*held)
-
-    def __exit__(self, *exc):
-        if self.handler is not None:
-            signal.signal(signal.SIGINT, self.handler)
-            self.deliver()  # one that came after the last call
 
 
 class Simulator:
@@ -311,7 +273,7 @@ class Simulator:
         self.compile_s += compile_s
         bar = tqdm(total=max_cycles, unit="cycle", file=sys.stderr) if progress \
             else contextlib.nullcontext()
-        with _HeldInterrupts() as interrupts, bar:
+        with HeldInterrupts() as interrupts, bar:
             self._run_chunks(exe, start_cycle, limit, chunk_cycles, bar if progress else None,
                              interrupts)
         self._raise_if_stuck(max_cycles, raise_on_limit)

@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from fabric import engine
 from fabric.errors import FabricError
+from fabric.interrupts import HeldInterrupts
 from fabric.isa import LINK_PORTS, Op
 from fabric.program import Rect
 
@@ -264,7 +265,8 @@ def record(sim, rect: Rect | None = None, links: bool = False, max_cycles: int =
     sim.compile_s += compile_s
     recorder = _Recorder(sim, rect, links)
     t0 = time.perf_counter()
-    with tqdm(total=max_cycles, unit="cycle", disable=not progress, file=sys.stderr) as bar:
+    bar = tqdm(total=max_cycles, unit="cycle", disable=not progress, file=sys.stderr)
+    with HeldInterrupts() as interrupts, bar:
         while True:
             first = int(sim.state.cycle)
             sim.state, (valid, frames) = exe(sim.tables, sim.state, limit)
@@ -273,9 +275,11 @@ def record(sim, rect: Rect | None = None, links: bool = False, max_cycles: int =
             if stepped:
                 recorder.feed({k: np.asarray(v)[:stepped] for k, v in frames.items()}, first)
             done = int(sim.state.cycle) - start_cycle
+            sim.last_run_cycles = done
             rate = done * config.num_pes / max(time.perf_counter() - t0, 1e-9)
             bar.set_postfix_str(f"{rate:.3g} PE-cycles/s", refresh=False)
             bar.update(done - bar.n)
+            interrupts.deliver()  # Ctrl-C: the state is that of the last whole chunk
             if not bool(engine.should_continue(config, sim.tables, sim.state, limit)):
                 break
     jax.block_until_ready(sim.state)

@@ -19,9 +19,11 @@ from frontend.errors import (
     FrontendError,
     PlacementError,
     UnsupportedOpError,
+    UserCodeError,
     ValidationError,
 )
 from frontend.training import Trainer, backend
 
 __all__ = ["amp", "backend", "CheckpointError", "CompiledModel", "FrontendError",
-           "PlacementError", "Trainer", "UnsupportedOpError", "ValidationError", "compile"]
+           "PlacementError", "Trainer", "UnsupportedOpError", "UserCodeError", "ValidationError",
+           "compile"]

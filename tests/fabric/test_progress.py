@@ -201,6 +201,35 @@ def test_an_interrupted_run_resumes_to_the_same_state(monkeypatch):
     assert_same(resumed, single)
 
 
+def test_an_interrupted_recording_leaves_the_last_whole_chunk(monkeypatch):
+    """Simulator.record holds Ctrl-C as run does: the interrupt lands between chunks, with
+    the state of the chunks recorded so far, and run goes on to the uninterrupted end."""
+    from fabric import trace
+
+    single = outcome(slow_stream(), chunk_cycles=7)
+    compiled, calls = trace._compiled, []
+
+    def interrupting(*args):
+        exe, seconds = compiled(*args)
+
+        def call(*a):
+            out = exe(*a)
+            calls.append(1)
+            if len(calls) == 2:
+                signal.raise_signal(signal.SIGINT)
+            return out
+        return call, seconds
+
+    monkeypatch.setattr(trace, "_compiled", interrupting)
+    sim = slow_stream()
+    with pytest.raises(KeyboardInterrupt):
+        sim.record(chunk_cycles=16)
+    assert int(sim.state.cycle) == sim.last_run_cycles == 32  # two chunks of 16
+    resumed = outcome(sim, chunk_cycles=7)
+    assert resumed[0].pop("run_cycles") == single[0].pop("run_cycles") - 32
+    assert_same(resumed, single)
+
+
 # A PE that loops forever: a run that ends only at its cycle limit or on Ctrl-C.
 SPINNING = textwrap.dedent("""
     import time
