@@ -117,6 +117,14 @@ class FabricConfig:
             raise ValueError("invalid FabricConfig: " + "; ".join(problems))
 
     # ---- derived figures -------------------------------------------------------------
+    def tile(self, rows: int, cols: int) -> FabricConfig:
+        """A `rows` x `cols` fabric with every other figure of this one (PE, router, clock):
+        a kernel built on it at the origin has the program and memory layout it has on any
+        `rows` x `cols` rectangle of this fabric, so it can be studied (probed, timed) on
+        its own tile without the state of the whole wafer."""
+        return dataclasses.replace(self, name=f"{self.name} tile {rows}x{cols}", rows=rows,
+                                   cols=cols, usable_rows=rows, usable_cols=cols)
+
     @property
     def num_pes(self) -> int:
         return self.rows * self.cols

@@ -95,7 +95,9 @@ class Simulator:
         self.tables, self.info = build(config, program, min_table_rows)
         # programs without 16-bit ops run an engine with the fp32 datapath alone
         self.half_ops = engine.has_half_ops(self.tables)
-        self._state: FabricState = init_state(config, self.tables)
+        # the device state is made on first use: a session that only moves words between
+        # the host and SRAM (a layout probe) never allocates the whole fabric's state
+        self._state: FabricState | None = None
         self._sram_host: np.ndarray | None = None  # host writes not yet on the device
         self._sram_read: tuple | None = None  # (device sram, its host copy)
         self.host_cycles = 0
@@ -111,6 +113,8 @@ class Simulator:
     # through a transposed view.
     @property
     def state(self) -> FabricState:
+        if self._state is None:
+            self._state = init_state(self.config, self.tables)
         if self._sram_host is not None:
             self._state = engine.replace(self._state, sram=jnp.asarray(self._sram_host))
             self._sram_host = None
@@ -125,18 +129,24 @@ class Simulator:
         """A writable host copy (rows, cols, words) of SRAM; writes reach the device when
         the state is next used."""
         if self._sram_host is None:
-            self._sram_host = np.array(self._device_sram())
+            # before the device state exists SRAM is all zeros: np.zeros maps pages lazily,
+            # so a large fabric costs only the pages the host writes
+            self._sram_host = (np.zeros(self._sram_shape(), np.uint32) if self._state is None
+                               else np.array(self._device_sram()))
         return self._sram_host.transpose(0, 2, 1)
 
     def sram_view(self) -> np.ndarray:
         """SRAM (rows, cols, words) as numpy, for reading only."""
-        if self._sram_host is not None:
-            return self._sram_host.transpose(0, 2, 1)
+        if self._sram_host is not None or self._state is None:
+            return self.host_sram()
         return self._device_sram().transpose(0, 2, 1)
+
+    def _sram_shape(self) -> tuple[int, int, int]:
+        return self.config.rows, self.config.sram_words, self.config.cols
 
     def _device_sram(self) -> np.ndarray:
         """SRAM as the device holds it (rows, words, cols), read-only, one copy per state."""
-        device = self._state.sram
+        device = self.state.sram
         if self._sram_read is None or self._sram_read[0] is not device:
             self._sram_read = (device, np.asarray(device))
         return self._sram_read[1]

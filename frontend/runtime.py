@@ -95,8 +95,7 @@ def prepare(stages: list[Stage], rects: dict[str, Rect], tensors: dict[str, Tens
         except ValueError as exc:
             raise PlacementError(f"{describe(s.node)}: stage {s.name!r} ({s.kind}) does not "
                                  f"fit its tile {rect}: {exc}") from exc
-        in_maps = probe_inputs(kernel, {op.name: op.shape for op in s.operands})
-        out_map = probe_output(kernel)
+        in_maps, out_map = probe_on_tile(s, config, rect)
         if out_map.size != s.tensor.numel:
             raise AssertionError(f"{s.name}: kernel output {out_map.shape} vs {s.tensor.shape}")
         out_map = WordMap(s.tensor.shape, out_map.rect, out_map.symbols, out_map.dtypes)
@@ -105,6 +104,18 @@ def prepare(stages: list[Stage], rects: dict[str, Rect], tensors: dict[str, Tens
                    for op in s.operands if op.index is not None}
         out[s.name] = PreparedStage(s, rect, kernel, in_maps, out_map, consts, sources)
     return list(out.values())
+
+
+def probe_on_tile(stage: Stage, config: FabricConfig, rect: Rect
+                  ) -> tuple[dict[str, WordMap], WordMap]:
+    """(input maps, output map) of `stage`'s kernel placed at `rect`. The kernel is built and
+    probed on a fabric the size of its tile (`FabricConfig.tile`), where its program and
+    memory layout are the ones it has at `rect`, and the maps moved there: the probes' cost
+    follows the tile, not the wafer."""
+    here = Rect(0, 0, rect.rows, rect.cols)
+    kernel = stage.build(config.tile(rect.rows, rect.cols), here)
+    in_maps = probe_inputs(kernel, {op.name: op.shape for op in stage.operands})
+    return ({k: m.at(rect) for k, m in in_maps.items()}, probe_output(kernel).at(rect))
 
 
 def call_programs(prepared: list[PreparedStage]) -> list[Program]:

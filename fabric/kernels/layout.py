@@ -116,6 +116,14 @@ class WordMap:
                                  f"{list(SLOT_DTYPES)}")
         object.__setattr__(self, "dtypes", {k: given.get(k, "f32") for k in fixed})
 
+    def at(self, rect: Rect) -> WordMap:
+        """The same map on another rectangle of the same size (a kernel probed on its own
+        tile, `FabricConfig.tile`, placed at `rect` of the whole fabric)."""
+        if (rect.rows, rect.cols) != (self.rect.rows, self.rect.cols):
+            raise ValueError(f"WordMap.at({rect}): the map's rectangle {self.rect} has another "
+                             "size")
+        return WordMap(self.shape, rect, self.symbols, self.dtypes)
+
     # ---- facts -----------------------------------------------------------------------------
     @property
     def size(self) -> int:
@@ -421,7 +429,6 @@ def probe_inputs(kernel, shapes: Mapping[str, tuple]) -> dict[str, WordMap]:
     shapes = {k: tuple(int(s) for s in v) for k, v in shapes.items()}
     zeros = {k: np.zeros(s, np.float32) for k, s in shapes.items()}
     sim = Simulator(kernel.config, kernel.program)
-    empty = sim.state
     layout = symbol_layout(sim, kernel.rect)
     probe = _Values(layout)
     for name, shape in shapes.items():
@@ -430,7 +437,7 @@ def probe_inputs(kernel, shapes: Mapping[str, tuple]) -> dict[str, WordMap]:
             raise ValueError(f"probe_inputs({kernel.name}): input {name!r} has {size} elements; "
                              f"probe values must stay below 2**24 to be exact in fp32")
     kernel.load(sim, zeros)
-    base = sim.sram_view()  # the host copy: later loads start from a fresh one
+    base = sim.sram_view().copy()  # the zeros load: each batch below starts over from 0
     out = {}
     for name, shape in shapes.items():
         size = int(np.prod(shape, dtype=np.int64))
@@ -439,7 +446,7 @@ def probe_inputs(kernel, shapes: Mapping[str, tuple]) -> dict[str, WordMap]:
             count = min(probe.batch, size - start)
             values = np.zeros(size, np.float32)
             values[start:start + count] = probe.values(count)
-            sim.state = empty
+            sim.host_sram()[...] = 0  # SRAM as a fresh session's
             kernel.load(sim, {**zeros, name: values.reshape(shape)})
             sram = sim.sram_view()
             for sym, slots in layout.items():
