@@ -79,6 +79,7 @@ GELU_TANH_ULPS = 4
 GELU_Z_ULPS = 3  # the relative error of z, in ulps, as exp amplifies it
 GELU_ERF_ULPS = 8
 SCRATCH = {"tanh": 5, "none": 6}  # fp32 scratch vectors per element
+GELU_WORDS = {k: 2 + v for k, v in SCRATCH.items()}  # fp32 words per element: x, y, scratch
 SIGMOID_FLUSH = -87.33  # sigmoid(z) < FLT_MIN below about ln(FLT_MIN) = -87.3365
 
 

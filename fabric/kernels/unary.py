@@ -65,6 +65,8 @@ FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(confi
               lambda config, e: ml.rsqrt_cycles(config, e, specials=True)),
     "sqrt": (lambda y, x, s: ml.sqrt(y, x, s), 4, ml.sqrt_cycles),
 }
+# fp32 words per element of each function's kernel: x, y and the scratch vectors
+UNARY_WORDS = {fn: 2 + scratch for fn, (_, scratch, _) in FUNCTIONS.items()}
 
 
 def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tanh",
