@@ -46,7 +46,7 @@ F32 = np.finfo(np.float32)
 TINY = float(F32.tiny)
 INF, NAN = math.inf, math.nan
 SPECIALS = [INF, -INF, NAN, 1e30, -1e30, 100.0, -100.0, 1e-30, -1e-30, 1e-40, -1e-40, 0.0, -0.0]
-SWEEP = 300_000
+SWEEP = 200_000
 
 
 def _log2_sweep(lo, hi, n):
@@ -101,37 +101,37 @@ def _erfc(v):
 RNG = np.random.default_rng(5)
 FNS = {
     "exp": Fn(**_unary("exp"), torch_fn=torch.exp, exact=np.exp,
-              sweep=np.concatenate([np.linspace(-88, 89.5, SWEEP), RNG.uniform(-1, 1, 50_000)]),
+              sweep=np.concatenate([np.linspace(-88, 89.5, SWEEP), RNG.uniform(-1, 1, 30_000)]),
               ulps=_const(ml.EXP_ULPS)),
     "tanh": Fn(**_unary("tanh"), torch_fn=torch.tanh, exact=np.tanh,
                sweep=np.concatenate([np.linspace(-10, 10, SWEEP),
-                                     _both_signs(_log2_sweep(-126, 3.4, 50_000))]),
+                                     _both_signs(_log2_sweep(-126, 3.4, 30_000))]),
                ulps=_const(ml.TANH_ULPS)),
     "log": Fn(**_unary("log"), torch_fn=torch.log, exact=np.log,
-              sweep=np.concatenate([_log2_sweep(-149, 127.99, SWEEP), np.linspace(0.5, 2, 50_000)]),
+              sweep=np.concatenate([_log2_sweep(-149, 127.99, SWEEP), np.linspace(0.5, 2, 30_000)]),
               ulps=_const(ml.LOG_ULPS), reads_subnormals=True),
     "sigmoid": Fn(**_unary("sigmoid"), torch_fn=torch.sigmoid,
                   exact=lambda x: 1 / (1 + np.exp(-x)),
                   sweep=np.concatenate([np.linspace(-100, 100, SWEEP),
-                                        _both_signs(_log2_sweep(-126, 7, 50_000))]),
+                                        _both_signs(_log2_sweep(-126, 7, 30_000))]),
                   ulps=_const(ml.SIGMOID_ULPS)),
     "rsqrt": Fn(**_unary("rsqrt"), torch_fn=torch.rsqrt, exact=lambda x: 1 / np.sqrt(x),
                 sweep=np.concatenate([_log2_sweep(-126, 127.99, SWEEP),
-                                      np.linspace(0.25, 4, 50_000)]),
+                                      np.linspace(0.25, 4, 30_000)]),
                 ulps=_const(ml.RSQRT_ULPS)),
     "sqrt": Fn(**_unary("sqrt"), torch_fn=torch.sqrt, exact=np.sqrt,
                sweep=np.concatenate([_log2_sweep(-126, 127.99, SWEEP),
-                                     np.linspace(0.25, 4, 50_000)]),
+                                     np.linspace(0.25, 4, 30_000)]),
                ulps=_const(ml.SQRT_ULPS)),
     "gelu_tanh": Fn(**_gelu("tanh"), torch_fn=lambda t: F.gelu(t, approximate="tanh"),
                     exact=lambda x: act.gelu_reference(x, "tanh").astype(np.float64),
                     sweep=np.concatenate([np.linspace(-12, 12, SWEEP),
-                                          _both_signs(_log2_sweep(-125, 7, 50_000))]),
+                                          _both_signs(_log2_sweep(-125, 7, 30_000))]),
                     ulps=_gelu_tanh_ulps),
     "gelu_none": Fn(**_gelu("none"), torch_fn=F.gelu,
                     exact=lambda x: x * _erfc(-x / math.sqrt(2)) / 2,
                     sweep=np.concatenate([np.linspace(-14, 14, SWEEP),
-                                          _both_signs(_log2_sweep(-125, 7, 50_000))]),
+                                          _both_signs(_log2_sweep(-125, 7, 30_000))]),
                     ulps=_const(act.GELU_ERF_ULPS), zero_sign=False),
 }
 
