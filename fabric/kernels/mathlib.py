@@ -1,4 +1,5 @@
-"""Elementwise math from the PE's builtins: exp, tanh, log, rsqrt and reciprocal.
+"""Elementwise math from the PE's builtins: exp, sigmoid, tanh, log, rsqrt, sqrt, reciprocal
+and the normal tail Phi(-b) (for the exact gelu).
 
 The PE has no transcendental instructions; each function here is a generator that returns
 the list of DSD instructions computing `dst = f(src)` element by element, built only from
@@ -12,25 +13,43 @@ tile can serve PEs holding different numbers of elements.
 
 | function | scratch | dst may be src | max error | domain of that bound | WSE-2 cycles |
 |---|---|---|---|---|---|
-| exp | 2 | yes | 1 ulp | [EXP_LO, EXP_HI] = [-87.33, 88.72] | 14 n |
+| exp | 2 | yes | 1 ulp | exp(x) >= EXP_TINY = 2^-125.5 (x >= -86.99) | 14.5 n |
+| exp, hi=None (x <= 0) | 2 | yes | 1 ulp | [EXP_LO, 0] = [-87.33, 0] | 13.5 n |
+| sigmoid | 4 | yes | 3 ulps | sigmoid(x) >= FLT_MIN (x >= -87.33) | 26.5 n |
 | tanh | 4 | yes | 3 ulps | all finite x | 27.5 n |
 | log | 4 | yes | 1 ulp | every x > 0, subnormals included | 34 n |
 | rsqrt | 1 | no | 2 ulps | positive normal x | 13 n |
+| rsqrt, specials | 4 | yes | 2 ulps | positive normal x | 18.5 n |
+| sqrt | 4 | yes | 3 ulps | positive normal x | 16 n |
 | reciprocal | 1 | no | 2 ulps | 2^-126 <= abs(x) <= 2^125 | 8 n |
 | reciprocal, refined | 1 | no | 1 ulp | 2^-126 <= abs(x) <= 2^100 | 8.5 n |
+| gauss_tail (Phi(-b)) | 4 | no | 7 ulps | 0 <= b <= GAUSS_MAX, Phi(-b) >= FLT_MIN | 43.5 n |
 
 (WSE-2 cycles for even n; `exp_cycles(config, n)` etc. give the exact formulas from the SIMD
-widths.) The bounds (EXP_ULPS, TANH_ULPS, ...) are measured against numpy's float64 result
-rounded to fp32, over dense sweeps of each domain plus edge values
-(tests/kernels/test_mathlib.py), and hold whether the engine rounds fma once or twice.
-Cycle counts are those of the synchronous ops, ceil(n / w) each at the op's SIMD width w
-(`config.simd_width`), with nothing else in between. Intermediate values stay normal inside
-each domain: the engine (XLA) flushes subnormal results to zero.
+widths.) The bounds (EXP_ULPS, SIGMOID_ULPS, ...) are measured against numpy's float64
+result rounded to fp32, over dense sweeps of each domain plus edge values
+(tests/kernels/test_mathlib.py, test_unary_functions.py; `emulate` runs the sequences in
+numpy bit for bit, for sweeps of millions of points), and hold whether the engine rounds fma
+once or twice. Cycle counts are those of the synchronous ops, ceil(n / w) each at the op's
+SIMD width w (`config.simd_width`), with nothing else in between.
+
+Special values: exp, sigmoid, tanh, log, sqrt and rsqrt (with specials) give eager
+PyTorch's results for +-inf, NaN, +-0, overflow and underflow, with the fabric's flush of
+subnormals (docs/engine.md, Numbers): a result below FLT_MIN = 2^-126 comes out as 0 (exp:
+below 2^-125.5, see `exp`) where PyTorch gives a subnormal, and a subnormal input reads as a
+zero of its sign (PyTorch with `torch.set_flush_denormal(True)` does the same). Each
+function's docstring lists its values.
 
 Methods:
-- exp: clamp x to [EXP_LO, EXP_HI]; n = round(x log2 e) through the 1.5 * 2^23 shifter
-  (whose low bits then hold n); r = x - n ln2 in two parts (Cody-Waite), |r| <= ln2 / 2;
-  exp(r) by a degree-6 polynomial (Horner); 2^n applied by adding n << 23 to the bits.
+- exp: clamp x to [-87.5, 89]; n = round(x log2 e) through the shifter 1.5 * 2^23 + 126
+  (whose low bits then hold n + 126); r = x - n ln2 in two parts (Cody-Waite),
+  |r| <= ln2 / 2; 2 exp(r) by a degree-6 polynomial (Horner, doubled coefficients); times
+  2^(n - 1), whose bits are the shifter's bits << 23: the product overflows to inf and
+  flushes to 0 as IEEE rounding does, and 2^(n - 1) is 0 for n = -126. (hi=None: 2^n is
+  applied by adding n << 23 to the bits of exp(r), for x <= 0 only.)
+- sigmoid: e = exp(-|x|) (2^n normal or 0, so exp(-|x|) below FLT_MIN is exactly 0),
+  r = 1 / (1 + e) (refined reciprocal), sigmoid = max(e, +-1) r with the sign of x: e r
+  for x < 0, r for x >= 0; no cancellation.
 - tanh: tanh|x| = (1 - e) / (1 + e) with e = exp(-2|x|); 1 - e = -expm1(-2|x|) is
   computed as 2^n (-expm1(r)) + (1 - 2^n) from a polynomial for -expm1 on the reduced
   argument, so that small |x| loses no bits; the quotient uses `reciprocal`; the sign bit of
@@ -43,8 +62,14 @@ Methods:
   float identities (no select): an integer term -inf for +-0 and NaN for x < 0, and
   x - min(x, FLT_MAX), which is 0 for finite x, inf for +inf and NaN for -inf and NaN.
 - rsqrt: the 0x5F3759DF bit-trick estimate, then three Newton steps y (1.5 - 0.5 x y^2).
+  With specials, on |x|, then max with +inf for a zero or subnormal |x| (inf's bits
+  shifted right by 32 times the exponent field), max with a NaN for x < 0 (an affine map
+  of the bits, `_negative_nan`), and the sign bit of x added (-0 gives -inf).
+- sqrt: x rsqrt(min(x, FLT_MAX)), then max with the NaN for x < 0.
 - reciprocal: the 0x7EF311C3 bit-trick estimate (magic - bits), then three Newton steps
   y (2 - d y); refined, the third as y + y (1 - d y).
+- gauss_tail: Phi(-b) = exp(-b^2 / 2) Q(1 / (1 + K b)) with b^2 split exactly enough
+  (see the function).
 
 Example:
     >>> from fabric import Tile
@@ -78,13 +103,22 @@ LN2_LO = _f32(math.log(2) - LN2_HI)
 # n in the low mantissa bits (two's complement): (bits << 23) == n << 23
 SHIFTER = 12582912.0
 
-EXP_HI = _f32(88.72283)  # exp(EXP_HI) is just below FLT_MAX; n = 128 with r < 0
-EXP_LO = _f32(-87.33)  # exp(EXP_LO) is just above FLT_MIN (2^-126): no subnormal bits
+EXP_HI = _f32(88.72283)  # exp(EXP_HI) is just below FLT_MAX (beyond: inf); n = 128, r < 0
+EXP_LO = _f32(-87.33)  # hi=None: the clamp; exp(EXP_LO) is just above FLT_MIN (2^-126)
+# exp's clamp: n = round(x log2 e) stays in [-126, 128] (2^(n-1) normal, or 0 for n = -126),
+# and the clamped ends still give 0 (exp(-87.5) < FLT_MIN) and inf (exp(89) > FLT_MAX)
+EXP_CLAMP_LO, EXP_CLAMP_HI = -87.5, 89.0
+# exp(-a) (`_exp_neg`, a >= 0): a <= 88 keeps n = round(-a log2 e) >= -127 (2^n normal or 0)
+EXP_NEG_CLAMP = 88.0
 # exp(r) = 1 + r + r^2 q(r) on |r| <= ln2/2, near-minimax in relative error (3e-9);
 # Horner coefficients from the highest power down
 EXP_COEFFS = tuple(_f32(c) for c in (
     0.0013814320469247333, 0.008368851204637678, 0.04166840109511134,
     0.16666519522901546, 0.4999999337300977, 1.0, 1.0))
+EXP2_COEFFS = tuple(2 * c for c in EXP_COEFFS)  # 2 exp(r): exact doubling of each coefficient
+# exp(-w) = sum c_k (-w)^k: the odd coefficients negated
+EXP_NEG_COEFFS = tuple(c if k % 2 == 0 else -c
+                       for k, c in zip(range(len(EXP_COEFFS) - 1, -1, -1), EXP_COEFFS))
 
 TANH_CLAMP = 9.5  # tanh(9.5) rounds to 1.0 in fp32
 # -expm1(-2 z) = z (2 + z Q(z)) on |z| <= ln2/4, near-minimax in relative error (1.4e-8)
@@ -105,15 +139,35 @@ ONE_BITS = 0x3F800000
 LOG_BIAS = 276
 F32_MAX = float(np.finfo(np.float32).max)
 
+# Phi(-b) = exp(-b^2 / 2) Q(t), t = 1 / (1 + GAUSS_K b), b in [0, GAUSS_MAX]: Q of degree 10,
+# near-minimax in relative error (4.5e-9) with fp32 coefficients; Horner, highest first.
+# Beyond GAUSS_MAX = 13.25, b Phi(-b) < 3e-39 is below FLT_MIN, and b^2 / 2 <= 87.8 keeps
+# the exponent n >= -127 (2^n normal or 0)
+GAUSS_MAX = 13.25
+GAUSS_K = _f32(0.28)
+GAUSS_COEFFS = (
+    -0.018757984042167664, 0.12525784969329834, -0.3267420828342438, 0.3997347056865692,
+    -0.26096177101135254, 0.21111580729484558, 0.033570315688848495, 0.11504167318344116,
+    0.1098845973610878, 0.11186303943395615, -6.149617547634989e-06)
+# exp(-w / 2) = sum c_k (-w / 2)^k: the exp polynomial in w = -2r
+EXP_HALF_NEG_COEFFS = tuple(c * (-0.5) ** k
+                            for k, c in zip(range(len(EXP_COEFFS) - 1, -1, -1), EXP_COEFFS))
+
 RSQRT_MAGIC = 0x5F3759DF
+INF_BITS = 0x7F800000
+NEGATIVE_NAN_BIAS = 0xFEFF8001 - (1 << 32)  # as int32
 RECIPROCAL_MAGIC = 0x7EF311C3
 NEWTON_STEPS = 3
 
 # Measured bounds (fp32 ulps of the correctly rounded result; see module docstring)
 EXP_ULPS = 1
+EXP_TINY = 2.0**-125.5  # exp's results below this are flushed to 0 (above it: EXP_ULPS)
 TANH_ULPS = 3
 LOG_ULPS = 1
 RSQRT_ULPS = 2
+SQRT_ULPS = 3
+SIGMOID_ULPS = 3
+GAUSS_ULPS = 7
 RECIPROCAL_ULPS = 2
 RECIPROCAL_REFINED_ULPS = 1
 
@@ -166,40 +220,163 @@ def _horner(dst: Mem, r: Mem, coeffs: Sequence[float]) -> list:
     return code
 
 
-def exp(dst: Mem, src: Mem, scratch: Sequence[Mem], lo: float = EXP_LO,
-        hi: float | None = EXP_HI) -> list:
-    """dst = exp(src), within EXP_ULPS ulps for src in [EXP_LO, EXP_HI].
+def exp(dst: Mem, src: Mem, scratch: Sequence[Mem], hi: float | None = EXP_CLAMP_HI) -> list:
+    """dst = exp(src), within EXP_ULPS ulps wherever exp(src) >= EXP_TINY; as torch at the
+    ends (with the fabric's flush to zero).
 
     Args:
         dst, src: memory DSDs of n elements (dst may be src).
         scratch: two memory DSDs of n elements.
-        lo, hi: src is first clamped to [lo, hi] (EXP_LO <= lo <= hi <= EXP_HI); hi=None
-            leaves out the upper clamp (one op) when src is known to be <= EXP_HI, e.g.
-            x - max(x) in a softmax.
+        hi: src is clamped to [EXP_CLAMP_LO, hi] first (hi <= EXP_CLAMP_HI; above EXP_HI the
+            result is inf). hi=None: src is known to be <= 0 (x - max(x) in a softmax): the
+            older, cheaper sequence without the upper clamp (see Edge values).
 
     Returns:
         the instructions (19, or 18 with hi=None).
 
-    Edge values: above EXP_HI (and +inf) the result saturates at exp(EXP_HI) = 3.4028e38
-    instead of inf; below EXP_LO (and -inf) it stays at exp(EXP_LO) = 1.18e-38 instead of a
-    subnormal or 0; NaN gives NaN.
+    Method: n = round(t log2 e), r = t - n ln2 (Cody-Waite), 2 exp(r) by the polynomial
+    with doubled coefficients (exact), and the product with 2^(n-1), whose bits are
+    (n + 126) << 23: the low bits of k = (1.5 * 2^23 + 126) + t log2 e. The product rounds
+    to inf above FLT_MAX, and 2^(n-1) is 0 for n = -126.
+
+    Edge values (as torch.exp, subnormal results flushed to 0): +inf and x > EXP_HI give
+    inf; -inf, and every x where exp(x) < EXP_TINY = 2^-125.5 (x below about -86.99) give
+    +0 (the fabric flushes results below 2^-126 = FLT_MIN; here the half binade above too,
+    where n = -126); NaN gives NaN; +-0 give 1.
+    With hi=None the result is exp(EXP_LO) = 1.18e-38 below EXP_LO (-87.33) and -inf gives
+    that too: in a softmax it vanishes next to the row sum.
     """
     _check("exp", dst, src, scratch, 2, True)
-    if not EXP_LO <= lo <= (EXP_HI if hi is None else hi) <= EXP_HI:
-        raise ValueError(f"exp: need {EXP_LO} <= lo <= hi <= {EXP_HI}, got lo={lo}, hi={hi}")
     t, k = scratch[:2]
-    clamp = [ins.max_(t, src, _f32(lo))]
-    if hi is not None:
-        clamp.append(ins.min_(t, t, _f32(hi)))
+    if hi is None:  # x <= 0: 2^n by adding n << 23 to the bits of exp(r)
+        return [
+            ins.max_(t, src, EXP_LO),
+            ins.fma(k, SHIFTER, t, LOG2E),  # k = 1.5 * 2^23 + n, n = round(x log2 e)
+            ins.sub(dst, k, SHIFTER),  # n (exact)
+            ins.fma(t, t, dst, -LN2_HI),
+            ins.fma(t, t, dst, -LN2_LO),  # r = x - n ln2
+            *_horner(dst, t, EXP_COEFFS),  # exp(r), in [0.7, 1.42]
+            ins.shl(k, k, 23),  # n << 23
+            ins.iaddv(dst, dst, k),  # exp(r) * 2^n
+        ]
+    if not EXP_CLAMP_LO < hi <= EXP_CLAMP_HI:
+        raise ValueError(f"exp: need {EXP_CLAMP_LO} < hi <= {EXP_CLAMP_HI}, got hi={hi}")
+    shifter = SHIFTER + 126
     return [
-        *clamp,
-        ins.fma(k, SHIFTER, t, LOG2E),  # k = 1.5 * 2^23 + n, n = round(x log2 e)
-        ins.sub(dst, k, SHIFTER),  # n (exact)
+        ins.max_(t, src, EXP_CLAMP_LO),
+        ins.min_(t, t, _f32(hi)),
+        ins.fma(k, shifter, t, LOG2E),  # k = 1.5 * 2^23 + 126 + n, n = round(t log2 e)
+        ins.sub(dst, k, shifter),  # n (exact)
         ins.fma(t, t, dst, -LN2_HI),
-        ins.fma(t, t, dst, -LN2_LO),  # r = x - n ln2
-        *_horner(dst, t, EXP_COEFFS),  # exp(r), in [0.7, 1.42]
-        ins.shl(k, k, 23),  # n << 23
-        ins.iaddv(dst, dst, k),  # exp(r) * 2^n
+        ins.fma(t, t, dst, -LN2_LO),  # r = t - n ln2
+        *_horner(dst, t, EXP2_COEFFS),  # 2 exp(r), in [1.4, 2.83]
+        ins.shl(k, k, 23),  # 2^(n-1): (n + 126) << 23
+        ins.mul(dst, dst, k),  # exp(r) 2^n, rounded to inf or flushed to 0 at the ends
+    ]
+
+
+def _exp_neg(dst: Mem, src: Mem, t: Mem, k: Mem) -> list:
+    """dst = exp(-src) for src >= 0 (or NaN), within EXP_ULPS ulps, results below FLT_MIN
+    flushed to +0 exactly (+inf gives 0). t, k: scratch (t may be src; dst may be src).
+
+    As `exp` on -src, with n = round(-t log2 e) in [-127, 0] (t = min(src, EXP_NEG_CLAMP)), so
+    that 2^n = (n + 127) << 23 is normal or exactly 0 (n = -127) and exp(r) in [0.7, 1.42]
+    needs no doubling: the product is subnormal exactly when exp(-src) is (flushed to 0).
+    w = t + n ln2 = -r, and the polynomial in w has the odd coefficients negated."""
+    shifter = SHIFTER + 127
+    return [
+        ins.min_(t, src, EXP_NEG_CLAMP),
+        ins.fma(k, shifter, t, -LOG2E),  # k = 1.5 * 2^23 + 127 + n, n = round(-t log2 e)
+        ins.sub(dst, k, shifter),  # n (exact)
+        ins.fma(t, t, dst, LN2_HI),
+        ins.fma(t, t, dst, LN2_LO),  # w = t + n ln2 = -r
+        *_horner(dst, t, EXP_NEG_COEFFS),  # exp(r) = exp(-w)
+        ins.shl(k, k, 23),  # 2^n: (n + 127) << 23
+        ins.mul(dst, dst, k),
+    ]
+
+
+def sigmoid(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
+    """dst = 1 / (1 + exp(-src)), within SIGMOID_ULPS ulps for every finite src whose
+    sigmoid is at least FLT_MIN.
+
+    Args:
+        dst, src: memory DSDs of n elements (dst may be src).
+        scratch: four memory DSDs of n elements.
+
+    Returns:
+        the instructions (36).
+
+    Method: e = exp(-|x|) in (0, 1] (`_exp_neg`), r = 1 / (1 + e) (the refined reciprocal,
+    1 + e in [1, 2]); sigmoid(x) = r for x >= 0 and e r for x < 0, i.e. max(e, g) r with
+    g = +-1 carrying the sign of x (its bits: sign(x) + 0x3F800000). Nothing cancels, so
+    the tail sigmoid(x) ~ e^x of negative x keeps its relative accuracy.
+
+    Edge values (as torch.sigmoid, subnormal results flushed): +inf and x >= 17 give 1;
+    -inf and x below about -87.34 give +0; +-0 give 0.5; NaN gives NaN.
+    """
+    _check("sigmoid", dst, src, scratch, 4, True)
+    a, g, k, q = scratch[:4]
+    return [
+        ins.shl(a, src, 1),
+        ins.shr(a, a, 1),  # |x|
+        ins.isubv(g, src, a),  # the sign bit of x
+        ins.iaddv(g, g, ONE_BITS),  # +-1
+        *_exp_neg(dst, a, a, k),  # e = exp(-|x|)
+        ins.add(a, dst, 1.0),  # 1 + e, in [1, 2]
+        *reciprocal(k, a, (q,), refined=True),
+        ins.max_(dst, dst, g),  # 1 for x >= 0, e for x < 0
+        ins.mul(dst, dst, k),
+    ]
+
+
+def gauss_tail(dst: Mem, b: Mem, scratch: Sequence[Mem], times_b: bool = False) -> list:
+    """dst = Phi(-b) (times b with `times_b`), the standard normal's upper tail
+    P(Z > b) = erfc(b / sqrt 2) / 2, for 0 <= b <= GAUSS_MAX (the caller clamps; NaN gives
+    NaN), within GAUSS_ULPS ulps (relative: no cancellation in the tail).
+
+    Args:
+        dst, b: memory DSDs of n elements (distinct).
+        scratch: four memory DSDs of n elements.
+        times_b: return b Phi(-b) (one more mul), whose only small factor is the last.
+
+    Returns:
+        the instructions (57, 58 with times_b).
+
+    Method: Phi(-b) = exp(-b^2 / 2) Q(t) with t = 1 / (1 + GAUSS_K b) (the refined
+    reciprocal) and Q of degree 10 (GAUSS_COEFFS). b^2 / 2 reaches 87.8, where one rounding
+    would cost 100 ulps of the exponential, so b^2 = hi + lo exactly enough: bh = b with its
+    low 12 bits cleared, hi = bh^2 (exact), lo = (b - bh)(b + bh) (|lo| < b^2 2^-10); n is
+    round(-(hi + lo) log2 e / 2), w = (hi + 2 n ln2) + lo = -2r with the first sum exact
+    (Sterbenz), and exp(r) = exp(-w / 2) by the exp polynomial in w. 2^n, n in [-127, 0],
+    comes from the bits as in `_exp_neg` (0 for n = -127). The product of the small factor
+    exp(-b^2 / 2) is taken last, so the result is flushed only where it is below FLT_MIN.
+    """
+    _check("gauss_tail", dst, b, scratch, 4, False)
+    h, lo, k, e = scratch[:4]
+    shifter = SHIFTER + 127
+    q = [ins.mul(h, h, b)] if times_b else []
+    return [
+        ins.shr(h, b, 12),
+        ins.shl(h, h, 12),  # bh: 12 significant bits
+        ins.sub(lo, b, h),  # b - bh (exact)
+        ins.add(k, b, h),
+        ins.mul(lo, lo, k),  # lo = (b - bh)(b + bh)
+        ins.mul(h, h, h),  # hi = bh^2 (exact)
+        ins.add(k, h, lo),
+        ins.fma(k, shifter, k, -LOG2E / 2),  # 1.5 * 2^23 + 127 + n, n = round(-b^2 log2 e / 2)
+        ins.sub(e, k, shifter),  # n (exact)
+        ins.fma(h, h, e, 2 * LN2_HI),  # hi + 2 n LN2_HI, exact
+        ins.fma(h, h, e, 2 * LN2_LO),
+        ins.add(h, h, lo),  # w = -2r, |r| <= ln2 / 2
+        *_horner(e, h, EXP_HALF_NEG_COEFFS),  # exp(r)
+        ins.shl(k, k, 23),  # 2^n: (n + 127) << 23
+        ins.mul(e, e, k),  # exp(-b^2 / 2), flushed below FLT_MIN
+        ins.fma(h, 1.0, b, GAUSS_K),  # 1 + K b, in [1, 4.7]
+        *reciprocal(k, h, (lo,), refined=True),  # t
+        *_horner(h, k, GAUSS_COEFFS),  # Q(t)
+        *q,
+        ins.mul(dst, h, e),
     ]
 
 
@@ -230,27 +407,91 @@ def reciprocal(dst: Mem, src: Mem, scratch: Sequence[Mem], refined: bool = False
     return code
 
 
-def rsqrt(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
+def rsqrt(dst: Mem, src: Mem, scratch: Sequence[Mem], specials: bool = False) -> list:
     """dst = 1 / sqrt(src), within RSQRT_ULPS ulps for positive normal src.
 
     Args:
-        dst, src: memory DSDs of n elements (distinct).
-        scratch: one memory DSD of n elements.
+        dst, src: memory DSDs of n elements (distinct, unless `specials`).
+        scratch: one memory DSD of n elements (four with `specials`).
+        specials: give torch's values outside the positive normals (11 more ops; dst may
+            then be src).
 
     Returns:
-        the instructions (14).
+        the instructions (14, or 25 with specials).
 
-    Edge values: +0 gives 1.5^3 * 0x5F3759DF as a float, 4.459e19, instead of inf; negative
-    src, -0 and +inf give garbage; NaN gives NaN; subnormal src is not supported.
+    Edge values: without specials, +0 gives 1.5^3 * 0x5F3759DF as a float, 4.459e19, instead
+    of inf; negative src, -0 and +inf give garbage; NaN gives NaN; subnormal src is not
+    supported. With specials (as torch.rsqrt, subnormal src read as zero): +0 gives +inf,
+    -0 -inf, +inf +0, src < 0 (and -inf) NaN, NaN NaN.
     """
-    _check("rsqrt", dst, src, scratch, 1, False)
-    (e,) = scratch[:1]
+    if not specials:
+        _check("rsqrt", dst, src, scratch, 1, False)
+        return _rsqrt_core(dst, src, scratch[0])
+    _check("rsqrt", dst, src, scratch, 4, True)
+    a, e, g, t = scratch[:4]
+    return [
+        ins.shl(a, src, 1),
+        ins.shr(a, a, 1),  # |x|
+        ins.isubv(g, src, a),  # the sign bit of x
+        *_negative_nan(t, src),
+        # the Newton steps on |x|: finite for +-0 and subnormals, -inf for +inf
+        *_rsqrt_core(dst, a, e),
+        *_inf_if_zero(e, a),
+        ins.max_(dst, dst, e),  # +inf for +-0; +0 for +inf (-inf before)
+        ins.max_(dst, dst, t),  # NaN for x < 0
+        ins.iaddv(dst, dst, g),  # -inf for -0
+    ]
+
+
+def sqrt(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
+    """dst = sqrt(src), as src * rsqrt(src), within SQRT_ULPS ulps for positive normal src.
+
+    Args:
+        dst, src: memory DSDs of n elements (dst may be src).
+        scratch: four memory DSDs of n elements.
+
+    Returns:
+        the instructions (19).
+
+    Edge values (as torch.sqrt, subnormal src read as zero): +-0 give +-0 (the Newton steps
+    stay finite on zero: 0 * 6.7e19), +inf gives +inf (src clamped to FLT_MAX inside the
+    rsqrt: inf * 5.4e-20), src < 0 (and -inf) NaN, NaN NaN.
+    """
+    _check("sqrt", dst, src, scratch, 4, True)
+    c, y, e, t = scratch[:4]
+    return [
+        *_negative_nan(t, src),
+        ins.min_(c, src, F32_MAX),
+        *_rsqrt_core(y, c, e),
+        ins.mul(dst, src, y),
+        ins.max_(dst, dst, t),
+    ]
+
+
+def _rsqrt_core(dst: Mem, src: Mem, e: Mem) -> list:
+    """The 0x5F3759DF bit-trick estimate and NEWTON_STEPS Newton steps (dst != src)."""
     code = [ins.shr(dst, src, 1), ins.isubv(dst, RSQRT_MAGIC, dst)]  # within 3.5 %
     for _ in range(NEWTON_STEPS):
         # x y first: y^2 would be subnormal (flushed) for x near FLT_MAX
         code += [ins.mul(e, src, dst), ins.mul(e, e, dst), ins.fma(e, 1.5, e, -0.5),
                  ins.mul(dst, dst, e)]
     return code
+
+
+def _negative_nan(t: Mem, src: Mem) -> list:
+    """t = a NaN where src < 0 (src <= -FLT_MIN: negative normals and -inf), else a negative
+    finite number or -inf (so that max(v, t) is v for every v >= -0 and NaN for those).
+
+    The bits: (b >> 8) + 0xFEFF8001 maps b in [0, 0x807FFFFF] (the non-negatives, -0 and
+    negative subnormals) into [0xFEFF8001, 0xFF800000] (negative normals, -inf) and
+    b in [0x80800000, 0xFFFFFFFF] into [0xFF800001, 0xFFFF8000] (NaNs)."""
+    return [ins.shr(t, src, 8), ins.iaddv(t, t, NEGATIVE_NAN_BIAS)]
+
+
+def _inf_if_zero(dst: Mem, a: Mem) -> list:
+    """dst = +inf where a (bits of |x|) is zero or subnormal, else +0: inf's bits shifted
+    right by 32 E (E the exponent field; the shift saturates at 31)."""
+    return [ins.shr(dst, a, 23), ins.shl(dst, dst, 5), ins.shr(dst, INF_BITS, dst)]
 
 
 def tanh(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
@@ -370,11 +611,29 @@ def _cost(config, n: int, counts: dict) -> int:
 
 
 def exp_cycles(config, n: int, upper_clamp: bool = True) -> int:
-    """c(max) + c(min) + c(sub) + 4 c(fma) + 5 c(mul) + 5 c(add) + c(shl) + c(iaddv), with
-    c(op) = ceil(n / w_op), less c(min) without the upper clamp (hi=None); 14 n on WSE-2
-    for even n (13.5 n without)."""
-    return _cost(config, n, {Op.MAX: 1, Op.MIN: int(upper_clamp), Op.SUB: 1, Op.FMA: 4,
-                             Op.MUL: 5, Op.ADD: 5, Op.SHL: 1, Op.IADDV: 1})
+    """c(max) + c(min) + c(sub) + 4 c(fma) + 6 c(mul) + 5 c(add) + c(shl), with
+    c(op) = ceil(n / w_op): 14.5 n on WSE-2 for even n. upper_clamp=False: the hi=None
+    sequence, c(max) + c(sub) + 4 c(fma) + 5 c(mul) + 5 c(add) + c(shl) + c(iaddv): 13.5 n."""
+    if not upper_clamp:
+        return _cost(config, n, {Op.MAX: 1, Op.SUB: 1, Op.FMA: 4, Op.MUL: 5, Op.ADD: 5,
+                                 Op.SHL: 1, Op.IADDV: 1})
+    return _cost(config, n, {Op.MAX: 1, Op.MIN: 1, Op.SUB: 1, Op.FMA: 4, Op.MUL: 6,
+                             Op.ADD: 5, Op.SHL: 1})
+
+
+def sigmoid_cycles(config, n: int) -> int:
+    """2 c(shl) + c(shr) + 2 c(isubv) + c(iaddv) + c(min) + c(max) + 4 c(fma) + 4 c(sub)
+    + 13 c(mul) + 7 c(add) (the refined reciprocal included), c(op) = ceil(n / w_op):
+    26.5 n on WSE-2 for even n."""
+    return _cost(config, n, {Op.SHL: 2, Op.SHR: 1, Op.ISUBV: 2, Op.IADDV: 1, Op.MIN: 1,
+                             Op.MAX: 1, Op.FMA: 4, Op.SUB: 4, Op.MUL: 13, Op.ADD: 7})
+
+
+def gauss_tail_cycles(config, n: int, times_b: bool = False) -> int:
+    """c(shr) + 2 c(shl) + c(isubv) + 5 c(sub) + 18 c(add) + 6 c(fma) + 24 c(mul)
+    (+ c(mul) with times_b), c(op) = ceil(n / w_op): 43.5 n on WSE-2 for even n (44.5 n)."""
+    return _cost(config, n, {Op.SHR: 1, Op.SHL: 2, Op.ISUBV: 1, Op.SUB: 5, Op.ADD: 18,
+                             Op.FMA: 6, Op.MUL: 24 + int(times_b)})
 
 
 def reciprocal_cycles(config, n: int, refined: bool = False) -> int:
@@ -389,10 +648,21 @@ def reciprocal_copy_cycles(config, n: int) -> int:
     return reciprocal_cycles(config, n, refined=True) + _cost(config, n, {Op.MOV: 1})
 
 
-def rsqrt_cycles(config, n: int) -> int:
-    """c(shr) + c(isubv) + 9 c(mul) + 3 c(fma), c(op) = ceil(n / w_op); 13 n on WSE-2 for
-    even n."""
-    return _cost(config, n, {Op.SHR: 1, Op.ISUBV: 1, Op.MUL: 9, Op.FMA: 3})
+def rsqrt_cycles(config, n: int, specials: bool = False) -> int:
+    """c(shr) + c(isubv) + 9 c(mul) + 3 c(fma), c(op) = ceil(n / w_op): 13 n on WSE-2 for
+    even n. With specials, 2 c(shl) + 5 c(shr) + 2 c(isubv) + 2 c(iaddv) + 2 c(max)
+    + 9 c(mul) + 3 c(fma): 18.5 n."""
+    if not specials:
+        return _cost(config, n, {Op.SHR: 1, Op.ISUBV: 1, Op.MUL: 9, Op.FMA: 3})
+    return _cost(config, n, {Op.SHL: 2, Op.SHR: 5, Op.ISUBV: 2, Op.IADDV: 2, Op.MAX: 2,
+                             Op.MUL: 9, Op.FMA: 3})
+
+
+def sqrt_cycles(config, n: int) -> int:
+    """2 c(shr) + c(iaddv) + c(isubv) + c(min) + c(max) + 10 c(mul) + 3 c(fma),
+    c(op) = ceil(n / w_op): 16 n on WSE-2 for even n."""
+    return _cost(config, n, {Op.SHR: 2, Op.IADDV: 1, Op.ISUBV: 1, Op.MIN: 1, Op.MAX: 1,
+                             Op.MUL: 10, Op.FMA: 3})
 
 
 def log_cycles(config, n: int) -> int:
@@ -408,6 +678,97 @@ def tanh_cycles(config, n: int) -> int:
     for even n."""
     return _cost(config, n, {Op.SHL: 3, Op.SHR: 2, Op.MIN: 1, Op.FMA: 4, Op.MUL: 13,
                              Op.SUB: 6, Op.ADD: 6, Op.IADDV: 2, Op.ISUBV: 1})
+
+
+# ---- a numpy mirror of a straight list of DSD ops -------------------------------------------
+_FLOAT_OPS = (Op.ADD, Op.SUB, Op.MUL, Op.FMA, Op.MAX, Op.MIN)
+
+
+def _daz(x: np.ndarray) -> np.ndarray:
+    """fp32 values with subnormals read as (signed) zero, as the fabric's float ops read them."""
+    return np.where(np.abs(x) < np.float32(np.finfo(np.float32).tiny), x * np.float32(0), x)
+
+
+def _fma_once(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """a + b * s rounded once to fp32: b * s is exact in float64, and the float64 sum rounded
+    to odd then to fp32 is the correctly rounded fp32 sum (53 >= 24 + 2 bits)."""
+    a64, p = a.astype(np.float64), b.astype(np.float64) * s.astype(np.float64)
+    t = a64 + p
+    bt = t - a64
+    err = (a64 - (t - bt)) + (p - bt)  # the rounding error of t (TwoSum)
+    even = (t.view(np.uint64) & np.uint64(1)) == 0
+    nudge = np.isfinite(t) & (err != 0) & even
+    t = np.where(nudge, np.nextafter(t, np.where(err > 0, np.inf, -np.inf)), t)
+    return t.astype(np.float32)
+
+
+def emulate(code: Sequence, values: dict, fused: bool = True) -> dict:
+    """Run a straight list of synchronous DSD ops (as the generators above return) in numpy,
+    as the fabric computes it: fp32 ops on flushed operands with flushed results, fma
+    rounded once (`fused`) or as a product and a sum, int32 ops on the bit patterns.
+
+    Every memory operand stands for its whole symbol (offsets, strides and length registers
+    are ignored: the generators apply every op to the same n elements).
+
+    Args:
+        code: the instructions.
+        values: symbol name -> fp32 (or uint32 bit pattern) array, all of one shape; symbols
+            written before they are read need no entry.
+
+    Returns:
+        symbol name -> uint32 bit patterns after the last op (view them as np.float32).
+
+    Example:
+        >>> y = emulate(exp(Mem("y"), Mem("x"), [Mem("s0"), Mem("s1")]), {"x": x})["y"]
+    """
+    u32, f32 = np.uint32, np.float32
+    mem = {k: np.ascontiguousarray(v).view(u32) if np.asarray(v).dtype == u32
+           else np.ascontiguousarray(v, f32).view(u32) for k, v in values.items()}
+
+    def bits(operand):
+        if isinstance(operand, ins.Imm):
+            return u32(operand.bits & 0xFFFFFFFF)
+        if isinstance(operand, Mem):
+            return mem[operand.symbol]
+        raise ValueError(f"emulate: unsupported operand {operand!r}")
+
+    with np.errstate(all="ignore"):
+        for item in code:
+            op, a = item.op, bits(item.a)
+            b = bits(item.b) if item.b is not None else None
+            if op in _FLOAT_OPS or op == Op.FTOI:
+                fa, fb = (_daz(np.asarray(x).view(f32)) if x is not None else None
+                          for x in (a, b))
+            if op == Op.FMA:
+                fs = _daz(np.asarray(bits(item.s)).view(f32))
+                fa, fb, fs = np.broadcast_arrays(fa, fb, fs)
+                out = _fma_once(fa, fb, fs) if fused else _daz(fb * fs) + fa
+            elif op in (Op.MAX, Op.MIN):  # NaN wins; -0 < +0 (as XLA)
+                fa, fb = np.broadcast_arrays(fa, fb)
+                pick_a = np.signbit(fa) == (op == Op.MIN)
+                out = np.where(fa == fb, np.where(pick_a, fa, fb),
+                               (np.minimum if op == Op.MIN else np.maximum)(fa, fb))
+            elif op in _FLOAT_OPS:
+                out = {Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply}[op](fa, fb)
+            elif op == Op.ITOF:
+                out = np.asarray(a).view(np.int32).astype(f32)
+            if op in _FLOAT_OPS or op == Op.ITOF:
+                result = _daz(np.asarray(out, f32)).view(u32)
+            elif op == Op.FTOI:
+                r = np.clip(np.rint(fa), -2.0**31, 2.0**31 - 128)
+                result = np.where(np.isnan(fa), 0, r).astype(np.int32).view(u32)
+            elif op == Op.MOV:
+                result = a
+            elif op in (Op.IADDV, Op.ISUBV):
+                result = a + b if op == Op.IADDV else a - b
+            elif op in (Op.SHL, Op.SHR):
+                shift = np.minimum(b, u32(31))
+                result = a << shift if op == Op.SHL else a >> shift
+            else:
+                raise ValueError(f"emulate: unsupported op {op.name}")
+            shape = np.broadcast_shapes(*(np.shape(v) for v in mem.values()))
+            mem[item.dst.symbol] = np.broadcast_to(np.asarray(result, u32), shape).copy()
+    return mem
 
 
 # ---- numpy references ---------------------------------------------------------------------

@@ -1,13 +1,26 @@
-"""Elementwise tanh, exp, log or reciprocal of an (m, n) fp32 tensor in 2D blocks on a
-rectangle, built from `mathlib`'s sequences of PE builtins (no communication). Layout as
-`base.Blocks` (each PE's block row major, packed; a register holds each PE's element
-count).
+"""Elementwise math of an (m, n) fp32 tensor in 2D blocks on a rectangle: tanh, exp, log,
+reciprocal, sigmoid, rsqrt or sqrt, built from `mathlib`'s sequences of PE builtins (no
+communication). Layout as `base.Blocks` (each PE's block row major, packed; a register holds
+each PE's element count).
 
-Cycle model (exact): T = 2 + fn_cycles(e_max) (tanh_cycles, exp_cycles, log_cycles or
-reciprocal_copy_cycles; task start and end, one straight list of synchronous ops over
-the PE's e elements; `mathlib` gives the formulas). Numerics: within `mathlib.TANH_ULPS` /
-`EXP_ULPS` / `LOG_ULPS` / `RECIPROCAL_REFINED_ULPS` ulps of the exact value (reciprocal for
-2^-126 <= |x| <= 2^100; 1/0 gives NaN).
+Cycle model (exact): T = 2 + fn_cycles(e_max) (task start and end, one straight list of
+synchronous ops over the PE's e elements; `mathlib` gives the formulas):
+
+| fn | fn_cycles | WSE-2, even e | fp32 error | special values |
+|---|---|---|---|---|
+| tanh | tanh_cycles | 27.5 e | TANH_ULPS (3) | +-inf: +-1 |
+| exp | exp_cycles | 14.5 e | EXP_ULPS (1) where exp(x) >= EXP_TINY | +inf: inf, -inf: 0 |
+| log | log_cycles | 34 e | LOG_ULPS (1) | 0: -inf, x < 0: NaN |
+| reciprocal | reciprocal_copy_cycles | 9 e | RECIPROCAL_REFINED_ULPS (1) (*) | 1/0: NaN |
+| sigmoid | sigmoid_cycles | 26.5 e | SIGMOID_ULPS (3) | +inf: 1, -inf: 0 |
+| rsqrt | rsqrt_cycles(specials=True) | 18.5 e | RSQRT_ULPS (2) | +-0: +-inf, +inf: 0, x < 0: NaN |
+| sqrt | sqrt_cycles | 16 e | SQRT_ULPS (3) | +-0: +-0, +inf: inf, x < 0: NaN |
+
+(*) for 2^-126 <= abs(x) <= 2^100.
+
+The special values are eager PyTorch's (NaN gives NaN everywhere) with the fabric's flush of
+subnormals: results below 2^-126 come out as 0 and subnormal inputs read as 0 (docs/
+numerics.md, "Special values").
 
 16-bit storage (dtype "f16", "bf16" or "cb16"; acc_dtype "f32" only, the polynomials need
 fp32): x and y are 16-bit symbols; x is widened exactly (`to_f32`) into an fp32 working
@@ -39,7 +52,7 @@ from fabric.kernels.base import Blocks, Kernel, check_dtypes, check_sram
 from fabric.numerics.packing import words_for
 from fabric.program import Program, Rect, Tile
 
-FUNCTIONS = {
+FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(config, e))
     "tanh": (lambda y, x, s: ml.tanh(y, x, s), 4, ml.tanh_cycles),
     "exp": (lambda y, x, s: ml.exp(y, x, s), 2, ml.exp_cycles),
     "log": (lambda y, x, s: ml.log(y, x, s), 4, ml.log_cycles),
@@ -47,13 +60,19 @@ FUNCTIONS = {
     # (so that y may be x, as the 16-bit path runs it)
     "reciprocal": (lambda y, x, s: [*ml.reciprocal(s[1], x, s[:1], refined=True),
                                     ins.mov(y, s[1])], 2, ml.reciprocal_copy_cycles),
+    "sigmoid": (lambda y, x, s: ml.sigmoid(y, x, s), 4, ml.sigmoid_cycles),
+    "rsqrt": (lambda y, x, s: ml.rsqrt(y, x, s, specials=True), 4,
+              lambda config, e: ml.rsqrt_cycles(config, e, specials=True)),
+    "sqrt": (lambda y, x, s: ml.sqrt(y, x, s), 4, ml.sqrt_cycles),
 }
+# fp32 words per element of each function's kernel: x, y and the scratch vectors
+UNARY_WORDS = {fn: 2 + scratch for fn, (_, scratch, _) in FUNCTIONS.items()}
 
 
 def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tanh",
                 dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
-    """y = fn(x) for x of shape (m, n); fn "tanh", "exp", "log" or "reciprocal". Inputs
-    {"x"}; output (m, n).
+    """y = fn(x) for x of shape (m, n); fn one of FUNCTIONS ("tanh", "exp", "log",
+    "reciprocal", "sigmoid", "rsqrt", "sqrt"). Inputs {"x"}; output (m, n).
 
     dtype: storage format of x and y ("f32", "f16", "bf16", "cb16"); acc_dtype: "f32" only
     (a 16-bit computation raises ValueError; see the module docstring)."""

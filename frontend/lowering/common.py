@@ -27,9 +27,10 @@ from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref
 
 # Single-PE cycles per element of each kernel (fp32, WSE-2 widths; the kernels' cycle
-# models): a stage's work, which sizes its tile against the others'.
-CYCLES_PER_ELEMENT = {"map": 1, "elementwise": 1, "gelu": 27, "softmax": 17, "layernorm": 6,
-                      "tanh": 28, "exp": 14}
+# models, rounded up): a stage's work, which sizes its tile against the others'.
+CYCLES_PER_ELEMENT = {"map": 1, "elementwise": 1, "gelu": 31, "gelu_erf": 48, "softmax": 17,
+                      "layernorm": 6, "tanh": 28, "exp": 15, "sigmoid": 27, "rsqrt": 19,
+                      "sqrt": 16}
 
 
 # ---- shapes --------------------------------------------------------------------------------

@@ -1,11 +1,15 @@
 """Elementwise ops: tensor-tensor (add, sub, mul, div by a constant) with PyTorch
-broadcasting, tensor-scalar maps, relu and gelu (tanh form)."""
+broadcasting, tensor-scalar maps, relu, gelu (both forms) and the unary math of
+`build_unary` (tanh, exp, sigmoid, rsqrt, sqrt).
+
+SiLU (nn.SiLU, F.silu) reaches the lowering as aten.sigmoid and aten.mul (core ATen
+decomposes aten.silu), RMSNorm as pow, mean, add, aten.rsqrt and mul."""
 
 from __future__ import annotations
 
 import torch
 
-from fabric.kernels import build_gelu, build_unary
+from fabric.kernels import GELU_WORDS, UNARY_WORDS, build_gelu, build_unary
 from frontend.lowering.common import CYCLES_PER_ELEMENT, as2d, binary, map_, num, out_shape, scalar
 from frontend.lowering.core import rule
 from frontend.stages import Limits
@@ -72,23 +76,32 @@ def relu(low, node, x):
 
 @rule(aten.gelu.default)
 def gelu(low, node, x, approximate="none"):
-    if approximate != "tanh":
-        raise low.unsupported("gelu with approximate='none' (the fabric's gelu is the tanh "
-                              "form; use approximate='tanh')")
+    """Both of PyTorch's forms: approximate="none" (exact, erf) or "tanh" (`build_gelu`)."""
+    if approximate not in ("none", "tanh"):
+        raise low.unsupported(f"gelu with approximate={approximate!r}")
+    kind = "gelu" if approximate == "tanh" else "gelu_erf"
     m, n = as2d(x.shape)
-    ref = low.stage("gelu", (m, n), lambda cfg, rect, **fmt: build_gelu(cfg, rect, m, n, **fmt),
-                    [low.operand("x", x, (m, n))], m * n * CYCLES_PER_ELEMENT["gelu"],
-                    Limits(m, n), words_per_element=5)
+    ref = low.stage(kind, (m, n),
+                    lambda cfg, rect, **fmt: build_gelu(cfg, rect, m, n,
+                                                        approximate=approximate, **fmt),
+                    [low.operand("x", x, (m, n))], m * n * CYCLES_PER_ELEMENT[kind],
+                    Limits(m, n), words_per_element=GELU_WORDS[approximate])
     return Ref(ref.index.reshape(x.shape))
 
 
-@rule(aten.tanh.default, aten.exp.default)
+UNARY = {aten.tanh.default: "tanh", aten.exp.default: "exp", aten.sigmoid.default: "sigmoid",
+         aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt"}
+
+
+@rule(*UNARY)
 def unary(low, node, x):
-    fn = "tanh" if node.target == aten.tanh.default else "exp"
+    """fn(x) elementwise (`build_unary`): its fp32 code, or widened from and rounded to the
+    node's 16-bit format in mixed precision."""
+    fn = UNARY[node.target]
     m, n = as2d(x.shape)
     ref = low.stage(fn, (m, n), lambda cfg, rect, **fmt: build_unary(cfg, rect, m, n, fn, **fmt),
                     [low.operand("x", x, (m, n))], m * n * CYCLES_PER_ELEMENT[fn],
-                    Limits(m, n), words_per_element=6)
+                    Limits(m, n), words_per_element=UNARY_WORDS[fn])
     return Ref(ref.index.reshape(x.shape))
 
 

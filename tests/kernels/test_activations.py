@@ -1,10 +1,12 @@
-"""gelu on a rectangle against numpy's tanh-form gelu, with exact cycle counts.
+"""gelu on a rectangle, both forms (tanh and exact erf), against float64 references, with
+exact cycle counts.
 
-The tolerance per element is `gelu_tolerance`: the rounding of t = x (A + B x^2) amplified
-by exp, the mathlib ulp bounds of exp and the refined reciprocal, three more roundings, and
-the float64 reference's own cancellation in 1 + tanh(u). Shapes cover even and uneven splits,
-non-square rectangles and a rectangle inside a larger fabric (one 4x4 config, one table
-bucket: the engine compiles once for the module).
+The tolerance per element is `gelu_tolerance`: for the tanh form, the rounding of
+z = x (A + B x^2) amplified by exp (the function's own conditioning) plus a few ulps; for
+the erf form, GELU_ERF_ULPS. The dense sweeps behind these bounds are in
+test_unary_functions.py. Shapes cover even and uneven splits, non-square rectangles and a
+rectangle inside a larger fabric (one 4x4 config, one table floor: the engine compiles once
+for the module).
 """
 
 import numpy as np
@@ -16,6 +18,7 @@ from fabric.kernels import mathlib as ml
 from fabric.kernels.base import Blocks, run_kernel
 
 CONFIG = FabricConfig.small(4, 4)
+MIN_TABLE_ROWS = (128, 256)  # the erf form's tables: both forms share one engine
 rng = np.random.default_rng(7)
 EDGES = [0.0, -0.0, 1e-30, -1e-30, 1e-7, -1e-7, 3.0, -3.0, 8.9, -8.9, 9.5, -9.5, 100.0,
          -100.0, 1e20, -1e20, float(np.finfo(np.float32).max), -float(np.finfo(np.float32).max)]
@@ -36,14 +39,16 @@ def _inputs(m, n):
     return x
 
 
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
 @pytest.mark.parametrize("rect,m,n", CASES)
-def test_gelu_matches_numpy_and_model(rect, m, n):
+def test_gelu_matches_reference_and_model(rect, m, n, approximate):
     x = _inputs(m, n)
-    k = act.build_gelu(CONFIG, rect, m, n)
-    res = run_kernel(k, {"x": x})
-    y, ref = res.output, act.gelu_reference(x)
+    k = act.build_gelu(CONFIG, rect, m, n, approximate=approximate)
+    assert k.info["approximate"] == approximate
+    res = run_kernel(k, {"x": x}, min_table_rows=MIN_TABLE_ROWS)
+    y, ref = res.output, act.gelu_reference(x, approximate)
     err = np.abs(y.astype(np.float64) - ref)
-    tol = act.gelu_tolerance(x)
+    tol = act.gelu_tolerance(x, approximate)
     bad = np.argwhere(~(err <= tol))
     if bad.size:
         i = tuple(bad[0])
@@ -51,30 +56,40 @@ def test_gelu_matches_numpy_and_model(rect, m, n):
     assert res.cycles == k.model_cycles
     # the largest block sets the time; every PE was busy exactly for its own block
     counts = Blocks.of(rect, m, n).counts()
-    assert k.model_cycles == 2 + act.gelu_cycles(CONFIG, int(counts.max()))
+    assert k.model_cycles == 2 + act.gelu_cycles(CONFIG, int(counts.max()), approximate)
     busy = res.stats.busy[rect.row:rect.row_end, rect.col:rect.col_end]
-    expect = [[2 + act.gelu_cycles(CONFIG, int(e)) for e in row] for row in counts]
+    expect = [[2 + act.gelu_cycles(CONFIG, int(e), approximate) for e in row]
+              for row in counts]
     np.testing.assert_array_equal(busy, expect)
 
 
 def test_gelu_tolerance_is_tight_in_the_bulk():
     """On ordinary inputs the bound is a few ulps, not a loose rtol."""
     x = np.linspace(-4, 4, 1001).astype(np.float32)
-    rel = act.gelu_tolerance(x) / np.maximum(np.abs(act.gelu_reference(x)), 1e-30)
-    assert np.median(rel) < 40 * 2.0**-24
+    for approximate in ("tanh", "none"):
+        ref = np.abs(act.gelu_reference(x, approximate))
+        rel = act.gelu_tolerance(x, approximate) / np.maximum(ref, 1e-30)
+        assert np.median(rel) < 16 * 2.0**-24, approximate
 
 
-def test_gelu_nan_propagates():
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
+def test_gelu_nan_and_infinities(approximate):
+    """NaN propagates, +inf gives +inf and -inf gives NaN (PyTorch's x * 0)."""
     x = np.full((4, 4), np.nan, np.float32)
-    x[0, 0] = 1.0
-    res = run_kernel(act.build_gelu(CONFIG, Rect(0, 0, 4, 4), 4, 4), {"x": x})
-    assert np.isnan(res.output[1:]).all() and abs(res.output[0, 0] - 0.8411920) < 1e-6
+    x[0, :3] = [1.0, np.inf, -np.inf]
+    k = act.build_gelu(CONFIG, Rect(0, 0, 4, 4), 4, 4, approximate=approximate)
+    y = run_kernel(k, {"x": x}, min_table_rows=MIN_TABLE_ROWS).output
+    assert np.isnan(y[1:]).all() and np.isnan(y[0, 3]) and np.isnan(y[0, 2])
+    assert y[0, 1] == np.inf
+    assert abs(y[0, 0] - {"tanh": 0.8411920, "none": 0.8413447}[approximate]) < 1e-6
 
 
 def test_gelu_cycles_per_element():
-    assert act.gelu_cycles(CONFIG, 1000) == 27_000
-    assert act.gelu_cycles(CONFIG, 7) == (3 * 7 + 7 + ml.exp_cycles(CONFIG, 7) + 4
-                                          + ml.reciprocal_cycles(CONFIG, 7, refined=True))
+    assert act.gelu_cycles(CONFIG, 1000) == 30_500  # tanh form: 27 e before sigmoid
+    assert act.gelu_cycles(CONFIG, 1000, "none") == 47_500
+    assert act.gelu_cycles(CONFIG, 7) == 3 * 7 + 7 + ml.sigmoid_cycles(CONFIG, 7)
+    # shl, shr, 2 min, 2 sub at width 2; the tail
+    assert act.gelu_cycles(CONFIG, 7, "none") == 6 * 4 + ml.gauss_tail_cycles(CONFIG, 7, True)
 
 
 def test_bad_sizes_are_named():
@@ -84,6 +99,8 @@ def test_bad_sizes_are_named():
         act.build_gelu(CONFIG, Rect(0, 0, 3, 3), 2, 9)
     with pytest.raises(ValueError, match="acc_dtype"):
         act.build_gelu(CONFIG, Rect(0, 0, 2, 2), 4, 4, dtype="f16", acc_dtype="f16")
+    with pytest.raises(ValueError, match="approximate must be one of"):
+        act.build_gelu(CONFIG, Rect(0, 0, 2, 2), 4, 4, approximate="erf")
 
 
 def test_blocks_round_trip():

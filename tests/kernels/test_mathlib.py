@@ -39,7 +39,7 @@ CYCLES = {"exp": ml.exp_cycles, "tanh": ml.tanh_cycles, "rsqrt": ml.rsqrt_cycles
           "refined": lambda c, n: ml.reciprocal_cycles(c, n, refined=True)}
 REFERENCE = {"exp": np.exp, "tanh": np.tanh, "rsqrt": lambda v: 1 / np.sqrt(v),
              "reciprocal": lambda v: 1 / v, "refined": lambda v: 1 / v}
-PER_ELEMENT_WSE2 = {"exp": 14, "tanh": 27.5, "rsqrt": 13, "reciprocal": 8, "refined": 8.5}
+PER_ELEMENT_WSE2 = {"exp": 14.5, "tanh": 27.5, "rsqrt": 13, "reciprocal": 8, "refined": 8.5}
 
 
 def _log2_sweep(lo, hi, n):
@@ -48,7 +48,8 @@ def _log2_sweep(lo, hi, n):
 
 # the useful range of each function, 4096 points
 SWEEPS = {
-    "exp": np.concatenate([np.linspace(ml.EXP_LO, ml.EXP_HI, 3072), np.linspace(-1, 1, 1024)]),
+    # exp(-86.98) is just above EXP_TINY, below which exp flushes to 0
+    "exp": np.concatenate([np.linspace(-86.98, ml.EXP_HI, 3072), np.linspace(-1, 1, 1024)]),
     "tanh": np.concatenate([np.linspace(-10, 10, 2048), _log2_sweep(-100, 3.4, 1024),
                             -_log2_sweep(-100, 3.4, 1024)]),
     "rsqrt": np.concatenate([_log2_sweep(-126, 127.9, 3072), np.linspace(0.25, 4, 1024)]),
@@ -59,7 +60,7 @@ SWEEPS = {
 }
 # edge values inside the accurate domain: checked against the same ulp bound
 EDGES_ACCURATE = {
-    "exp": [0.0, -0.0, 1e-30, -1e-30, TINY, -TINY, 1e-7, -1e-7, ml.EXP_LO, ml.EXP_HI],
+    "exp": [0.0, -0.0, 1e-30, -1e-30, TINY, -TINY, 1e-7, -1e-7, -86.98, ml.EXP_HI],
     "tanh": [0.0, -0.0, 1e-30, -1e-30, TINY, -TINY, 1e-7, -1e-7, 9.0, -9.0, 100.0, -100.0,
              HUGE, -HUGE],
     "rsqrt": [TINY, HUGE, 1.0, 4.0, 0.25],
@@ -68,7 +69,9 @@ EDGES_ACCURATE = {
 }
 # documented behaviour outside it: (input, expected output); NaN means NaN
 EDGES_DOCUMENTED = {
-    "exp": [(100.0, "hi"), (np.inf, "hi"), (-100.0, "lo"), (-np.inf, "lo"), (np.nan, np.nan)],
+    # overflow to inf, underflow to 0 (as torch, with the fabric's flush of subnormals)
+    "exp": [(88.73, np.inf), (100.0, np.inf), (np.inf, np.inf), (-87.0, 0.0), (-100.0, 0.0),
+            (-np.inf, 0.0), (np.nan, np.nan)],
     "tanh": [(np.inf, 1.0), (-np.inf, -1.0), (np.nan, np.nan)],
     "rsqrt": [(0.0, "rsqrt0"), (np.nan, np.nan)],
     "reciprocal": [(0.0, np.nan), (-0.0, np.nan), (np.nan, np.nan)],
@@ -142,9 +145,7 @@ def test_accuracy_within_stated_ulps(results, name):
 def test_documented_edge_values(results, name):
     xs, ys, _ = results(name)
     start = SWEEP + len(EDGES_ACCURATE[name])
-    saturated = {"hi": np.float32(np.exp(np.float64(ml.EXP_HI))),
-                 "lo": np.float32(np.exp(np.float64(ml.EXP_LO))),
-                 "rsqrt0": np.float32(4.459e19)}
+    saturated = {"rsqrt0": np.float32(4.459e19)}
     for i, (x, expect) in enumerate(EDGES_DOCUMENTED[name]):
         got = ys[start + i]
         if isinstance(expect, str):
@@ -155,6 +156,34 @@ def test_documented_edge_values(results, name):
             assert np.isnan(got), (name, x, got)
         else:
             assert got == expect, (name, x, got)
+
+
+@pytest.mark.parametrize("name", sorted(BOUND))
+def test_fabric_equals_numpy_mirror(results, name):
+    """`mathlib.emulate` runs the instruction list in numpy as the fabric computes it: the
+    fabric's output equals it bit for bit (NaN where NaN) in one of the two fma modes."""
+    xs, ys, _ = results(name)
+    code = GENERATORS[name](Mem("y"), Mem("x"), [Mem(f"s{i}") for i in range(4)])
+    nan = np.isnan(ys)
+    for fused in (True, False):
+        mirror = ml.emulate(code, {"x": xs}, fused)["y"].view(np.float32)
+        if np.array_equal(nan, np.isnan(mirror)) and np.array_equal(
+                ys[~nan].view(np.uint32), mirror[~nan].view(np.uint32)):
+            return
+    pytest.fail(f"{name}: the fabric differs from mathlib.emulate in both fma modes")
+
+
+def test_emulate_mirrors_log_reference():
+    """The generic mirror and log's step-by-step reference agree on random bit patterns."""
+    x = np.random.default_rng(1).integers(0, 2**32, 20_000, dtype=np.uint64)
+    x = x.astype(np.uint32).view(np.float32)
+    code = ml.log(Mem("y"), Mem("x"), [Mem(f"s{i}") for i in range(4)])
+    for fused in (False, True):
+        got = ml.emulate(code, {"x": x}, fused)["y"].view(np.float32)
+        ref = ml.log_reference(x, fused)
+        assert np.array_equal(np.isnan(got), np.isnan(ref))
+        assert np.array_equal(got[~np.isnan(got)].view(np.uint32),
+                              ref[~np.isnan(ref)].view(np.uint32))
 
 
 @pytest.mark.parametrize("name", sorted(BOUND))
@@ -177,11 +206,18 @@ def test_formula_matches_instruction_list(name, generation):
 
 
 def test_exp_without_upper_clamp_drops_one_op():
+    """hi=None (softmax's x - max(x) <= 0): the older sequence, one op less; below EXP_LO
+    (and at -inf) it saturates at exp(EXP_LO), just above FLT_MIN (numpy mirror)."""
     config = FabricConfig.small(1, 1)
     code = ml.exp(Mem("y"), Mem("x"), [Mem("s0"), Mem("s1")], hi=None)
     assert len(code) == 18
     for n in (1, 7, 100):
         assert ml.exp_cycles(config, n, upper_clamp=False) == ml.sequence_cycles(config, code, n)
+    x = np.array([-np.inf, -100.0, ml.EXP_LO, -1.0, 0.0], np.float32)
+    y = ml.emulate(code, {"x": x})["y"].view(np.float32)
+    floor = np.float32(np.exp(np.float64(ml.EXP_LO)))
+    assert abs(y[0] / floor - 1) < 1e-6 and y[0] == y[1] == y[2] and y[4] == 1.0
+    assert abs(y[3] / np.exp(-1.0) - 1) < 2**-23
 
 
 def test_bad_operands_are_named():
@@ -194,5 +230,5 @@ def test_bad_operands_are_named():
         ml.exp(y, x, [s, Mem("s", offset=4, length=8)])
     # disjoint pieces of one scratch symbol are fine
     ml.exp(y, x, [Mem("s", length=8), Mem("s", offset=8, length=8)])
-    with pytest.raises(ValueError, match="lo <= hi"):
+    with pytest.raises(ValueError, match="hi <= 89"):
         ml.exp(y, x, [s, Mem("t", length=8)], hi=100.0)

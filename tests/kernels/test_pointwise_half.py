@@ -15,7 +15,7 @@ Emulations (bit-exact):
   rounded value except near ties. PyTorch's tanh-form gelu cancels in 1 + tanh(u) in fp32
   for x below about -3 (fp16 results 3 ulps and bf16 results flushed to 0 near x = -5), so
   the PyTorch comparison of gelu covers x >= -3 and the float64 one all x where the
-  kernel's bound holds (x above about -8.9, where its exp argument is not clamped).
+  kernel's bound holds (x above about -9.9, where sigmoid(2u) is at least FLT_MIN).
 Inputs stay well inside every format's normal range where the engine flushes fp32
 subnormals (bf16), and one 4 x 4 config serves every kernel (one engine compile per table
 bucket).
@@ -153,10 +153,10 @@ def _gelu64(x):
 
 
 def _gelu_clamped(x):
-    """Where the kernel's exp argument t = -2u exceeds GELU_T_MAX (x below about -8.9) it
-    returns x / (1 + e^69) (activations docstring): the float64 comparison leaves those out."""
+    """Where sigmoid(2u) is below FLT_MIN (2u < -87.33, x below about -9.9) the kernel's
+    x sigmoid(2u) is -0 (activations docstring): the float64 comparison leaves those out."""
     x = x.astype(np.float64)
-    return x * (act.GELU_A + act.GELU_B * x * x) > act.GELU_T_MAX
+    return x * (act.GELU_A + act.GELU_B * x * x) < -87.33
 
 
 FNS = {  # build(dtype), input, float64 function, torch function
