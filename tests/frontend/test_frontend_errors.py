@@ -32,10 +32,16 @@ def test_unsupported_op_names_op_node_and_source_line():
     assert "Supported ops:" in msg and "aten.addmm.default" in msg
 
 
-def test_exact_gelu_is_refused_with_the_reason():
-    model = nn.Sequential(nn.Linear(8, 8), nn.GELU())
-    with pytest.raises(frontend.UnsupportedOpError, match="approximate='tanh'"):
-        frontend.compile(model, (torch.randn(2, 8),), config=CONFIG)
+class ClampedActivation(nn.Module):
+    def forward(self, x):
+        return torch.clamp(x * 2.0, -1.0, 1.0)
+
+
+def test_a_rule_that_covers_part_of_an_op_gives_the_reason():
+    """clamp has a rule for indices only: a clamp of activations names that limit."""
+    with pytest.raises(frontend.UnsupportedOpError, match=r"clamp of a runtime tensor "
+                                                          r"\(only of indices\)"):
+        frontend.compile(ClampedActivation(), (torch.randn(2, 8),), config=CONFIG)
 
 
 def test_model_too_big_for_the_fabric():

@@ -1,7 +1,7 @@
 """Hugging Face models from small configs with random weights (no network): GPT2Model and
 BertModel (eager attention, no cache) through frontend.compile, against eager PyTorch with
-assert_close's fp32 tolerances. BERT uses the tanh gelu ("gelu_new"): the fabric's gelu is
-the tanh form (exact-erf gelu is refused with an UnsupportedOpError)."""
+assert_close's fp32 tolerances. BERT here uses the tanh gelu ("gelu_new"); its default, the
+exact erf gelu, runs in the model zoo (test_zoo.py)."""
 
 import pytest
 import torch

@@ -17,6 +17,8 @@ CLAIMED = {
     "nn.functional.layer_norm": 1, "mm": 1, "addmm": 1, "bmm": 1, "mean": 1, "sum": 1,
     "nn.functional.max_pool2d": 1, "nn.functional.avg_pool2d": 1, "nn.functional.conv2d": 1,
     "nn.functional.embedding": 1, "permute": 1, "transpose": 1, "reshape": 1, "expand": 1,
+    "sigmoid": 1, "rsqrt": 1, "sqrt": 1, "nn.functional.gelu": 2, "nn.functional.silu": 1,
+    "exp": 1, "tanh": 1,
 }
 MAX_ELEMENTS = 500
 # which positional argument of (input, *args) is the model's runtime input (default 0):
