@@ -21,23 +21,23 @@ from tests.frontend.models import CONFIG
 pytest.importorskip("transformers")
 
 STOPS = {
-    "bert": "aten.gelu.default",  # approximate='none'
-    "distilbert": "aten.gelu.default",
-    "electra": "aten.gelu.default",
+    "bert": None,
+    "distilbert": None,
+    "electra": None,
     "roberta": "aten.cumsum.default",  # position ids from the input ids
     "albert": None,
     "mpnet": "aten.cumsum.default",
-    "t5-encoder": "aten.rsqrt.default",  # RMSNorm
+    "t5-encoder": None,
     "gpt2": None,
     "gpt-neo": "aten.where.self",
     "gptj": None,
     "opt": None,
     "bloom": None,
-    "llama": "aten.rsqrt.default",
-    "mistral": "aten.rsqrt.default",
-    "qwen2": "aten.rsqrt.default",
-    "gemma": "aten.rsqrt.default",
-    "phi3": "aten.rsqrt.default",
+    "llama": None,
+    "mistral": None,
+    "qwen2": None,
+    "gemma": None,
+    "phi3": None,
     "phi": None,
     "vit": "aten.cat.default",  # the class token
     "deit": "aten.cat.default",
@@ -46,13 +46,13 @@ STOPS = {
     "resnet": "aten.max_pool2d_with_indices.default",  # padding 1
     "convnext": "aten.convolution.default",  # depthwise
     "mobilenet-v2": "aten.constant_pad_nd.default",
-    "regnet": "aten.sigmoid.default",  # squeeze-excitation
+    "regnet": "aten.convolution.default",  # grouped
     "wav2vec2": "aten.convolution.default",  # 1D
     "whisper-encoder": "aten.convolution.default",  # 1D
-    "lstm": "aten.sigmoid.default",
-    "gru": "aten.sigmoid.default",
+    "lstm": None,
+    "gru": None,
     "separable-cnn": "aten.convolution.default",  # depthwise
-    "mlp-mixer": "aten.gelu.default",
+    "mlp-mixer": None,
 }
 
 
