@@ -1,6 +1,7 @@
 """Convolution variants (`frontend/lowering/conv.py`, docs/frontend.md section 2): grouped
 and depthwise, 1D, transposed, against eager PyTorch with assert_close's fp32 tolerances on
-the frontend tests' fabric (CONFIG).
+the frontend tests' fabric (CONFIG); one training step through the backward of depthwise,
+grouped and 1D convolutions, and one in mixed precision.
 
 Which lowering a variant takes: groups with C_out / G <= G (depthwise above all) are
 weighted sums of the windows (one `rowdot` stage), other groups one GEMM per group; a
@@ -9,9 +10,11 @@ when no two contributions meet and there is no bias)."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import frontend
+from frontend.training import compile_training_step
 from tests.frontend.models import CONFIG
 
 
@@ -59,8 +62,69 @@ def test_convolution_variant_matches_eager(layer, shape, kinds):
     assert _check(layer(), shape) == kinds
 
 
+def test_mixed_precision_depthwise_gradients():
+    """bfloat16 training step of pointwise -> relu -> depthwise: the depthwise backward runs
+    its weighted sums in bfloat16 storage with fp32 sums (convolution_backward takes the
+    half format, `frontend.amp.node_formats`); the gradients of the scaled loss within 8
+    bfloat16 epsilons of eager autocast's, relative to each one's largest magnitude (the
+    bound of tests/frontend/test_training_mixed.py)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 3, 1), nn.ReLU(), nn.Conv2d(3, 3, 3, padding=1,
+                                                                    groups=3))
+    x, target = torch.randn(2, 3, 5, 5), torch.randn(2, 3, 5, 5)
+    step = compile_training_step(model, (x,), (target,), F.mse_loss, CONFIG,
+                                 precision="mixed", half="bfloat16")
+    scale = 1024.0
+    loss, grads = step((x,), (target,), loss_scale=scale)
+    rowdot = [s for s in step.backward.lowered.stages if s.kind == "rowdot"]
+    assert len(rowdot) == 2 and {s.dtype for s in rowdot} == {"bf16"}  # input and weight
+    model.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want_loss = F.mse_loss(model(x), target)
+    (want_loss * scale).backward()
+    eps = torch.finfo(torch.bfloat16).eps
+    torch.testing.assert_close(loss, want_loss.float(), rtol=8 * eps, atol=0)
+    for name, p in model.named_parameters():
+        err = (grads[name] - p.grad).abs().max() / p.grad.abs().max()
+        assert err <= 8 * eps, f"{name}: {err:.3g}"
+
+
+class DepthwiseNet(nn.Module):
+    """depthwise (weighted sums) -> relu -> grouped (a GEMM per group) -> depthwise 1D."""
+
+    def __init__(self):
+        super().__init__()
+        self.dw = nn.Conv2d(2, 2, 3, padding=1, groups=2)
+        self.grouped = nn.Conv2d(2, 6, 3, groups=2, bias=False)
+        self.dw1d = nn.Conv1d(6, 6, 3, padding=1, groups=6)
+
+    def forward(self, x):
+        y = self.grouped(torch.relu(self.dw(x)))
+        return self.dw1d(y.flatten(2))
+
+
+def test_depthwise_and_grouped_training_step():
+    """One step: the loss and every parameter's gradient against eager autograd."""
+    torch.manual_seed(0)
+    model = DepthwiseNet()
+    x, target = torch.randn(2, 2, 5, 5), torch.randn(2, 6, 9)
+    step = compile_training_step(model, (x,), (target,), F.mse_loss, CONFIG)
+    loss, grads = step((x,), (target,))
+    model.zero_grad()
+    want = F.mse_loss(model(x), target)
+    want.backward()
+    torch.testing.assert_close(loss, want.detach())
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(grads[name], p.grad, msg=lambda m, n=name: f"{n}: {m}")
+
+
 def test_refused_variants_name_what_is_missing():
     torch.manual_seed(0)
     conv3d = nn.Conv3d(1, 1, 2).eval()
     with pytest.raises(frontend.UnsupportedOpError, match="3D convolution"):
         frontend.compile(conv3d, (torch.randn(1, 1, 3, 3, 3),), config=CONFIG)
+    up = nn.ConvTranspose2d(1, 1, 2, stride=2)
+    with pytest.raises(frontend.UnsupportedOpError,
+                       match="convolution_backward of a transposed convolution"):
+        compile_training_step(up, (torch.randn(1, 1, 2, 2),), (torch.randn(1, 1, 4, 4),),
+                              F.mse_loss, CONFIG)
