@@ -25,6 +25,7 @@ from fabric.kernels.layout import WordMap, probe_inputs, probe_output, read_word
 from fabric.kernels.optimizers import build_adamw, build_sgd, write_step_scalars
 from fabric.kernels.redistribute import Redistribution, plan_redistribution
 from fabric.kernels.resident import build_resident
+from fabric.kernels.rowdot import build_rowdot, rowdot_reference
 from fabric.kernels.rownorm import (
     build_layernorm,
     build_softmax,
@@ -51,13 +52,14 @@ __all__ = [
     "build_adamw", "build_allreduce", "build_blockwise", "build_broadcast", "build_broadcast_op",
     "build_compare", "build_elementwise", "build_gather", "build_gelu", "build_gemm_cannon",
     "build_gemm_summa", "build_gemv", "build_layernorm", "build_map", "build_multicast",
-    "build_neighbour_exchange", "build_reduce", "build_resident", "build_rowreduce",
-    "build_scatter", "build_sgd", "build_shared_link", "build_shift", "build_softmax",
-    "build_stencil", "build_streams", "build_sumsq", "build_traffic", "build_transpose",
-    "build_unary", "cannon_reference", "compare_reference", "Flow", "Fragment", "gelu_reference",
-    "GELU_WORDS", "gemv_reference", "Kernel", "KernelResult", "layernorm_reference", "mathlib",
-    "pick_colors", "plan_redistribution", "probe_inputs", "probe_output", "read_words",
-    "Redistribution", "rowreduce_reference", "run_kernel", "softmax_reference", "split",
-    "stencil_reference", "summa_reference", "sumsq_reference", "traffic_inputs",
-    "traffic_reference", "UNARY_WORDS", "WordMap", "write_step_scalars", "write_words",
+    "build_neighbour_exchange", "build_reduce", "build_resident", "build_rowdot",
+    "build_rowreduce", "build_scatter", "build_sgd", "build_shared_link", "build_shift",
+    "build_softmax", "build_stencil", "build_streams", "build_sumsq", "build_traffic",
+    "build_transpose", "build_unary", "cannon_reference", "compare_reference", "Flow", "Fragment",
+    "gelu_reference", "GELU_WORDS", "gemv_reference", "Kernel", "KernelResult",
+    "layernorm_reference", "mathlib", "pick_colors", "plan_redistribution", "probe_inputs",
+    "probe_output", "read_words", "Redistribution", "rowdot_reference", "rowreduce_reference",
+    "run_kernel", "softmax_reference", "split", "stencil_reference", "summa_reference",
+    "sumsq_reference", "traffic_inputs", "traffic_reference", "UNARY_WORDS", "WordMap",
+    "write_step_scalars", "write_words",
 ]

@@ -21,6 +21,7 @@ from fabric.kernels import (
     build_gemm_summa,
     build_map,
     build_resident,
+    build_rowdot,
     build_rowreduce,
 )
 from frontend.stages import Limits
@@ -148,6 +149,23 @@ def reduce(low, node, x: Ref, dims, keepdim, op: str) -> Ref:
     return Ref(out.index.reshape(out_shape(node)))
 
 
+def weighted_rows(low, rows, weights, bias=None) -> Ref:
+    """Weighted sums of rows (`build_rowdot`): out[i] = bias[i] + sum_j rows[i, j] *
+    weights[i, j], for Consts or Refs rows and weights of shape (m, r) (a Ref's -1 reads as
+    zero) and an optional bias of shape (m,); the rows split over a whole P x Q tile, the
+    products and sums in fp32 (16-bit storage rounds once, at the end); a Ref of shape
+    (m,). Its work is the m r multiply-adds."""
+    m, r = shape_of(rows)
+    has_bias = bias is not None
+    operands = [low.operand("x", rows, (m, r)), low.operand("w", weights, (m, r))]
+    if has_bias:
+        operands.append(low.operand("b", bias, (m,)))
+    return low.stage("rowdot", (m,),
+                     lambda cfg, rect, **fmt: build_rowdot(cfg, rect, m, r, has_bias, **fmt),
+                     operands, m * r, Limits(m, m), fmas=m * r,
+                     words_per_element=3 * r + 2, suffix="_rowdot")
+
+
 def windows(index: torch.Tensor, kernel, stride, padding, dilation) -> torch.Tensor:
     """(N, C, H, W) index map -> (N, C, OH, OW, kh * kw) windows; padding holds -1 (zero)."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
@@ -173,7 +191,21 @@ def scatter_add(low, contrib: torch.Tensor, target: torch.Tensor, numel: int,
     contrib: global ids (any shape, -1 = zero); target: positions in [0, numel) or -1
     (dropped), same shape. Returns a Ref of shape (numel,): a layout (times `scale` by a
     `map_`) when every position gets at most one contribution, else a `reduce_rows` of
-    (numel, most contributions) rows, each position's contributions padded with zeros."""
+    (numel, most contributions) rows, each position's contributions padded with zeros
+    (`scatter_rows`)."""
+    rows = scatter_rows(contrib, target, numel)
+    if rows.shape[1] <= 1:  # a layout (and a scale)
+        out = Ref(rows[:, 0])
+        return map_(low, out, "mul", scale, (numel,)) if scale != 1.0 else out
+    if scale != 1.0:  # "mean" is the sum times `scale`
+        return reduce_rows(low, rows, "mean", scale)
+    return reduce_rows(low, rows, "sum")
+
+
+def scatter_rows(contrib: torch.Tensor, target: torch.Tensor, numel: int) -> torch.Tensor:
+    """The rows `scatter_add` sums: (numel, w) global ids, row p holding the contributions
+    to position p in their order in `contrib` (w the most any position gets, at least 1),
+    padded with -1 (zero). contrib, target: as `scatter_add`'s."""
     contrib, target = contrib.reshape(-1), target.reshape(-1)
     keep = (target >= 0) & (contrib >= 0)
     contrib, target = contrib[keep], target[keep]
@@ -185,12 +217,7 @@ def scatter_add(low, contrib: torch.Tensor, target: torch.Tensor, numel: int,
     starts = torch.cumsum(counts, 0) - counts
     slot = torch.arange(target.numel()) - starts[target[order]]
     rows[target[order], slot] = contrib[order]
-    if width <= 1:  # a layout (and a scale)
-        out = Ref(rows[:, 0])
-        return map_(low, out, "mul", scale, (numel,)) if scale != 1.0 else out
-    if scale != 1.0:  # "mean" is the sum times `scale`
-        return reduce_rows(low, rows, "mean", scale)
-    return reduce_rows(low, rows, "sum")
+    return rows
 
 
 # ---- matrices and resident tiles -----------------------------------------------------------
