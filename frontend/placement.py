@@ -65,9 +65,11 @@ def _candidates(stage: Stage, pes: int, config: FabricConfig):
         for rows in range(1, max(1, min(lim.rows, pes)) + 1):
             yield rows, lim.cols_fixed
         return
-    for rows in range(1, max(1, min(lim.rows, pes)) + 1):
+    for rows in range(1, max(1, min(lim.rows, pes, config.rows)) + 1):
         widest = max(1, min(lim.cols, pes // rows))
-        for cols in {widest, max(1, widest // 2), 1}:
+        # and the fabric's width: a GEMM of one row (a 1x1 convolution at 1x1 pixels) would
+        # otherwise try only widths past the fabric's and 1
+        for cols in {widest, max(1, widest // 2), 1, min(widest, config.cols)}:
             if stage.kind == "gemm_summa" and \
                     summa_colors(stage, rows, cols) > config.num_colors:
                 continue
