@@ -215,6 +215,22 @@ def resident(low, value, shape, suffix: str) -> Ref:
                      words_per_element=1, suffix=suffix)
 
 
+def constant(low, value: Const, suffix: str = "_const") -> Ref:
+    """A compile-time constant as a runtime tensor, for the ops that mix its elements with
+    runtime ones by index alone (cat with a class token, a pad value): a Ref of the value's
+    shape. All +0.0 (zeros): the index -1, no stage. Otherwise its elements are held on a
+    `resident` tile in the node's format (loaded with the weights, like every constant); a
+    broadcast dimension (stride 0: a parameter expanded to the batch) is held once."""
+    v = value.value.detach()
+    if not v.is_floating_point():
+        raise low.unsupported(f"a {v.dtype} constant among runtime tensors")
+    if v.numel() == 0 or not bool((v != 0).any() or torch.signbit(v).any()):
+        return Ref(torch.full(v.shape, -1, dtype=torch.int64))
+    held = v[tuple(slice(0, 1) if st == 0 else slice(None) for st in v.stride())]
+    ref = resident(low, Const(held.contiguous()), as2d(held.shape), suffix)
+    return Ref(ref.index.reshape(held.shape).expand(v.shape))
+
+
 # ---- per-call gathers (rows picked by runtime indices) -------------------------------------
 def index_source(low, indices: Ref):
     """The user input tensor that all `indices` (a Ref of any shape) come from, so a per-call
