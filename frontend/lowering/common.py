@@ -147,12 +147,21 @@ def reduce(low, node, x: Ref, dims, keepdim, op: str) -> Ref:
     return Ref(out.index.reshape(out_shape(node)))
 
 
-def windows(index: torch.Tensor, kernel, stride, padding, dilation) -> torch.Tensor:
-    """(N, C, H, W) index map -> (N, C, OH, OW, kh * kw) windows; padding holds -1 (zero)."""
+def windows(index: torch.Tensor, kernel, stride, padding, dilation,
+            out_hw=None) -> torch.Tensor:
+    """(N, C, H, W) index map -> (N, C, OH, OW, kh * kw) windows; padding holds -1 (zero).
+    out_hw: the output's (OH, OW) when given: windows that reach past the padded input's far
+    edge (ceil_mode's last ones) read -1 there too, and the result has exactly OH x OW."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    padded = F.pad(index, (pw, pw, ph, ph), value=-1)
     span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    extra_h = extra_w = 0
+    if out_hw is not None:  # far-side padding so that OH x OW windows exist
+        extra_h = max(0, (out_hw[0] - 1) * sh + span_h - (index.shape[2] + 2 * ph))
+        extra_w = max(0, (out_hw[1] - 1) * sw + span_w - (index.shape[3] + 2 * pw))
+    padded = F.pad(index, (pw, pw + extra_w, ph, ph + extra_h), value=-1)
     win = padded.unfold(2, span_h, sh).unfold(3, span_w, sw)[..., ::dh, ::dw]
+    if out_hw is not None:
+        win = win[:, :, :out_hw[0], :out_hw[1]]
     return win.reshape(*win.shape[:4], kh * kw)
 
 

@@ -1,7 +1,8 @@
-"""Layout ops of real architectures (docs/frontend.md, section 2): cat with a constant
-(ViT's class token), constant_pad_nd. Each against eager PyTorch at assert_close's fp32
-tolerances, with a kernel before (the data comes from a tile) and after (the padded or
-concatenated map moves into a kernel)."""
+"""Layout and pooling ops of real architectures (docs/frontend.md, section 2): cat with a
+constant (ViT's class token), constant_pad_nd, max pooling with padding (ResNet's stem),
+average pooling with several divisors and adaptive pooling. Each against eager PyTorch at
+assert_close's fp32 tolerances, with a kernel before (the data comes from a tile) and
+after (the padded or concatenated map moves into a kernel)."""
 
 import torch
 import torch.nn as nn
@@ -33,6 +34,17 @@ class Pads(nn.Module):
                 F.pad(y, (1, 1, 1, 1), mode="reflect") * 2.0)  # aten.index by constants
 
 
+class Pools(nn.Module):
+    def forward(self, x):  # (1, 2, 5, 5)
+        y = x - 3.0  # mostly negative: a max pool padded with zeros would show
+        return (F.max_pool2d(y, 3, 2, 1),  # ResNet's stem
+                F.max_pool2d(y, 2, 2, ceil_mode=True),
+                F.avg_pool2d(y, 3, 2, 1, count_include_pad=False),  # divisors 4, 6, 9
+                F.adaptive_avg_pool2d(y, (3, 4)),  # windows of 2 x 2 and 3 x 2
+                F.adaptive_avg_pool2d(y[:, :, 1:, 1:], (2, 2)),  # divisible: 2 x 2 each
+                F.adaptive_max_pool2d(y, 3))
+
+
 def _check(model, x):
     cm = frontend.compile(model, (x,), config=CONFIG)
     torch.testing.assert_close(cm(x), model(x))
@@ -57,3 +69,10 @@ def test_constant_pad_nd():
     # the pad value is one resident element; zeros, crops and reflections are index maps
     assert sorted(_kinds(cm)) == ["map"] * 4 + ["resident"]
     assert [s.tensor.shape for s in cm.lowered.stages if s.kind == "resident"] == [(1, 1)]
+
+
+def test_pooling_with_padding_and_adaptive_windows():
+    torch.manual_seed(0)
+    cm = _check(Pools(), torch.randn(1, 2, 5, 5))
+    # one row reduction per distinct divisor: 1 + 1 max pools, 3 + 2 + 1 means, 1 max
+    assert _kinds(cm).count("rowreduce") == 9
