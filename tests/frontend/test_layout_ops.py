@@ -1,8 +1,9 @@
 """Layout and pooling ops of real architectures (docs/frontend.md, section 2): cat with a
 constant (ViT's class token), constant_pad_nd, max pooling with padding (ResNet's stem),
-average pooling with several divisors and adaptive pooling. Each against eager PyTorch at
-assert_close's fp32 tolerances, with a kernel before (the data comes from a tile) and
-after (the padded or concatenated map moves into a kernel)."""
+average pooling with several divisors and adaptive pooling, nearest and bilinear
+upsampling. Each against eager PyTorch at assert_close's fp32 tolerances, with a kernel
+before (the data comes from a tile) and after (the padded or concatenated map moves into
+a kernel)."""
 
 import torch
 import torch.nn as nn
@@ -45,6 +46,13 @@ class Pools(nn.Module):
                 F.adaptive_max_pool2d(y, 3))
 
 
+class Upsample(nn.Module):
+    def forward(self, x):  # (1, 2, 3, 4)
+        y = torch.relu(x)
+        return (F.interpolate(y, scale_factor=2, mode="nearest") * 2.0,
+                F.interpolate(y, size=(5, 7), mode="bilinear", align_corners=False))
+
+
 def _check(model, x):
     cm = frontend.compile(model, (x,), config=CONFIG)
     torch.testing.assert_close(cm(x), model(x))
@@ -76,3 +84,10 @@ def test_pooling_with_padding_and_adaptive_windows():
     cm = _check(Pools(), torch.randn(1, 2, 5, 5))
     # one row reduction per distinct divisor: 1 + 1 max pools, 3 + 2 + 1 means, 1 max
     assert _kinds(cm).count("rowreduce") == 9
+
+
+def test_upsampling_nearest_and_bilinear():
+    torch.manual_seed(0)
+    cm = _check(Upsample(), torch.randn(1, 2, 3, 4))
+    # nearest is an index map; bilinear two GEMMs by constant matrices
+    assert sorted(_kinds(cm)) == ["gemm_summa"] * 2 + ["map"] * 2
