@@ -3,13 +3,14 @@ constant (ViT's class token), constant_pad_nd, max pooling with padding (ResNet'
 average pooling with several divisors and adaptive pooling, nearest and bilinear
 upsampling. Each against eager PyTorch at assert_close's fp32 tolerances, with a kernel
 before (the data comes from a tile) and after (the padded or concatenated map moves into
-a kernel)."""
+a kernel); the family once under mixed precision (validate's MIXED_ULPS bound)."""
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 import frontend
+from frontend import amp
 from tests.frontend.models import CONFIG
 
 
@@ -91,3 +92,34 @@ def test_upsampling_nearest_and_bilinear():
     cm = _check(Upsample(), torch.randn(1, 2, 3, 4))
     # nearest is an index map; bilinear two GEMMs by constant matrices
     assert sorted(_kinds(cm)) == ["gemm_summa"] * 2 + ["map"] * 2
+
+
+class Mixed(nn.Module):
+    """The family after a linear layer over channels (a 16-bit node under autocast)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2, bias=False)  # no fp32 bias: 16-bit onwards
+        self.cls = nn.Parameter(torch.randn(1, 1, 2))
+
+    def forward(self, x):  # (1, 6, 6, 3) channels last
+        y = self.lin(x).permute(0, 3, 1, 2)  # (1, 2, 6, 6)
+        y = F.pad(y, (1, 0, 0, 1), value=0.25)  # (1, 2, 7, 7)
+        p = F.max_pool2d(y, 3, 2, 1)  # (1, 2, 4, 4)
+        a = F.adaptive_avg_pool2d(y, (3, 2)).flatten(2).transpose(1, 2)  # (1, 6, 2)
+        return (torch.cat((self.cls, a), dim=1),
+                F.interpolate(p, scale_factor=2, mode="nearest") * 2.0,
+                F.interpolate(p, size=(5, 6), mode="bilinear"))
+
+
+def test_family_under_mixed_precision():
+    torch.manual_seed(0)
+    x = torch.randn(1, 6, 6, 3)
+    cm = frontend.compile(Mixed().eval(), (x,), config=CONFIG, precision="mixed",
+                          half="bfloat16")
+    fmts = {r.node: r.fmt for r in cm.validate(x)}  # raises on a node beyond the bound
+    # 16-bit from the linear layer on; the cat with an fp32 parameter is promoted to fp32
+    half_nodes = ("constant_pad_nd", "getitem", "_adaptive_avg_pool2d", "upsample_nearest2d",
+                  "upsample_bilinear2d")
+    assert {fmts[n] for n in half_nodes} == {amp.half_dtype("bfloat16").fabric}
+    assert fmts["cat"] == "f32"
