@@ -166,12 +166,21 @@ def weighted_rows(low, rows, weights, bias=None) -> Ref:
                      words_per_element=3 * r + 2, suffix="_rowdot")
 
 
-def windows(index: torch.Tensor, kernel, stride, padding, dilation) -> torch.Tensor:
-    """(N, C, H, W) index map -> (N, C, OH, OW, kh * kw) windows; padding holds -1 (zero)."""
+def windows(index: torch.Tensor, kernel, stride, padding, dilation,
+            out_hw=None) -> torch.Tensor:
+    """(N, C, H, W) index map -> (N, C, OH, OW, kh * kw) windows; padding holds -1 (zero).
+    out_hw: the output's (OH, OW) when given: windows that reach past the padded input's far
+    edge (ceil_mode's last ones) read -1 there too, and the result has exactly OH x OW."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    padded = F.pad(index, (pw, pw, ph, ph), value=-1)
     span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    extra_h = extra_w = 0
+    if out_hw is not None:  # far-side padding so that OH x OW windows exist
+        extra_h = max(0, (out_hw[0] - 1) * sh + span_h - (index.shape[2] + 2 * ph))
+        extra_w = max(0, (out_hw[1] - 1) * sw + span_w - (index.shape[3] + 2 * pw))
+    padded = F.pad(index, (pw, pw + extra_w, ph, ph + extra_h), value=-1)
     win = padded.unfold(2, span_h, sh).unfold(3, span_w, sw)[..., ::dh, ::dw]
+    if out_hw is not None:
+        win = win[:, :, :out_hw[0], :out_hw[1]]
     return win.reshape(*win.shape[:4], kh * kw)
 
 
@@ -241,6 +250,22 @@ def resident(low, value, shape, suffix: str) -> Ref:
                      lambda cfg, rect, **fmt: build_resident(cfg, rect, m, n, **fmt),
                      [low.operand("x", value, (m, n))], m * n, Limits(m, n),
                      words_per_element=1, suffix=suffix)
+
+
+def constant(low, value: Const, suffix: str = "_const") -> Ref:
+    """A compile-time constant as a runtime tensor, for the ops that mix its elements with
+    runtime ones by index alone (cat with a class token, a pad value): a Ref of the value's
+    shape. All +0.0 (zeros): the index -1, no stage. Otherwise its elements are held on a
+    `resident` tile in the node's format (loaded with the weights, like every constant); a
+    broadcast dimension (stride 0: a parameter expanded to the batch) is held once."""
+    v = value.value.detach()
+    if not v.is_floating_point():
+        raise low.unsupported(f"a {v.dtype} constant among runtime tensors")
+    if v.numel() == 0 or not bool((v != 0).any() or torch.signbit(v).any()):
+        return Ref(torch.full(v.shape, -1, dtype=torch.int64))
+    held = v[tuple(slice(0, 1) if st == 0 else slice(None) for st in v.stride())]
+    ref = resident(low, Const(held.contiguous()), as2d(held.shape), suffix)
+    return Ref(ref.index.reshape(held.shape).expand(v.shape))
 
 
 # ---- per-call gathers (rows picked by runtime indices) -------------------------------------

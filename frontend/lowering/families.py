@@ -24,7 +24,9 @@ from frontend.lowering import (
     matmul,
     norms,
     reductions,
+    resample,
 )
 
 FAMILIES = (backward, backward_conv, backward_embedding, backward_norms, backward_pool, conv,
-            elementwise, embedding, layout, losses, masks, matmul, norms, reductions)
+            elementwise, embedding, layout, losses, masks, matmul, norms, reductions,
+            resample)

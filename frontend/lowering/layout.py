@@ -3,9 +3,11 @@ the index map (`Ref`) and move nothing until a kernel needs the data in its own 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from frontend.lowering.common import relayout
+from frontend.lowering.common import constant, relayout
 from frontend.lowering.core import rule
 from frontend.values import Const, Ref
 
@@ -79,6 +81,31 @@ def split(low, node, x, sizes, dim=0):
 
 @rule(aten.cat.default)
 def cat(low, node, tensors, dim=0):
-    if not all(isinstance(v, Ref) for v in tensors):
-        raise low.unsupported("cat of constants with runtime tensors")
-    return Ref(torch.cat([v.index for v in tensors], dim), tensors[0].dtype)
+    """Runtime tensors and constants (a class token): each constant's elements are held on
+    a resident tile (`common.constant`), so the result is an index map over runtime ones."""
+    if not all(isinstance(v, (Ref, Const)) for v in tensors):
+        raise low.unsupported("cat of values other than tensors and constants")
+    dtype = next(v.dtype for v in tensors if isinstance(v, Ref))
+    parts = [v if isinstance(v, Ref) else constant(low, v, f"_const{i}")
+             for i, v in enumerate(tensors)]
+    return Ref(torch.cat([v.index for v in parts], dim), dtype)
+
+
+@rule(aten.constant_pad_nd.default)
+def constant_pad_nd(low, node, x, pad, value=0.0):
+    """Padding (or cropping, pad < 0) by a value: zeros are the index -1; another value is
+    one element held on a resident tile that every padding position indexes."""
+    fill = -1
+    if any(p > 0 for p in pad) and (value != 0 or math.copysign(1.0, value) < 0):
+        fill = int(constant(low, Const(torch.tensor(float(value))), "_value").index)
+    return Ref(aten.constant_pad_nd.default(x.index, list(pad), fill), x.dtype)
+
+
+@rule(aten.index.Tensor, aten._unsafe_index.Tensor)
+def index(low, node, x, indices):
+    """Advanced indexing by compile-time indices (reflection and replication padding
+    decompose to it): a re-indexing."""
+    if not isinstance(x, Ref) or not all(i is None or isinstance(i, Const) for i in indices):
+        raise low.unsupported("indexing by runtime indices")
+    picks = [None if i is None else i.value for i in indices]
+    return Ref(node.target(x.index, picks), x.dtype)

@@ -1,6 +1,12 @@
 """Reductions over dimensions (mean.dim, sum.dim_IntList, amax) and 2D pooling (max_pool2d,
-avg_pool2d): the reduced elements of every output are laid out as one row and reduced by
-`fabric.kernels.rowreduce` on a column of PEs."""
+avg_pool2d, adaptive average and max pooling): the reduced elements of every output are laid
+out as one row and reduced by `fabric.kernels.rowreduce` on a column of PEs.
+
+A window's positions outside the input (padding, ceil_mode's last windows) are filled by
+index alone: a max pool's with an element of the same window (max is idempotent, and
+PyTorch's windows always hold one), an average's with -1 (zero). Averages whose windows
+count different divisors (count_include_pad=False, adaptive windows of several sizes) are
+one row reduction per divisor, the outputs put together by an index map."""
 
 from __future__ import annotations
 
@@ -37,14 +43,16 @@ def amax(low, node, x, dims=(), keepdim=False):
 def max_pool2d(low, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     kernel = pair(kernel_size)
     stride, padding, dilation = pair(stride, kernel), pair(padding), pair(dilation)
-    if padding != (0, 0):
-        raise low.unsupported("max_pool2d with padding (its padding is -inf, not 0)")
     shape = out_shape(node)
-    win = windows(x.index, kernel, stride, padding, dilation)[:, :, :shape[2], :shape[3]]
-    if win.shape[2:4] != tuple(shape[2:4]):
-        raise low.unsupported("max_pool2d with ceil_mode windows past the edge")
-    out = reduce_rows(low, win.reshape(-1, win.shape[-1]), "max")
-    return Ref(out.index.reshape(shape)), Unavailable("max_pool2d's indices")
+    win = windows(_batched(x), kernel, stride, padding, dilation, shape[-2:])
+    return _max_windows(low, win, shape), Unavailable("max_pool2d's indices")
+
+
+@rule(aten.adaptive_max_pool2d.default)
+def adaptive_max_pool2d(low, node, x, output_size):
+    shape = out_shape(node)
+    win, _ = _adaptive_windows(_batched(x), shape[-2:])
+    return _max_windows(low, win, shape), Unavailable("adaptive_max_pool2d's indices")
 
 
 @rule(aten.avg_pool2d.default)
@@ -52,12 +60,82 @@ def avg_pool2d(low, node, x, kernel_size, stride=(), padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     kernel = pair(kernel_size)
     stride, padding = pair(stride, kernel), pair(padding)
-    if padding != (0, 0) and not count_include_pad:
-        raise low.unsupported("avg_pool2d with count_include_pad=False and padding")
     shape = out_shape(node)
-    win = windows(x.index, kernel, stride, padding, (1, 1))[:, :, :shape[2], :shape[3]]
-    if win.shape[2:4] != tuple(shape[2:4]):
-        raise low.unsupported("avg_pool2d with ceil_mode windows past the edge")
-    divisor = divisor_override or kernel[0] * kernel[1]
-    out = reduce_rows(low, win.reshape(-1, win.shape[-1]), "mean", 1.0 / divisor)
+    win = windows(_batched(x), kernel, stride, padding, (1, 1), shape[-2:])
+    # PyTorch's divisor per output position: the window's part inside the padded input
+    # (count_include_pad) or inside the input; divisor_override replaces both
+    sizes = []
+    for o, k, s, p, size in zip(shape[-2:], kernel, stride, padding, x.shape[-2:]):
+        start = torch.arange(o) * s - p
+        end = torch.clamp(start + k, max=size + p)
+        sizes.append(end - start if count_include_pad else
+                     torch.clamp(end, max=size) - torch.clamp(start, min=0))
+    counts = sizes[0][:, None] * sizes[1][None, :]
+    if divisor_override:
+        counts = torch.full_like(counts, divisor_override)
+    return _mean_windows(low, win, counts, shape)
+
+
+@rule(aten._adaptive_avg_pool2d.default)
+def adaptive_avg_pool2d(low, node, x, output_size):
+    shape = out_shape(node)
+    win, counts = _adaptive_windows(_batched(x), shape[-2:])
+    return _mean_windows(low, win, counts, shape)
+
+
+def _batched(x: Ref) -> torch.Tensor:
+    """x's index map as (N, C, H, W): an unbatched (C, H, W) input as a batch of one."""
+    return x.index if x.index.dim() == 4 else x.index.unsqueeze(0)
+
+
+def _adaptive_windows(index: torch.Tensor, out_hw):
+    """PyTorch's adaptive windows of an (N, C, H, W) index map: output i of a dimension of
+    size n -> o reads [floor(i n / o), ceil((i + 1) n / o)). Returns the windows (N, C, OH,
+    OW, K) padded with -1 to the largest, K = its size, and the count of each (OH, OW)."""
+    spans = []
+    for o, n in zip(out_hw, index.shape[2:4]):
+        start = [i * n // o for i in range(o)]
+        end = [-(-(i + 1) * n // o) for i in range(o)]
+        width = max(e - s for s, e in zip(start, end))
+        pos = torch.tensor(start)[:, None] + torch.arange(width)  # (o, width)
+        inside = pos < torch.tensor(end)[:, None]
+        spans.append((torch.where(inside, pos, 0), inside))
+    (ph, mh), (pw, mw) = spans
+    n, c = index.shape[:2]
+    oh, kh = ph.shape
+    ow, kw = pw.shape
+    picked = index[:, :, ph[:, None, :, None], pw[None, :, None, :]]  # (N, C, OH, OW, kh, kw)
+    inside = mh[:, None, :, None] & mw[None, :, None, :]
+    win = torch.where(inside, picked, -1).reshape(n, c, oh, ow, kh * kw)
+    return win, inside.reshape(oh, ow, -1).sum(-1)
+
+
+def _max_windows(low, win: torch.Tensor, shape) -> Ref:
+    """max over every window of (N, C, OH, OW, K) ids, a Ref of `shape` (the output's); a
+    -1 (outside the input) is filled with the first element of its window inside it."""
+    rows = win.reshape(-1, win.shape[-1])
+    inside = rows >= 0
+    if not bool(inside.any(1).all()):
+        raise AssertionError("a pooling window outside the input")
+    first = rows.gather(1, inside.int().argmax(1, keepdim=True))
+    out = reduce_rows(low, torch.where(inside, rows, first), "max")
     return Ref(out.index.reshape(shape))
+
+
+def _mean_windows(low, win: torch.Tensor, counts: torch.Tensor, shape) -> Ref:
+    """sum / count over every window of (N, C, OH, OW, K) ids (-1: zero), count (OH, OW)
+    per output position, a Ref of `shape` (the output's): one `reduce_rows` mean per
+    distinct count, over its windows' elements inside the input (in window order, -1s
+    dropped where no row needs them)."""
+    n, c, oh, ow, _ = win.shape
+    out = torch.full((n, c, oh, ow), -1, dtype=torch.int64)
+    for count in torch.unique(counts).tolist():
+        sel = counts == count
+        rows = win[:, :, sel].reshape(-1, win.shape[-1])
+        inside = rows >= 0
+        order = torch.sort((~inside).int(), dim=1, stable=True).indices  # inside first
+        width = max(1, int(inside.sum(1).max()))
+        rows = rows.gather(1, order)[:, :width]
+        mean = reduce_rows(low, rows, "mean", 1.0 / count)
+        out[:, :, sel] = mean.index.reshape(n, c, -1)
+    return Ref(out.reshape(shape))
