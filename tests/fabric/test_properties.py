@@ -734,6 +734,8 @@ def check_program(case: Case, tmp_dir) -> None:
     assert_same_run(resumed, half, "loaded checkpoint")
     resumed.run(max_cycles=MAX_CYCLES)
     assert_same_run(resumed, whole, f"saved at cycle {at} and resumed")
+    # one compiled engine for every run of every program (the first one compiles it)
+    assert again.compile_s == chunked.compile_s == cut.compile_s == resumed.compile_s == 0
     event(f"{len(case.flows)} flows")
     event(f"{sum(len(f.receivers) > 1 for f in case.flows) > 0 and 'multicast' or 'unicast'}")
     if any(op.is_async for code in case.pes.values() for op in code.ops):
