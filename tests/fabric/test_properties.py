@@ -105,6 +105,9 @@ class Fab:
 
 @dataclasses.dataclass
 class DsdOp:
+    """dst = kind(a, b) (fma: a + b * s) element by element; sources are views, fabric
+    inputs or immediates."""
+
     kind: str  # mov add sub mul fma max min
     dst: View | Fab
     a: View | Fab | float
@@ -129,6 +132,8 @@ class DsdOp:
 
 @dataclasses.dataclass
 class Flow:
+    """n wavelets of `color` from the CE of `src` along a route tree to `receivers`."""
+
     color: int
     src: tuple
     edges: list  # (cell, next cell) of the route tree
