@@ -31,7 +31,7 @@ Properties checked for every generated program:
   and buffers included, whenever the model stays finite and away from subnormals.
 
 Every program is built with the table floor `FLOOR`, above anything generated, so one
-compiled engine serves every example. 100 programs run by default (about 20 s on a 2-core
+compiled engine serves every example. 100 programs run by default (15 to 20 s on a 2-core
 CPU), 1000 under `-m long`; `--hypothesis-show-statistics` shows what they covered.
 
 Found on the way (xfail, strict): `Simulator.load` takes no `min_table_rows`, so a session
