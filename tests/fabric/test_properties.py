@@ -34,9 +34,8 @@ Every program is built with the table floor `FLOOR`, above anything generated, s
 compiled engine serves every example. 100 programs run by default (15 to 20 s on a 2-core
 CPU), 1000 under `-m long`; `--hypothesis-show-statistics` shows what they covered.
 
-Found on the way (xfail, strict): `Simulator.load` takes no `min_table_rows`, so a session
-built with a table floor cannot be resumed through it; the checkpoint property restores
-through `fabric.checkpoint` with the floor instead.
+Found on the way and fixed: `Simulator.load` could not resume a session built with a table
+floor (checkpoints now record the table rows; tests/fabric/test_checkpoint.py).
 """
 
 from __future__ import annotations
@@ -48,18 +47,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from fabric import CheckpointError, FabricConfig, Port, Program, Simulator, Tile
+from fabric import FabricConfig, Program, Simulator, Tile
 from fabric import instructions as ins
-from fabric.checkpoint import read_checkpoint, restore_checkpoint
 from tests.fabric.programs import (
     DIRECTION,
-    ROW,
     Routes,
     invariants,
     l_path,
     pe,
-    receiver_tile,
-    sender_tile,
 )
 
 CONFIG = FabricConfig.small(3, 4)
@@ -732,10 +727,7 @@ def check_program(case: Case, tmp_dir) -> None:
           "saved with nothing in flight")
     path = tmp_dir / "part.ckpt"
     half.save(path)
-    # Simulator.load builds without a table floor (see the xfail test below), so the session
-    # is made with FLOOR and restored the way Simulator.load restores one
-    resumed = restore_checkpoint(Simulator(CONFIG, program, min_table_rows=FLOOR),
-                                 read_checkpoint(path, CONFIG))
+    resumed = Simulator.load(path, CONFIG, program)  # built with the saved table rows
     assert_same_run(resumed, half, "loaded checkpoint")
     resumed.run(max_cycles=MAX_CYCLES)
     assert_same_run(resumed, whole, f"saved at cycle {at} and resumed")
@@ -764,20 +756,3 @@ def test_random_programs_keep_every_property(tmp_path_factory, case):
 @given(programs())
 def test_random_programs_keep_every_property_long(tmp_path_factory, case):
     check_program(case, tmp_path_factory.mktemp("ckpt"))
-
-
-@pytest.mark.xfail(strict=True, raises=CheckpointError,
-                   reason="Simulator.load / load_checkpoint take no min_table_rows: they build "
-                          "the program in its own bucket, so a session built with a table "
-                          "floor is refused as 'saved under another program'")
-def test_load_resumes_a_session_built_with_a_table_floor(tmp_path):
-    prog = Program(ROW)
-    prog.place(sender_tile(0, 4), pe(0, 0))
-    prog.place(receiver_tile(0, 4), pe(0, 1))
-    prog.route(pe(0, 0), 0, Port.RAMP, Port.EAST)
-    prog.route(pe(0, 1), 0, Port.WEST, Port.RAMP)
-    sim = Simulator(ROW, prog, min_table_rows=(128, 128))
-    sim.launch("main")
-    sim.save(tmp_path / "floor.ckpt")
-    resumed = Simulator.load(tmp_path / "floor.ckpt", ROW, prog)
-    assert_same_run(resumed, sim, "loaded checkpoint")
