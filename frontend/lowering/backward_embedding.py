@@ -140,12 +140,10 @@ def unsqueeze(low, node, x, dim):
     return x  # elementwise on the indices: its shape follows `where`
 
 
-@rule(aten.clamp.default)
+@rule(aten.clamp.default, case=lambda low, node, x, *args, **kwargs: _is_index(x))
 def clamp(low, node, x, lo=None, hi=None):
-    if _is_index(x):
-        return Clamped(x, float("-inf") if lo is None else lo,
-                       float("inf") if hi is None else hi)
-    raise low.unsupported("clamp of a runtime tensor (only of indices)")
+    """clamp of integer indices: symbolic (a float tensor's clamp: `elementwise.clamp`)."""
+    return Clamped(x, float("-inf") if lo is None else lo, float("inf") if hi is None else hi)
 
 
 def _zero_or_gradient(low, node, cond, a, b) -> bool:

@@ -74,6 +74,25 @@ def relu(low, node, x):
     return map_(low, x, "relu", 0.0, x.shape)
 
 
+@rule(aten.clamp.default)
+def clamp(low, node, x, lo=None, hi=None):
+    """min(max(x, lo), hi), as torch.clamp: a max and a min map (`build_map`), each left
+    out when its bound is None; NaN stays NaN. (Integer indices: `backward_embedding`.)"""
+    if not isinstance(x, Ref):
+        raise low.unsupported(f"clamp of a {type(x).__name__}")
+    for bound in (lo, hi):
+        if bound is not None and not isinstance(bound, (int, float)):
+            raise low.unsupported(f"clamp with a bound of type {type(bound).__name__}")
+    y = x if lo is None else map_(low, x, "max", float(lo), x.shape)
+    return y if hi is None else map_(low, y, "min", float(hi), x.shape)
+
+
+@rule(aten.hardtanh.default)
+def hardtanh(low, node, x, min_val=-1.0, max_val=1.0):
+    """hardtanh (ReLU6 is hardtanh(0, 6)): clamp to [min_val, max_val]."""
+    return clamp(low, node, x, min_val, max_val)
+
+
 @rule(aten.gelu.default)
 def gelu(low, node, x, approximate="none"):
     """Both of PyTorch's forms: approximate="none" (exact, erf) or "tanh" (`build_gelu`)."""

@@ -32,16 +32,15 @@ def test_unsupported_op_names_op_node_and_source_line():
     assert "Supported ops:" in msg and "aten.addmm.default" in msg
 
 
-class ClampedActivation(nn.Module):
+class PoolingIndices(nn.Module):
     def forward(self, x):
-        return torch.clamp(x * 2.0, -1.0, 1.0)
+        return nn.functional.max_pool2d(x, 2, return_indices=True)[1]
 
 
 def test_a_rule_that_covers_part_of_an_op_gives_the_reason():
-    """clamp has a rule for indices only: a clamp of activations names that limit."""
-    with pytest.raises(frontend.UnsupportedOpError, match=r"clamp of a runtime tensor "
-                                                          r"\(only of indices\)"):
-        frontend.compile(ClampedActivation(), (torch.randn(2, 8),), config=CONFIG)
+    """max pooling computes the maxima, not their indices: returning them names that."""
+    with pytest.raises(frontend.UnsupportedOpError, match="not computed on the fabric"):
+        frontend.compile(PoolingIndices(), (torch.randn(1, 2, 4, 4),), config=CONFIG)
 
 
 def test_model_too_big_for_the_fabric():
