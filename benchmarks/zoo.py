@@ -44,6 +44,9 @@ def measure(name: str, config: FabricConfig) -> dict:
         op = re.search(r"\((aten\.[\w.]+)\)", first)
         return {**row, "status": "stops", "stopped_by": op.group(1) if op else first,
                 "compile_s": time.perf_counter() - t0}
+    except frontend.PlacementError as exc:  # every op lowers; the fabric is too small
+        return {**row, "status": "too big", "stopped_by": str(exc).splitlines()[0][:120],
+                "compile_s": time.perf_counter() - t0}
     except frontend.FrontendError as exc:
         return {**row, "status": "error", "stopped_by": str(exc).splitlines()[0][:200],
                 "compile_s": time.perf_counter() - t0}
@@ -84,12 +87,12 @@ def main(argv=None) -> int:
     runs = [r for r in results if r["status"] == "runs"]
     stops: dict[str, list[str]] = {}
     for r in results:
-        if r["status"] in ("stops", "error"):
+        if r["status"] in ("stops", "error", "too big"):
             stops.setdefault(r["stopped_by"], []).append(r["model"])
     columns = ["model", "family", "status", "cycles", "PEs", "util %", "max node err",
                "output err", "compile s", "sim s"]
     table = [[r["model"], r["family"], r["status"] if "cycles" in r else
-              f"stops at {r['stopped_by']}", r.get("cycles", ""), r.get("pes_used", ""),
+              f"{r['status']}: {r['stopped_by']}", r.get("cycles", ""), r.get("pes_used", ""),
               round(100 * r["utilization"], 3) if "utilization" in r else "",
               f"{r['max_node_error']:.1e}" if "max_node_error" in r else "",
               f"{r['output_error']:.1e}" if "output_error" in r else "",
@@ -104,7 +107,7 @@ def main(argv=None) -> int:
                                                            "rows": table}})
     for line in headline:
         print(line)
-    return 0 if all(r["status"] in ("runs", "stops") for r in results) else 1
+    return 0 if all(r["status"] in ("runs", "stops", "too big") for r in results) else 1
 
 
 if __name__ == "__main__":

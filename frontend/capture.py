@@ -56,6 +56,9 @@ def torch_internals_quiet():
     - the FutureWarning "`isinstance(treespec, LeafSpec)` is deprecated" (torch 2.13),
       attributed to copyreg or torch: export's `run_decompositions` deep-copies pytree specs
       and each LeafSpec rebuilt warns, on every call;
+    - the UserWarning "The tensor attributes self.rnn._flat_weights[...] were assigned
+      during export" (attributed to contextlib): nn.LSTM and nn.GRU keep their weights in a
+      list that export re-assigns; the user's module registers them as it should;
     - the ERROR log "failed while attempting to run meta for <op>" of
       torch._subclasses.fake_tensor, with the traceback of an exception that tracing then
       raises anyway (a model whose shapes do not match its inputs): the frontend's error
@@ -67,6 +70,8 @@ def torch_internals_quiet():
         warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is "
                                 r"deprecated", category=FutureWarning,
                                 module=r"(copyreg|torch\..*)$")
+        warnings.filterwarnings("ignore", message=r"The tensor attributes .*_flat_weights\[",
+                                category=UserWarning, module=r"(contextlib|torch\..*)$")
         fake_tensor_log.addFilter(meta_failed)
         try:
             yield
