@@ -28,7 +28,7 @@ import math
 import torch
 
 from fabric.kernels import build_rowreduce
-from frontend.lowering.common import gather_rows, index_source, out_shape, resident, scatter_add
+from frontend.lowering.common import gather_rows, index_source, resident, scatter_add
 from frontend.lowering.core import rule
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref, Symbolic
@@ -147,21 +147,15 @@ def clamp(low, node, x, lo=None, hi=None):
 
 
 def _zero_or_gradient(low, node, cond, a, b) -> bool:
-    """where(c, 0, g) for a runtime g and c a negated index check or a constant (the other
-    `where`s: `masks`, `backward`, `losses`)."""
+    """where(c, 0, g) for a runtime g and c a negated index check (the other `where`s:
+    `masks`, `backward`, `losses`, and `layout` for a constant condition)."""
     zero_a = isinstance(a, Const) and bool((a.value == 0).all())
-    return (zero_a and isinstance(b, Ref)
-            and ((isinstance(cond, IndexPred) and cond.negated) or isinstance(cond, Const)))
+    return zero_a and isinstance(b, Ref) and isinstance(cond, IndexPred) and cond.negated
 
 
 @rule(aten.where.self, case=_zero_or_gradient)
 def where(low, node, cond, a, b):
-    if isinstance(cond, IndexPred):
-        return Guarded(b, dataclasses.replace(cond, negated=False))
-    # a constant condition selecting 0: those elements read as zero (index -1)
-    shape = out_shape(node)
-    keep = cond.value.to(torch.bool).expand(shape)
-    return Ref(torch.where(keep, torch.tensor(-1), b.index.expand(shape)), b.dtype)
+    return Guarded(b, dataclasses.replace(cond, negated=False))
 
 
 # ---- the scatter-add -----------------------------------------------------------------------

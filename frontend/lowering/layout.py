@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from frontend.lowering.common import constant, relayout
+from frontend.lowering.common import constant, out_shape, relayout
 from frontend.lowering.core import rule
 from frontend.values import Const, Ref
 
@@ -89,6 +89,33 @@ def cat(low, node, tensors, dim=0):
     parts = [v if isinstance(v, Ref) else constant(low, v, f"_const{i}")
              for i, v in enumerate(tensors)]
     return Ref(torch.cat([v.index for v in parts], dim), dtype)
+
+
+def _constant_condition(low, node, cond, a, b) -> bool:
+    """where(c, a, b) with c known at compile time and a runtime branch (the other `where`s:
+    `masks`, `backward`, `backward_embedding`, `losses`)."""
+    return (isinstance(cond, Const) and all(isinstance(v, (Ref, Const)) for v in (a, b))
+            and any(isinstance(v, Ref) for v in (a, b)))
+
+
+@rule(aten.where.self, case=_constant_condition)
+def where(low, node, cond, a, b):
+    """A selection known at compile time is an index map: each element is a's or b's (a
+    causal mask filling with a constant, GPT-Neo's attention). A constant branch of zeros
+    reads as zero (index -1); another constant's elements are held on a resident tile
+    (`common.constant`)."""
+    shape = out_shape(node)
+
+    def index(v, suffix):
+        if isinstance(v, Ref):
+            return v.index.expand(shape)
+        if bool((v.value == 0).all()):
+            return torch.full(shape, -1, dtype=torch.int64)
+        return constant(low, Const(v.value.to(torch.float32).expand(shape)), suffix).index
+
+    keep = cond.value.to(torch.bool).expand(shape)
+    dtype = next(v.dtype for v in (a, b) if isinstance(v, Ref))
+    return Ref(torch.where(keep, index(a, "_then"), index(b, "_else")), dtype)
 
 
 @rule(aten.constant_pad_nd.default)

@@ -123,3 +123,25 @@ def test_family_under_mixed_precision():
                   "upsample_bilinear2d")
     assert {fmts[n] for n in half_nodes} == {amp.half_dtype("bfloat16").fabric}
     assert fmts["cat"] == "f32"
+
+
+class ConstantSelect(torch.nn.Module):
+    """where with a condition known at compile time: a causal fill with a large negative
+    constant (GPT-Neo's attention), zeros, and a select between two runtime tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("causal", torch.tril(torch.ones(4, 4, dtype=torch.bool)))
+
+    def forward(self, x):
+        y = torch.where(self.causal, x, torch.tensor(-3.4e38))
+        z = torch.where(self.causal, torch.zeros(()), x * 2.0)
+        return y + z, torch.where(self.causal.T, x, x.transpose(0, 1) + 1.0)
+
+
+def test_where_with_a_constant_condition_is_an_index_map():
+    x = torch.randn(4, 4, generator=torch.Generator().manual_seed(3))
+    cm = frontend.compile(ConstantSelect(), (x,), config=CONFIG)
+    for got, want in zip(cm(x), ConstantSelect()(x)):
+        torch.testing.assert_close(got, want, rtol=0.0, atol=0.0)
+    assert {s.kind for s in cm.lowered.stages} <= {"resident", "map", "elementwise"}

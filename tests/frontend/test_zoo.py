@@ -33,7 +33,7 @@ STOPS = {
     "mpnet": "aten.cumsum.default",
     "t5-encoder": None,
     "gpt2": None,
-    "gpt-neo": "aten.where.self",
+    "gpt-neo": None,
     "gptj": None,
     "opt": None,
     "bloom": None,
