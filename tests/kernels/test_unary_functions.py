@@ -2,7 +2,7 @@
 forms): accuracy over dense sweeps, special values against eager PyTorch, the fabric against
 its numpy mirror bit for bit, exact cycles, and 16-bit storage.
 
-- Sweeps (host): `mathlib.emulate` runs each kernel's instruction list in numpy as the
+- Sweeps (host): `mathlib_numpy.emulate` runs each kernel's instruction list in numpy as the
   fabric computes it, over a few hundred thousand points per function in both fma modes
   (one rounding or two); the error is |got - ref| / ulp(ref), ref the float64 value rounded
   to fp32 (math.erfc for the erf form), and must not exceed the bound the kernel states.
@@ -34,6 +34,7 @@ from fabric import FabricConfig, Rect
 from fabric.instructions import Mem
 from fabric.kernels import activations as act
 from fabric.kernels import mathlib as ml
+from fabric.kernels import mathlib_numpy as mn
 from fabric.kernels.base import run_kernel
 from fabric.kernels.unary import FUNCTIONS, build_unary
 from fabric.numerics import round_to, to_half
@@ -154,7 +155,7 @@ def ulp_error(got, ref64):
 
 def _emulate(name, x, fused):
     code = FNS[name].code(Mem("y"), Mem("x"), [Mem(f"s{i}") for i in range(6)])
-    return ml.emulate(code, {"x": x}, fused)["y"].view(np.float32)
+    return mn.emulate(code, {"x": x}, fused)["y"].view(np.float32)
 
 
 def _domain(name, x, ref):
@@ -202,7 +203,7 @@ def test_gauss_tail_relative_and_erf_absolute_error():
     erf_ref = np.vectorize(math.erf, otypes=[np.float64])(b64 / math.sqrt(2))
     s = [Mem(f"s{i}") for i in range(4)]
     for fused in (False, True):
-        q = ml.emulate(ml.gauss_tail(Mem("y"), Mem("x"), s), {"x": b}, fused)["y"]
+        q = mn.emulate(ml.gauss_tail(Mem("y"), Mem("x"), s), {"x": b}, fused)["y"]
         q = q.view(np.float32)
         normal = q_ref >= TINY
         assert ulp_error(q[normal], q_ref[normal]).max() <= ml.GAUSS_ULPS
