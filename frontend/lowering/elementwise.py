@@ -56,9 +56,9 @@ def mul(low, node, x, y):
 
 @rule(aten.div.Tensor, aten.div.Scalar)
 def div(low, node, x, y):
+    """x / y for a constant y: a multiplication by 1 / y (by a runtime y: the case rule of
+    `losses.div`, x * reciprocal(y))."""
     shape = out_shape(node)
-    if isinstance(y, Ref):
-        raise low.unsupported("division by a runtime tensor")
     if scalar(y):
         return map_(low, Ref(x.index.expand(shape)), "mul", 1.0 / num(y), shape)
     return binary(low, x, Const(1.0 / y.value.to(torch.float32)), "mul", shape)
