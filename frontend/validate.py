@@ -48,8 +48,18 @@ class NodeError:
     fp32_max_rel: float | None = None
 
 
-def golden_values(captured, inputs: dict[str, torch.Tensor]) -> dict[str, object]:
-    """Every node's eager value: {node name: tensor or tuple}.
+# Ops eager autocast runs in the half dtype through their composite entry points (conv1d,
+# conv2d, conv3d, conv_transpose*): the captured graph holds only aten.convolution, which
+# autocast's lists do not name, so a graph replayed under autocast would keep it in fp32
+# where the user's eager code runs it in 16 bits. Their floating arguments are cast as
+# autocast casts those of conv2d.
+AUTOCAST_LOWERED = (torch.ops.aten.convolution.default,)
+
+
+def golden_values(captured, inputs: dict[str, torch.Tensor],
+                  autocast_dtype: torch.dtype | None = None) -> dict[str, object]:
+    """Every node's eager value: {node name: tensor or tuple}; under CPU autocast with
+    `autocast_dtype` when given (the ops of `AUTOCAST_LOWERED` as eager autocast runs them).
 
     Raises:
         FrontendError: eager PyTorch refuses a node on these inputs (its error, the node and
@@ -60,7 +70,9 @@ def golden_values(captured, inputs: dict[str, torch.Tensor]) -> dict[str, object
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n):
             try:
-                out = super().run_node(n)
+                out = (_lowered(self, n, autocast_dtype)
+                       if autocast_dtype is not None and n.target in AUTOCAST_LOWERED
+                       else super().run_node(n))
             except Exception as exc:  # eager's own message says what is wrong
                 raise FrontendError(f"{describe(n)}: eager PyTorch refuses this node on the "
                                     f"given inputs: {type(exc).__name__}: {exc}") from exc
@@ -76,11 +88,25 @@ def golden_values(captured, inputs: dict[str, torch.Tensor]) -> dict[str, object
     return values
 
 
+def _lowered(interpreter: torch.fx.Interpreter, node: torch.fx.Node, dtype: torch.dtype):
+    """`node` run with its floating tensor arguments cast to `dtype` (autocast's
+    lower-precision rule for conv2d and its kin)."""
+    args, kwargs = interpreter.fetch_args_kwargs_from_env(node)
+
+    def cast(a):
+        return a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+
+    args = tuple(cast(a) for a in args)
+    kwargs = {k: cast(v) for k, v in kwargs.items()}
+    return node.target(*args, **kwargs)
+
+
 def autocast_values(captured, inputs: dict[str, torch.Tensor],
                     autocast_dtype: torch.dtype) -> dict[str, object]:
-    """Every node's value when the captured graph runs under CPU autocast."""
+    """Every node's value when the captured graph runs under CPU autocast, as the user's
+    eager code would compute it there."""
     with torch.autocast("cpu", dtype=autocast_dtype):
-        return golden_values(captured, inputs)
+        return golden_values(captured, inputs, autocast_dtype)
 
 
 def mixed_tolerance(want: torch.Tensor, fmt: str) -> tuple[float, float]:

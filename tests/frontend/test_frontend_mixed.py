@@ -135,3 +135,25 @@ def test_overflow_fp16_infinite_cbfloat16_finite():
     assert torch.isinf(results["float16"]).all()
     assert torch.isfinite(results["cbfloat16"]).all()
     assert abs(float(results["cbfloat16"]) - 180000.0) <= 180000.0 * 2 ** -9
+
+
+def test_convolution_runs_in_the_half_dtype_as_eager_autocast_runs_conv2d():
+    """Eager autocast casts conv2d's inputs to the half dtype, but the captured graph holds
+    aten.convolution, which autocast's lists do not name: the frontend follows the user's
+    eager code (the convolution node in 16 bits, its reference computed the same way)."""
+    from frontend.zoo import LeNet
+
+    torch.manual_seed(0)
+    model, x = LeNet().eval(), torch.randn(2, 1, 8, 8)
+    cm = frontend.compile(model, (x,), config=CONFIG, precision="mixed", half="bfloat16")
+    conv = next(n for n in cm.captured.graph.nodes
+                if n.target is torch.ops.aten.convolution.default)
+    assert cm.formats[conv.name] == "bf16"
+    assert {p.kernel.info.get("dtype") for p in cm.prepared if p.stage.node is conv} == {"bf16"}
+    cm.validate(x)  # every node within 8 bf16 epsilons of eager autocast's value
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        want = model(x)
+    scale = float(want.float().abs().max())
+    eps = EPSILON["bf16"]
+    torch.testing.assert_close(cm.outputs().float(), want.float(), rtol=MIXED_ULPS * eps,
+                               atol=MIXED_ULPS * eps * scale)
