@@ -148,8 +148,13 @@ def any_of(low, m: Ref, dim: int, keepdim: bool) -> Ref:
     return Ref(index.unsqueeze(d) if keepdim else index, torch.bool)
 
 
-def float_mask(low, v) -> Ref:
-    """A comparison or bool tensor as 0.0 / 1.0 words (a bool input converted: ne 0)."""
+def float_mask(low, v) -> Ref | Const:
+    """A comparison or a tensor's truth as 0.0 / 1.0 words: a bool input converted, and a
+    number tensor's nonzero elements true (NaN included), as the logical ops read them."""
+    if isinstance(v, Const):  # known at compile time: its truth too
+        return Const((v.value != 0).to(torch.float32))
+    if isinstance(v, Ref) and v.dtype != torch.bool:
+        return relation(low, v, 0, "ne")
     m = as_mask(low, v)
     return relation(low, m, 0, "ne") if _int_words(low, m) else m
 
@@ -232,6 +237,8 @@ def logical_not(low, node, x):
     _is_bool(low, node, "bitwise not")
     if isinstance(x, Pred):
         return Pred("not", x)
+    if isinstance(x, Ref) and x.dtype != torch.bool:  # a number tensor: its zeros
+        return relation(low, x, 0, "eq")
     return not_(low, as_mask(low, x))
 
 
