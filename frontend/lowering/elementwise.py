@@ -145,10 +145,14 @@ def unary_stage(low, x, fn: str) -> Ref:
     if not isinstance(x, Ref) or (fn != "itof" and not x.dtype.is_floating_point):
         what = type(x).__name__ if not isinstance(x, Ref) else f"a {x.dtype} tensor"
         raise low.unsupported(f"{fn} of {what} (a runtime float tensor)")
-    if fn == "itof" and low.format != "f32":
-        raise low.unsupported(f"an integer tensor read as {low.format} (fp32 only)")
     m, n = as2d(x.shape)
-    ref = low.stage(fn, (m, n), lambda cfg, rect, **fmt: build_unary(cfg, rect, m, n, fn, **fmt),
+    if fn == "itof":  # int32 words have no 16-bit form: fp32 storage in every format
+        def build(cfg, rect, **fmt):
+            return build_unary(cfg, rect, m, n, fn)
+    else:
+        def build(cfg, rect, **fmt):
+            return build_unary(cfg, rect, m, n, fn, **fmt)
+    ref = low.stage(fn, (m, n), build,
                     [low.operand("x", x, (m, n))], m * n * CYCLES[fn],
                     Limits(m, n), words_per_element=UNARY_WORDS[fn], suffix=f"_{fn}")
     return Ref(ref.index.reshape(x.shape))

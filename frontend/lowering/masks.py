@@ -90,8 +90,6 @@ def relation(low, x, other, op: str, shape=None) -> Ref:
     kind = "int" if _int_words(low, x) else "float"
     if isinstance(other, Ref) and _int_words(low, other) != (kind == "int"):
         raise low.unsupported(f"{op} of an integer and a float tensor")
-    if kind == "int" and low.format != "f32":
-        raise low.unsupported(f"{op} of integers in {low.format}")
     s = None
     if scalar(other):
         s = num(other)
@@ -107,8 +105,10 @@ def relation(low, x, other, op: str, shape=None) -> Ref:
         operands.append(low.operand("z", expand_to(other, shape), (m, n)))
     cost = CYCLES["relation" if s is None else "relation_scalar"]
     ref = low.stage("relation", (m, n),
-                    lambda cfg, rect, **fmt: build_relation(cfg, rect, m, n, op, s, kind,
-                                                            dtype=fmt.get("dtype", "f32")),
+                    # int32 words have no 16-bit form: integers compare in fp32 storage
+                    lambda cfg, rect, **fmt: build_relation(
+                        cfg, rect, m, n, op, s, kind,
+                        dtype=fmt.get("dtype", "f32") if kind == "float" else "f32"),
                     operands, m * n * cost, Limits(m, n), words_per_element=10,
                     suffix=f"_{op}")
     return Ref(ref.index.reshape(shape), torch.bool)
@@ -268,6 +268,8 @@ def where(low, node, cond, a, b):
     if _attention_guard(cond, a, b):
         return b
     c = as_mask(low, cond)
+    if low.format != "f32" and _int_words(low, c):  # a bool input into 16-bit storage
+        c = float_mask(low, c)
     shape = out_shape(node)
     dtype = node.meta["val"].dtype
     if not dtype.is_floating_point and dtype != torch.bool:

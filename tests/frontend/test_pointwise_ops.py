@@ -136,11 +136,12 @@ class MixedModel(nn.Module):
         super().__init__()
         self.fc = nn.Linear(8, 8)
 
-    def forward(self, x):
+    def forward(self, x, keep, attention_mask):
         h = self.fc(x)
         a = torch.where(h > 0.1, F.leaky_relu(h, 0.1), torch.maximum(h, -h[:1]))
         b = torch.log1p(torch.abs(h)) + torch.log(torch.abs(h) + 1.0)
-        return a + b, h.masked_fill(h < -0.5, 0.25), (h > x)
+        c = torch.where(keep, h, 0.5 * h).masked_fill(attention_mask == 0, -1.0)
+        return a + b, c.masked_fill(h < -0.5, 0.25), (h > x)
 
 
 @pytest.fixture
@@ -152,18 +153,20 @@ def _float16():
 
 
 def test_mixed_precision_matches_autocast(_float16):
-    """The new kernels on float16 nodes (widened, computed, rounded once): every node within
-    `frontend.validate`'s mixed bound of eager autocast; the masks exact."""
+    """The new kernels on float16 nodes (widened, computed, rounded once), a bool and an
+    integer input as conditions of float16 selects: every node within `frontend.validate`'s
+    mixed bound of eager autocast; the masks exact."""
     torch.manual_seed(5)
     model, x = MixedModel().eval(), torch.randn(5, 8)
-    cm = frontend.compile(model, (x,), config=CONFIG, precision="mixed")
-    rows = cm.validate(x)  # raises on a node beyond the stated bound
+    inputs = (x, torch.rand(5, 8) > 0.5, torch.tensor([[1] * 6 + [0] * 2] * 5))
+    cm = frontend.compile(model, inputs, config=CONFIG, precision="mixed")
+    rows = cm.validate(*inputs)  # raises on a node beyond the stated bound
     assert any(r.fmt == "f16" for r in rows)
     half = {p.stage.kind for p in cm.prepared if p.kernel.info.get("dtype") == "f16"}
     assert {"select", "leaky_relu", "maximum", "log1p", "abs"} <= half
     with torch.no_grad(), torch.autocast("cpu", torch.float16):
-        want = model(x)
-    got = cm(x)
+        want = model(*inputs)
+    got = cm(*inputs)
     # the mask of h > x, exact given h; h itself may differ from autocast's by an ulp (the
     # fabric rounds the product before the bias add), which flips no element of this input
     assert got[2].dtype == torch.bool
