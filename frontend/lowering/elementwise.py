@@ -204,11 +204,15 @@ def clamp_tensor(low, node, x, lo=None, hi=None):
     """min(max(x, lo), hi) with tensor bounds (broadcast), each left out when None."""
     shape = out_shape(node)
     y = _float_operand(low, x, "clamp")
-    if lo is not None:
-        y = extremum(low, y, _float_operand(low, lo, "clamp"), "maximum", shape)
-    if hi is not None:
-        y = extremum(low, y, _float_operand(low, hi, "clamp"), "minimum", shape)
-    return y if isinstance(y, Ref) else Ref(y.index.expand(shape))
+    for bound, op in ((lo, "maximum"), (hi, "minimum")):
+        if bound is None:
+            continue
+        bound = _float_operand(low, bound, "clamp")
+        if scalar(bound) and isinstance(y, Ref):  # a 0-d bound: a map
+            y = map_(low, Ref(y.index.expand(shape)), op[:3], num(bound), shape)
+        else:
+            y = extremum(low, y, bound, op, shape)
+    return y
 
 
 @rule(aten.leaky_relu.default)

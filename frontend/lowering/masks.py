@@ -77,6 +77,11 @@ def _int_words(low, x: Ref) -> bool:
         return False
     ids = x.index.reshape(-1)
     ids = ids[ids >= 0]
+    if not ids.numel():
+        return False
+    first = low.owner(int(ids.min()))
+    if int(ids.max()) < first.base + first.numel:  # all in one tensor (the usual case)
+        return first.kind == "input"
     kinds = {low.owner(int(i)).kind for i in torch.unique(ids)}
     if len(kinds) > 1:
         raise low.unsupported("a tensor mixing an integer input with computed values")
@@ -98,6 +103,8 @@ def relation(low, x, other, op: str, shape=None) -> Ref:
                 raise low.unsupported(f"{op} of an integer tensor with {s}")
             s = int(s)
     elif isinstance(other, Const):
+        if kind == "int":
+            raise low.unsupported(f"{op} of an integer input with a constant tensor")
         other = constant(low, Const(other.value.to(torch.float32)))
     m, n = as2d(shape)
     operands = [low.operand("x", expand_to(x, shape), (m, n))]
