@@ -44,7 +44,8 @@ class Activations(nn.Module):
     def forward(self, x, y):
         return (F.hardswish(x), F.hardsigmoid(x), F.leaky_relu(x), F.leaky_relu(x, 0.2),
                 F.leaky_relu(x, 1.5), torch.abs(x), torch.maximum(x, y[:1]),
-                torch.minimum(x, y), torch.clamp(x, y - 1, y[:, :1] + 1), torch.clamp(x, max=y))
+                torch.minimum(x, y), torch.clamp(x, y - 1, y[:, :1] + 1), torch.clamp(x, max=y),
+                torch.clamp(x, min=torch.tensor(-0.5)))
 
 
 class Logs(nn.Module):
@@ -59,7 +60,8 @@ class Masks(nn.Module):
                 x > 0.25, torch.logical_xor(x > 0, y > 0), (x < y).any(-1),
                 torch.where(m, x, y), x.masked_fill(x > 1, -math.inf),
                 torch.where(x == y, 2.0, x), torch.where(x < 0, torch.ones(6), y),
-                (x > 0).float() * y, torch.logical_and(x, y), torch.logical_not(y))
+                (x > 0).float() * y, torch.logical_and(x, y), torch.logical_not(y),
+                x == -math.inf, torch.where(x == -math.inf, 0.0, y))
 
 
 def _inputs(seed, shape=(4, 6)):
