@@ -1,7 +1,16 @@
-"""Elementwise comparison with a scalar as a 0/1 mask: y = 1.0 where (x op s) else 0.0, for
-x of shape (m, n) in 2D blocks on a rectangle (layout of `base.Blocks`), op "gt",
-"lt", "ge" or "le". The mask is what a select multiplies by (relu's gradient is
-g * (x > 0)).
+"""Order-based elementwise kernels on (m, n) tensors in 2D blocks on a rectangle (layout of
+`base.Blocks`, the code of `unary.build_blockwise`), each with a numpy reference and an
+exact cycle model (2 + the op list's ceil(e_max / w_op) sum):
+
+- `build_compare`: x op s (a scalar; "gt", "lt", "ge", "le") as a 0/1 mask from float
+  max/min/mul/add (below): what a select against 0 multiplies by (relu's gradient is
+  g * (x > 0));
+- `build_relation`: x op z or x op s for op in RELATIONS, exact for every value (order
+  keys read from the bits; float or int32 words);
+- `build_select`: where(c, a, b), the chosen branch's bits moved unchanged;
+- `build_extremum`: maximum / minimum of two tensors, leaky_relu.
+
+`build_compare`:
 
 The PE has no compare builtin; the mask comes from max/min/mul/add, exactly:
 

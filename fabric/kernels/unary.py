@@ -11,7 +11,7 @@ synchronous ops over the PE's e elements; `mathlib` gives the formulas):
 | tanh | tanh_cycles | 27.5 e | TANH_ULPS (3) | +-inf: +-1 |
 | exp | exp_cycles | 14.5 e | EXP_ULPS (1) where exp(x) >= EXP_TINY | +inf: inf, -inf: 0 |
 | log | log_cycles | 34 e | LOG_ULPS (1) | 0: -inf, x < 0: NaN |
-| log1p | log1p_cycles | 50 e | LOG1P_ULPS (2) | -1: -inf, x < -1: NaN |
+| log1p | log1p_cycles | 47.5 e | LOG1P_ULPS (2) | -1: -inf, x < -1: NaN |
 | abs | 2 c(shl) | 2 e | exact | NaN: NaN, -0: +0 |
 | itof | c(itof) | e | x an int32 word: rounded once | - |
 | reciprocal | reciprocal_copy_cycles | 9 e | RECIPROCAL_REFINED_ULPS (1) (*) | 1/0: NaN |
