@@ -13,7 +13,8 @@ as true, and logical ops first turn such an input into a 0.0 / 1.0 mask.
   `backward_embedding.IndexPred`s; both become masks here where a kernel or an output
   needs one (`core.materializer`), computed by `build_relation`.
 - logical_and = a b, logical_or = max(a, b), logical_xor = (a - b)^2, logical_not = a <= 0
-  on 0 / 1 masks (exact); the bitwise ops of bool tensors are the same.
+  on 0 / 1 masks (exact); the bitwise ops of bool tensors are the same; any (over a
+  dimension, a list or all) a row max; isnan x != x, isinf |x| == inf.
 - where(c, a, b): the bitwise select `build_select` (exact for every value, inf and NaN
   included), a scalar branch an immediate of the kernel.
 
@@ -45,6 +46,7 @@ from frontend.lowering.common import (
     expand_to,
     num,
     out_shape,
+    reduce,
     reduce_rows,
     scalar,
 )
@@ -255,6 +257,26 @@ def any_(low, node, x, dim, keepdim=False):
     if isinstance(x, Pred):
         return Pred("any", x, dim, keepdim)
     return any_of(low, float_mask(low, x), dim, keepdim)
+
+
+@rule(aten.any.default, aten.any.dims)
+def any_all(low, node, x, dim=None, keepdim=False):
+    """any over every dimension (or the list `dim`): a row max of the 0 / 1 mask. (all()
+    reaches the lowering as not(any(not x)).)"""
+    dims = list(dim) if dim is not None else None
+    return _bool(reduce(low, node, float_mask(low, x), dims, keepdim, "max"))
+
+
+@rule(aten.isnan.default)
+def isnan(low, node, x):
+    """x != x (`build_relation`: NaN is unordered)."""
+    return relation(low, x, x, "ne")
+
+
+@rule(aten.isinf.default)
+def isinf(low, node, x):
+    """|x| == inf."""
+    return relation(low, unary_stage(low, x, "abs"), float("inf"), "eq")
 
 
 @rule(aten.full_like.default)
