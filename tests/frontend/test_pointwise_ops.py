@@ -196,3 +196,36 @@ def test_unsupported_dtypes_name_the_node(model, inputs, what):
         frontend.compile(model, inputs, config=CONFIG)
     msg = str(info.value)
     assert what in msg and "FX node" in msg and "test_pointwise_ops.py" in msg
+
+
+class WithPaddingMask(nn.Module):
+    """A zoo model called with a padding attention mask (an integer input)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids, attention_mask):
+        from frontend.architectures import output_tensor
+
+        return output_tensor(self.model(input_ids=ids, attention_mask=attention_mask))
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_hugging_face_models_with_a_padding_mask(name):
+    """The masks Hugging Face builds from an attention_mask input (comparisons of position
+    tensors with the mask's integers, their and, the select of the additive mask) run on
+    the fabric; the output matches eager within the zoo's rtol = atol = 1e-4 (fp32 through
+    a transformer layer)."""
+    pytest.importorskip("transformers")
+    from frontend.architectures import build
+
+    model, (ids,) = build(name)
+    mask = torch.ones_like(ids)
+    mask[0, -3:] = 0
+    wrapped = WithPaddingMask(model).eval()
+    cm = frontend.compile(wrapped, (ids, mask), config=CONFIG)
+    with torch.no_grad():
+        want = wrapped(ids, mask)
+    torch.testing.assert_close(cm(ids, mask), want, rtol=1e-4, atol=1e-4)
