@@ -14,6 +14,7 @@ synchronous ops over the PE's e elements; `mathlib` gives the formulas):
 | log1p | log1p_cycles | 47.5 e | LOG1P_ULPS (2) | -1: -inf, x < -1: NaN |
 | abs | 2 c(shl) | 2 e | exact | NaN: NaN, -0: +0 |
 | itof | c(itof) | e | x an int32 word: rounded once | - |
+| signbit | c(shr) + c(itof) | 1.5 e | exact (a 0/1 mask) | -0: 1 |
 | reciprocal | reciprocal_copy_cycles | 9 e | RECIPROCAL_REFINED_ULPS (1) (*) | 1/0: NaN |
 | sigmoid | sigmoid_cycles | 26.5 e | SIGMOID_ULPS (3) | +inf: 1, -inf: 0 |
 | rsqrt | rsqrt_cycles(specials=True) | 18.5 e | RSQRT_ULPS (2) | +-0: +-inf, +inf: 0, x < 0: NaN |
@@ -71,6 +72,11 @@ FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(confi
     # an int32 word as the nearest fp32 (exact below 2^24 in magnitude)
     "itof": (lambda y, x, s: [ins.itof(y, x)], 0,
              lambda config, e: math.ceil(e / config.simd_width(*ml.SIMD_NAME[ml.Op.ITOF]))),
+    # 1.0 where x's sign bit is set (-0, negative NaNs too), else 0.0: exact
+    "signbit": (lambda y, x, s: [ins.shr(y, x, 31), ins.itof(y, y)], 0,
+                lambda config, e: (math.ceil(e / config.simd_width(*ml.SIMD_NAME[ml.Op.SHR]))
+                                   + math.ceil(e / config.simd_width(
+                                       *ml.SIMD_NAME[ml.Op.ITOF])))),
     # |x|: the sign bit cleared (NaN stays NaN, -0 gives +0), exact
     "abs": (lambda y, x, s: [ins.shl(y, x, 1), ins.shr(y, y, 1)], 0,
             lambda config, e: 2 * math.ceil(e / config.simd_width(*ml.SIMD_NAME[ml.Op.SHL]))),
@@ -82,7 +88,8 @@ UNARY_WORDS = {fn: 2 + scratch for fn, (_, scratch, _) in FUNCTIONS.items()}
 def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tanh",
                 dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
     """y = fn(x) for x of shape (m, n); fn one of FUNCTIONS ("tanh", "exp", "log",
-    "log1p", "reciprocal", "sigmoid", "rsqrt", "sqrt", "abs", "itof"). Inputs {"x"}; output (m, n).
+    "log1p", "reciprocal", "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit").
+    Inputs {"x"}; output (m, n).
 
     dtype: storage format of x and y ("f32", "f16", "bf16", "cb16"); acc_dtype: "f32" only
     (a 16-bit computation raises ValueError; see the module docstring)."""

@@ -14,7 +14,8 @@ as true, and logical ops first turn such an input into a 0.0 / 1.0 mask.
   needs one (`core.materializer`), computed by `build_relation`.
 - logical_and = a b, logical_or = max(a, b), logical_xor = (a - b)^2, logical_not = a <= 0
   on 0 / 1 masks (exact); the bitwise ops of bool tensors are the same; any (over a
-  dimension, a list or all) a row max; isnan x != x, isinf |x| == inf.
+  dimension, a list or all) a row max; isnan x != x, isinf |x| == inf; sign
+  (x > 0) - (x < 0); signbit the sign bit (`unary` "signbit").
 - where(c, a, b): the bitwise select `build_select` (exact for every value, inf and NaN
   included), a scalar branch an immediate of the kernel.
 
@@ -277,6 +278,19 @@ def isnan(low, node, x):
 def isinf(low, node, x):
     """|x| == inf."""
     return relation(low, unary_stage(low, x, "abs"), float("inf"), "eq")
+
+
+@rule(aten.signbit.default)
+def signbit(low, node, x):
+    """The sign bit of a float tensor as a mask (-0 and negative NaNs included)."""
+    return _bool(unary_stage(low, x, "signbit"))
+
+
+@rule(aten.sign.default)
+def sign(low, node, x):
+    """(x > 0) - (x < 0): 1, -1, and 0 for +-0 and NaN, as torch.sign."""
+    shape = tuple(x.shape)
+    return binary(low, relation(low, x, 0.0, "gt"), relation(low, x, 0.0, "lt"), "sub", shape)
 
 
 @rule(aten.full_like.default)

@@ -4,7 +4,7 @@ bounds, log, log1p (lowering rules `elementwise.unary`, `elementwise.maximum`,
 `elementwise.clamp_tensor`, `elementwise.leaky_relu`), comparisons of runtime tensors
 (Tensor and Scalar overloads), logical and / or / xor / not, any, where and masked_fill with
 a runtime condition, mask.float(), the logical ops of number tensors (nonzero is true),
-any / all, isnan, isinf, isfinite (`masks`), in fp32 and in mixed precision.
+any / all, isnan, isinf, isfinite, sign, signbit (`masks`), in fp32 and in mixed precision.
 
 Tolerances: the comparisons, logical ops, selects, abs, maximum, minimum, clamp and
 leaky_relu are exact on the fabric (bit moves, max / min, one rounding of slope * x as
@@ -62,7 +62,8 @@ class Masks(nn.Module):
                 torch.where(x == y, 2.0, x), torch.where(x < 0, torch.ones(6), y),
                 (x > 0).float() * y, torch.logical_and(x, y), torch.logical_not(y),
                 x == -math.inf, torch.where(x == -math.inf, 0.0, y), (x > 0).all(-1),
-                (x > y).any(), torch.isnan(x), torch.isinf(x), torch.isfinite(x))
+                (x > y).any(), torch.isnan(x), torch.isinf(x), torch.isfinite(x),
+                torch.sign(x), torch.signbit(x))
 
 
 def _inputs(seed, shape=(4, 6)):

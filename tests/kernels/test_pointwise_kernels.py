@@ -144,10 +144,12 @@ def test_extremum(op, slope):
     assert np.array_equal(np.signbit(got[got == 0]), np.signbit(want[want == 0])), "signed zeros"
 
 
-def test_abs_is_exact():
+def test_abs_and_signbit_are_exact():
     x, _ = _pairs(9)
     got = _run(build_unary(CONFIG, RECT, 24, 20, "abs"), {"x": x})
     assert np.array_equal(got.view(np.uint32), np.abs(x).view(np.uint32))
+    got = _run(build_unary(CONFIG, RECT, 24, 20, "signbit"), {"x": x})
+    np.testing.assert_array_equal(got, np.signbit(x).astype(F32))
 
 
 # ---- log1p ------------------------------------------------------------------------------------
@@ -194,3 +196,13 @@ def test_log1p_on_the_fabric_bound_specials_and_cycles():
                                rtol=2 * 2**-23, atol=0)
     assert ml.log1p_cycles(CONFIG, 80) == ml.sequence_cycles(
         CONFIG, ml.log1p(Mem("y"), Mem("x"), [Mem(f"s{i}") for i in range(6)]), 80)
+
+
+def test_itof_reads_int32_words():
+    """An integer input's words as numbers: exact below 2^24, rounded to nearest even above
+    (numpy's int32 -> float32)."""
+    gen = np.random.default_rng(10)
+    x = gen.integers(-2**31, 2**31, (24, 20)).astype(np.int32)
+    x[0, :4] = [0, 1, -1, 2**24 + 1]
+    got = _run(build_unary(CONFIG, RECT, 24, 20, "itof"), {"x": x.view(F32)})
+    np.testing.assert_array_equal(got, x.astype(F32))
