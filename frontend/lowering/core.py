@@ -15,6 +15,10 @@ order in which files register never matters; an op whose cases all decline and t
 general rule raises the same UnsupportedOpError as an unknown op. A case that builds on the
 general rule calls that function by name (`norms.layer_norm`).
 
+Symbolic values that stand for a computable tensor (a comparison kept symbolic so that a
+rule can fuse it) register how to compute it with `@materializer(Type)`; `Lowering.operand`
+and the graph's outputs use that where a kernel input or a model output needs the tensor.
+
 The table is assembled in one place, `families`, which imports every rule module (each
 registers its rules as it runs); the package imports `families`, so the table is whole
 before anything here can be called.
