@@ -15,7 +15,17 @@ from fabric.kernels.collectives import (
     build_reduce,
     build_scatter,
 )
-from fabric.kernels.compare import build_compare, compare_reference
+from fabric.kernels.compare import (
+    RELATIONS,
+    build_compare,
+    build_extremum,
+    build_relation,
+    build_select,
+    compare_reference,
+    extremum_reference,
+    relation_reference,
+    select_reference,
+)
 from fabric.kernels.elementwise import build_broadcast_op, build_elementwise, build_map
 from fabric.kernels.gemm_cannon import build_gemm_cannon, cannon_reference
 from fabric.kernels.gemm_summa import build_gemm_summa, summa_reference
@@ -50,7 +60,9 @@ from fabric.kernels.unary import UNARY_WORDS, build_blockwise, build_unary
 
 __all__ = [
     "build_adamw", "build_allreduce", "build_blockwise", "build_broadcast", "build_broadcast_op",
-    "build_compare", "build_elementwise", "build_gather", "build_gelu", "build_gemm_cannon",
+    "build_compare", "build_elementwise", "build_extremum", "build_relation", "build_select",
+    "extremum_reference", "relation_reference", "RELATIONS", "select_reference",
+    "build_gather", "build_gelu", "build_gemm_cannon",
     "build_gemm_summa", "build_gemv", "build_layernorm", "build_map", "build_multicast",
     "build_neighbour_exchange", "build_reduce", "build_resident", "build_rowdot",
     "build_rowreduce", "build_scatter", "build_sgd", "build_shared_link", "build_shift",

@@ -18,6 +18,7 @@ tile can serve PEs holding different numbers of elements.
 | sigmoid | 4 | yes | 3 ulps | sigmoid(x) >= FLT_MIN (x >= -87.33) | 26.5 n |
 | tanh | 4 | yes | 3 ulps | all finite x | 27.5 n |
 | log | 4 | yes | 1 ulp | every x > 0, subnormals included | 34 n |
+| log1p | 6 | yes | 2 ulps | every x > -1 (subnormal x reads as 0) | 47.5 n |
 | rsqrt | 1 | no | 2 ulps | positive normal x | 13 n |
 | rsqrt, specials | 4 | yes | 2 ulps | positive normal x | 18.5 n |
 | sqrt | 4 | yes | 3 ulps | positive normal x | 16 n |
@@ -164,6 +165,7 @@ EXP_ULPS = 1
 EXP_TINY = 2.0**-125.5  # exp's results below this are flushed to 0 (above it: EXP_ULPS)
 TANH_ULPS = 3
 LOG_ULPS = 1
+LOG1P_ULPS = 2
 RSQRT_ULPS = 2
 SQRT_ULPS = 3
 SIGMOID_ULPS = 3
@@ -595,6 +597,50 @@ def log(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
     ]
 
 
+LOG1P_CLAMP = 2.0**24  # above, 1 + x's rounding error is irrelevant next to log(x) >= 16.6
+RECIPROCAL_RANGE = (2.0**-100, 2.0**100)  # the refined reciprocal's domain
+
+
+def log1p(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
+    """dst = log(1 + src), within LOG1P_ULPS ulps for every src > -1 (subnormal src reads
+    as 0).
+
+    Args:
+        dst, src: memory DSDs of n elements (dst may be src: src is read before dst is
+            written).
+        scratch: six memory DSDs of n elements.
+
+    Returns:
+        the instructions (74).
+
+    Method: u = 1 + x rounded, and its rounding error c = x - (u - 1), exact for
+    x <= 2^24 (u - 1 is exact for u in [0.5, 2^24] and the difference is a small multiple
+    of ulp(x)); log1p(x) = log(u) + c / u to first order (c / u <= 2^-24 relative), with
+    `log` on u and c / u from the refined reciprocal of u clamped to [2^-100, 2^100]
+    (only where c is 0 or irrelevant). Above 2^24, c is taken at x = 2^24 (|c / u| <
+    2^-24 next to log(x) >= 16.6). For |x| < 2^-25, u = 1 and the result is c / u = x.
+
+    Edge values (as torch.log1p): -1 gives -inf; src < -1 (and -inf) NaN; +inf +inf; NaN
+    NaN; +-0 give +0 (torch: -0 for -0).
+    """
+    _check("log1p", dst, src, scratch, 6, True)
+    c, u, r, *rest = scratch[:6]
+    lo, hi = RECIPROCAL_RANGE
+    return [
+        ins.min_(c, src, LOG1P_CLAMP),
+        ins.add(u, c, 1.0),
+        ins.sub(r, u, 1.0),  # exact
+        ins.sub(c, c, r),  # c = x - (u - 1), exact (docstring)
+        ins.max_(u, u, lo),
+        ins.min_(u, u, hi),
+        *reciprocal(r, u, (rest[0],), refined=True),
+        ins.mul(c, c, r),  # c / u
+        ins.add(u, src, 1.0),  # u (the clamps removed: 0, inf and NaN reach `log`)
+        *log(dst, u, (r, *rest)),
+        ins.add(dst, dst, c),
+    ]
+
+
 # ---- cycle formulas ---------------------------------------------------------------------------
 def _width(config, op: Op) -> int:
     return config.simd_width(*SIMD_NAME[op])
@@ -670,6 +716,13 @@ def log_cycles(config, n: int) -> int:
     + 10 c(add) + c(min), c(op) = ceil(n / w_op); 34 n on WSE-2 for even n."""
     return _cost(config, n, {Op.SHL: 6, Op.SHR: 9, Op.IADDV: 8, Op.ISUBV: 4, Op.ITOF: 2,
                              Op.SUB: 2, Op.FMA: 3, Op.MUL: 9, Op.ADD: 10, Op.MIN: 1})
+
+
+def log1p_cycles(config, n: int) -> int:
+    """log_cycles + refined reciprocal_cycles + 2 c(min) + c(max) + 3 c(add) + 2 c(sub)
+    + c(mul), c(op) = ceil(n / w_op); 47.5 n on WSE-2 for even n."""
+    return (log_cycles(config, n) + reciprocal_cycles(config, n, refined=True)
+            + _cost(config, n, {Op.MIN: 2, Op.MAX: 1, Op.ADD: 3, Op.SUB: 2, Op.MUL: 1}))
 
 
 def tanh_cycles(config, n: int) -> int:

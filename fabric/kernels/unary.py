@@ -1,7 +1,7 @@
 """Elementwise math of an (m, n) fp32 tensor in 2D blocks on a rectangle: tanh, exp, log,
-reciprocal, sigmoid, rsqrt or sqrt, built from `mathlib`'s sequences of PE builtins (no
-communication). Layout as `base.Blocks` (each PE's block row major, packed; a register holds
-each PE's element count).
+log1p, reciprocal, sigmoid, rsqrt, sqrt or abs, built from `mathlib`'s sequences of PE
+builtins (no communication). Layout as `base.Blocks` (each PE's block row major, packed; a
+register holds each PE's element count).
 
 Cycle model (exact): T = 2 + fn_cycles(e_max) (task start and end, one straight list of
 synchronous ops over the PE's e elements; `mathlib` gives the formulas):
@@ -11,6 +11,10 @@ synchronous ops over the PE's e elements; `mathlib` gives the formulas):
 | tanh | tanh_cycles | 27.5 e | TANH_ULPS (3) | +-inf: +-1 |
 | exp | exp_cycles | 14.5 e | EXP_ULPS (1) where exp(x) >= EXP_TINY | +inf: inf, -inf: 0 |
 | log | log_cycles | 34 e | LOG_ULPS (1) | 0: -inf, x < 0: NaN |
+| log1p | log1p_cycles | 47.5 e | LOG1P_ULPS (2) | -1: -inf, x < -1: NaN |
+| abs | 2 c(shl) | 2 e | exact | NaN: NaN, -0: +0 |
+| itof | c(itof) | e | x an int32 word: rounded once | - |
+| signbit | c(shr) + c(itof) | 1.5 e | exact (a 0/1 mask) | -0: 1 |
 | reciprocal | reciprocal_copy_cycles | 9 e | RECIPROCAL_REFINED_ULPS (1) (*) | 1/0: NaN |
 | sigmoid | sigmoid_cycles | 26.5 e | SIGMOID_ULPS (3) | +inf: 1, -inf: 0 |
 | rsqrt | rsqrt_cycles(specials=True) | 18.5 e | RSQRT_ULPS (2) | +-0: +-inf, +inf: 0, x < 0: NaN |
@@ -64,6 +68,18 @@ FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(confi
     "rsqrt": (lambda y, x, s: ml.rsqrt(y, x, s, specials=True), 4,
               lambda config, e: ml.rsqrt_cycles(config, e, specials=True)),
     "sqrt": (lambda y, x, s: ml.sqrt(y, x, s), 4, ml.sqrt_cycles),
+    "log1p": (lambda y, x, s: ml.log1p(y, x, s), 6, ml.log1p_cycles),
+    # an int32 word as the nearest fp32 (exact below 2^24 in magnitude)
+    "itof": (lambda y, x, s: [ins.itof(y, x)], 0,
+             lambda config, e: math.ceil(e / config.simd_width(*ml.SIMD_NAME[ml.Op.ITOF]))),
+    # 1.0 where x's sign bit is set (-0, negative NaNs too), else 0.0: exact
+    "signbit": (lambda y, x, s: [ins.shr(y, x, 31), ins.itof(y, y)], 0,
+                lambda config, e: (math.ceil(e / config.simd_width(*ml.SIMD_NAME[ml.Op.SHR]))
+                                   + math.ceil(e / config.simd_width(
+                                       *ml.SIMD_NAME[ml.Op.ITOF])))),
+    # |x|: the sign bit cleared (NaN stays NaN, -0 gives +0), exact
+    "abs": (lambda y, x, s: [ins.shl(y, x, 1), ins.shr(y, y, 1)], 0,
+            lambda config, e: 2 * math.ceil(e / config.simd_width(*ml.SIMD_NAME[ml.Op.SHL]))),
 }
 # fp32 words per element of each function's kernel: x, y and the scratch vectors
 UNARY_WORDS = {fn: 2 + scratch for fn, (_, scratch, _) in FUNCTIONS.items()}
@@ -72,7 +88,8 @@ UNARY_WORDS = {fn: 2 + scratch for fn, (_, scratch, _) in FUNCTIONS.items()}
 def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tanh",
                 dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
     """y = fn(x) for x of shape (m, n); fn one of FUNCTIONS ("tanh", "exp", "log",
-    "reciprocal", "sigmoid", "rsqrt", "sqrt"). Inputs {"x"}; output (m, n).
+    "log1p", "reciprocal", "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit").
+    Inputs {"x"}; output (m, n).
 
     dtype: storage format of x and y ("f32", "f16", "bf16", "cb16"); acc_dtype: "f32" only
     (a 16-bit computation raises ValueError; see the module docstring)."""
@@ -83,46 +100,54 @@ def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tan
 
 
 def build_blockwise(config: FabricConfig, rect: Rect, m: int, n: int, fn: str, code_of,
-                    scratch: int, cycles_of, dtype: str = "f32") -> Kernel:
-    """The kernel of one straight code sequence y = f(x) over every PE's block:
-    code_of(y, x, scratch DSDs) gives the code, cycles_of(config, e) its cycles.
+                    scratch: int, cycles_of, dtype: str = "f32",
+                    inputs: tuple[str, ...] = ("x",)) -> Kernel:
+    """The kernel of one straight code sequence y = f(x, ...) over every PE's block:
+    code_of(y, *input DSDs, scratch DSDs) gives the code, cycles_of(config, e) its cycles.
+    `inputs`: the names of the (m, n) inputs, all in the same block layout.
 
-    dtype "f32": x, y and the scratch vectors are fp32 symbols. A 16-bit dtype: x and y
-    are 16-bit symbols, and the code runs in place on an fp32 vector "w" between
-    to_f32(w, x) and to_half(y, w) (code_of must allow y == x)."""
+    dtype "f32": the inputs, y and the scratch vectors are fp32 symbols. A 16-bit dtype:
+    the inputs and y are 16-bit symbols, every input is widened (to_f32) into an fp32 vector
+    "w_<name>", the code runs on those with y the first one's (code_of must allow y to be
+    its first input) and to_half(y, w) rounds the result once."""
     check_dtypes(fn, dtype, "f32")
     blocks = Blocks.of(rect, m, n)
     size = blocks.mb * blocks.nb
     half = dtype != "f32"
-    f32_vectors = scratch + (1 if half else 2)
-    words = 2 * words_for(dtype, size) + (f32_vectors - (0 if half else 2)) * size
+    stored = len(inputs) + 1  # the inputs and y, in dtype
+    f32_vectors = scratch + (len(inputs) if half else stored)
+    words = stored * words_for(dtype, size) + (f32_vectors - (0 if half else stored)) * size
     check_sram(config, fn, words,
                f"a block of {blocks.mb} x {blocks.nb} ({m} x {n} on {rect.rows} x "
                f"{rect.cols} PEs, dtype {dtype}, {f32_vectors} fp32 words per element)")
     tile = Tile(fn)
     # every DSD takes its length from register "n": each PE's own element count
-    names = ["x", "y"] + (["w"] if half else []) + [f"s{i}" for i in range(scratch)]
-    vec = {name: Mem(tile.symbol(name, dtype if name in ("x", "y") else "f32", size).name,
-                     length_reg="n") for name in names}
-    work = [vec[k] for k in names[3 if half else 2:]]
+    def vector(name, fmt):
+        return Mem(tile.symbol(name, fmt, size).name, length_reg="n")
+
+    xs = {name: vector(name, dtype) for name in inputs}
+    y = vector("y", dtype)
+    work = [vector(f"s{i}", "f32") for i in range(scratch)]
     if half:
-        code = [ins.to_f32(vec["w"], vec["x"], dtype), *code_of(vec["w"], vec["w"], work),
-                ins.to_half(vec["y"], vec["w"], dtype)]
+        ws = [vector(f"w_{name}", "f32") for name in inputs]
+        code = [*(ins.to_f32(w, xs[name], dtype) for w, name in zip(ws, inputs)),
+                *code_of(ws[0], *ws, work), ins.to_half(y, ws[0], dtype)]
     else:
-        code = code_of(vec["y"], vec["x"], work)
+        code = code_of(y, *xs.values(), work)
     tile.local_task("main", code)
     prog = Program(config)
     counts = blocks.counts()
     prog.place(tile, rect, params={"n": counts.astype(np.int32)})
 
-    def load(sim, inputs):
-        sim.memcpy_h2d("x", blocks.scatter(inputs["x"]), rect)
+    def load(sim, values):
+        for name in inputs:
+            sim.memcpy_h2d(name, blocks.scatter(values[name]), rect)
 
     def read(sim):
         return blocks.gather(np.asarray(sim.memcpy_d2h("y", rect), np.float32))
 
     e = int(counts.max())
-    convert = 2 * math.ceil(e / config.simd_width("cvt", "f16")) if half else 0
+    convert = (len(inputs) + 1) * math.ceil(e / config.simd_width("cvt", "f16")) if half else 0
     model = 2 + convert + cycles_of(config, e)
     return Kernel(fn, config, rect, prog, load, read, lambda sim: sim.launch("main", rect),
                   model, 0, {"m": m, "n": n, "block": (blocks.mb, blocks.nb), "dtype": dtype,

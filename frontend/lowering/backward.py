@@ -5,10 +5,9 @@ where(x <= 0, 0, g)), full means.
 A comparison is symbolic until a `where` uses it; the select then runs as a 0/1 mask from
 `fabric.kernels.compare` and elementwise products:
     where(c, 0, b) = b * mask(not c),   where(c, a, 0) = a * mask(c),
-    where(c, a, b) = b + mask(c) * (a - b)   (exact when a - b and the sum are: not in
-                                              general, so refused unless one side is 0)
-This `where` is the case of a `Compare` condition; other `where`s go to the other rules of
-`where` (`masks`' attention guard, the index checks of `backward_embedding` and `losses`).
+This `where` is the case of a `Compare` condition with a zero branch; other `where`s go to
+the other rules of `where` (`masks`: the attention guard and the exact bitwise select of
+any other condition; the index checks of `backward_embedding` and `losses`).
 """
 
 from __future__ import annotations
@@ -77,16 +76,19 @@ def _zero(v) -> bool:
     return isinstance(v, Const) and bool((v.value == 0).all())
 
 
-@rule(aten.where.self, case=lambda low, node, cond, a, b: isinstance(cond, Compare))
+def _compare_against_zero(low, node, cond, a, b) -> bool:
+    """A Compare selecting a runtime tensor against 0 (other selects: `masks.where`)."""
+    return isinstance(cond, Compare) and ((_zero(a) and isinstance(b, Ref))
+                                          or (_zero(b) and isinstance(a, Ref)))
+
+
+@rule(aten.where.self, case=_compare_against_zero)
 def where(low, node, cond, a, b):
     shape = out_shape(node)
     if _zero(a) and isinstance(b, Ref):
         keep, value = mask(low, cond, negate=True), b
-    elif _zero(b) and isinstance(a, Ref):
-        keep, value = mask(low, cond), a
     else:
-        raise low.unsupported("where with neither branch zero (a select as a mask product "
-                              "is exact only against 0)")
+        keep, value = mask(low, cond), a
     return binary(low, expand_to(value, shape), expand_to(keep, shape), "mul", shape)
 
 

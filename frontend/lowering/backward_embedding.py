@@ -108,31 +108,29 @@ for _op in ("ge", "gt", "lt", "le"):
     rule(getattr(aten, _op).Scalar, case=_index_check)(_compare_rule(_op))
 
 
-@rule(aten.ne.Scalar)
+@rule(aten.ne.Scalar, case=_index_check)  # other ne: `masks`
 def ne(low, node, x, other):
-    if _is_index(x) and isinstance(other, (int, float)):
-        return IndexPred(x, (("ne", other),))
-    raise low.unsupported("ne on a runtime tensor (only index checks)")
+    return IndexPred(x, (("ne", other),))
 
 
-@rule(aten.bitwise_and.Tensor, aten.logical_and.default)
+def _checks_of_one_input(low, node, a, b) -> bool:
+    return (isinstance(a, IndexPred) and isinstance(b, IndexPred)
+            and not (a.negated or b.negated) and torch.equal(a.source.index, b.source.index))
+
+
+@rule(aten.bitwise_and.Tensor, aten.logical_and.default, case=_checks_of_one_input)
 def both(low, node, a, b):
-    if isinstance(a, IndexPred) and isinstance(b, IndexPred) and not (a.negated or b.negated) \
-            and torch.equal(a.source.index, b.source.index):
-        return IndexPred(a.source, a.checks + b.checks)
-    raise low.unsupported("a logical and of runtime tensors (only index checks)")
+    """Two checks of one input: one predicate (other ands: `masks`)."""
+    return IndexPred(a.source, a.checks + b.checks)
 
 
 def _of_index_pred(low, node, x, *args, **kwargs) -> bool:
     return isinstance(x, IndexPred)
 
 
-@rule(aten.logical_not.default, case=_of_index_pred)  # other logical_nots: `masks`
-@rule(aten.bitwise_not.default)
+@rule(aten.logical_not.default, aten.bitwise_not.default, case=_of_index_pred)  # `masks`
 def negate(low, node, x):
-    if isinstance(x, IndexPred):
-        return dataclasses.replace(x, negated=not x.negated)
-    raise low.unsupported("bitwise_not of a runtime tensor (only index checks)")
+    return dataclasses.replace(x, negated=not x.negated)
 
 
 @rule(aten.unsqueeze.default, case=_of_index_pred)  # other unsqueezes: `layout`, `losses`

@@ -15,6 +15,10 @@ order in which files register never matters; an op whose cases all decline and t
 general rule raises the same UnsupportedOpError as an unknown op. A case that builds on the
 general rule calls that function by name (`norms.layer_norm`).
 
+Symbolic values that stand for a computable tensor (a comparison kept symbolic so that a
+rule can fuse it) register how to compute it with `@materializer(Type)`; `Lowering.operand`
+and the graph's outputs use that where a kernel input or a model output needs the tensor.
+
 The table is assembled in one place, `families`, which imports every rule module (each
 registers its rules as it runs); the package imports `families`, so the table is whole
 before anything here can be called.
@@ -74,6 +78,23 @@ def rule(*targets, case: Callable | None = None):
                                  "case= predicate")
             else:
                 rules.general = fn
+        return fn
+
+    return wrap
+
+
+# Symbolic values with a runtime form: type -> fn(low, value) -> Ref (`materializer`)
+MATERIALIZERS: dict[type, Callable] = {}
+
+
+def materializer(*types):
+    """Register fn(low, value) -> Ref as the computation on the fabric of the Symbolic
+    values of `types` (a comparison's 0/1 mask), used where a kernel input or a model output
+    needs one (`Lowering.operand`, the graph's outputs)."""
+
+    def wrap(fn):
+        for t in types:
+            MATERIALIZERS[t] = fn
         return fn
 
     return wrap
@@ -169,6 +190,8 @@ class Lowering:
             return Operand(name, shape, gather=value)
         if isinstance(value, Ref):
             return Operand(name, shape, index=value.index.reshape(shape))
+        if type(value) in MATERIALIZERS:
+            return self.operand(name, MATERIALIZERS[type(value)](self, value), shape)
         raise self.unsupported(f"an input of type {type(value).__name__}")
 
     def unsupported(self, what: str) -> UnsupportedOpError:
@@ -193,17 +216,20 @@ def lower(captured: Captured, formats: dict[str, str] | None = None) -> Lowered:
         elif node.op == "call_function":
             env[node.name] = _call(low, node, env)
         elif node.op == "output":
-            outputs = _flatten_outputs(node.args[0], env, node)
+            outputs = _flatten_outputs(low, node.args[0], env, node)
         else:
             raise UnsupportedOpError(f"{describe(node)}: FX op {node.op!r} is not supported")
     return Lowered(captured, low.stages, low.tensors, env, outputs)
 
 
-def _flatten_outputs(args, env, node) -> list:
+def _flatten_outputs(low: Lowering, args, env, node) -> list:
     flat, _ = torch.utils._pytree.tree_flatten(args)
     out = []
     for a in flat:
         v = _value(a, env, node)
+        if type(v) in MATERIALIZERS:  # a comparison's mask: computed as its node's
+            low.node = a
+            v = MATERIALIZERS[type(v)](low, v)
         if isinstance(v, Symbolic):  # a value rules only consume (a mask, pooling indices)
             raise UnsupportedOpError(f"{describe(a)}: {type(v).__name__} is not computed on "
                                      "the fabric, so it cannot be a model output")

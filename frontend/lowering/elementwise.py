@@ -1,16 +1,30 @@
 """Elementwise ops: tensor-tensor (add, sub, mul, div by a constant) with PyTorch
-broadcasting, tensor-scalar maps, relu, gelu (both forms) and the unary math of
-`build_unary` (tanh, exp, sigmoid, rsqrt, sqrt).
+broadcasting, tensor-scalar maps, relu, gelu (both forms), the unary math of `build_unary`
+(tanh, exp, sigmoid, rsqrt, sqrt, log, log1p, abs), and the order-based ops of
+`build_extremum`: maximum and minimum of two tensors (broadcast), clamp with tensor
+bounds, leaky_relu.
 
 SiLU (nn.SiLU, F.silu) reaches the lowering as aten.sigmoid and aten.mul (core ATen
-decomposes aten.silu), RMSNorm as pow, mean, add, aten.rsqrt and mul."""
+decomposes aten.silu), RMSNorm as pow, mean, add, aten.rsqrt and mul; hardswish and
+hardsigmoid as add, clamp (two maps), mul and div by 6, which are their eager formulas
+(x * clamp(x + 3, 0, 6) / 6 and clamp(x + 3, 0, 6) / 6)."""
 
 from __future__ import annotations
 
 import torch
 
-from fabric.kernels import GELU_WORDS, UNARY_WORDS, build_gelu, build_unary
-from frontend.lowering.common import CYCLES_PER_ELEMENT, as2d, binary, map_, num, out_shape, scalar
+from fabric.kernels import GELU_WORDS, UNARY_WORDS, build_extremum, build_gelu, build_unary
+from frontend.lowering.common import (
+    CYCLES_PER_ELEMENT,
+    as2d,
+    binary,
+    constant,
+    expand_to,
+    map_,
+    num,
+    out_shape,
+    scalar,
+)
 from frontend.lowering.core import rule
 from frontend.stages import Limits
 from frontend.values import Const, Ref
@@ -109,19 +123,106 @@ def gelu(low, node, x, approximate="none"):
 
 
 UNARY = {aten.tanh.default: "tanh", aten.exp.default: "exp", aten.sigmoid.default: "sigmoid",
-         aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt"}
+         aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt", aten.log.default: "log",
+         aten.log1p.default: "log1p", aten.abs.default: "abs"}
+# single-PE cycles per element of the kernels added here (WSE-2, the kernels' models rounded
+# up: mathlib's log 34 n and log1p 47.5 n, abs two shifts, itof one conversion; maximum and
+# minimum one max at width 2, leaky_relu a mul and a max): what sizes their tiles
+CYCLES = {**CYCLES_PER_ELEMENT, "log": 34, "log1p": 48, "abs": 2, "itof": 1, "signbit": 2,
+          "maximum": 1, "minimum": 1, "leaky_relu": 2}
 
 
 @rule(*UNARY)
 def unary(low, node, x):
     """fn(x) elementwise (`build_unary`): its fp32 code, or widened from and rounded to the
     node's 16-bit format in mixed precision."""
-    fn = UNARY[node.target]
+    return unary_stage(low, x, UNARY[node.target])
+
+
+def unary_stage(low, x, fn: str) -> Ref:
+    """fn(x) for a runtime float tensor x (`build_unary`; "itof": x holds int32 words, an
+    integer input, read as numbers), a Ref of x's shape."""
+    if not isinstance(x, Ref) or (fn != "itof" and not x.dtype.is_floating_point):
+        what = type(x).__name__ if not isinstance(x, Ref) else f"a {x.dtype} tensor"
+        raise low.unsupported(f"{fn} of {what} (a runtime float tensor)")
     m, n = as2d(x.shape)
-    ref = low.stage(fn, (m, n), lambda cfg, rect, **fmt: build_unary(cfg, rect, m, n, fn, **fmt),
-                    [low.operand("x", x, (m, n))], m * n * CYCLES_PER_ELEMENT[fn],
-                    Limits(m, n), words_per_element=UNARY_WORDS[fn])
+    if fn == "itof":  # int32 words have no 16-bit form: fp32 storage in every format
+        def build(cfg, rect, **fmt):
+            return build_unary(cfg, rect, m, n, fn)
+    else:
+        def build(cfg, rect, **fmt):
+            return build_unary(cfg, rect, m, n, fn, **fmt)
+    ref = low.stage(fn, (m, n), build,
+                    [low.operand("x", x, (m, n))], m * n * CYCLES[fn],
+                    Limits(m, n), words_per_element=UNARY_WORDS[fn], suffix=f"_{fn}")
     return Ref(ref.index.reshape(x.shape))
+
+
+def extremum(low, x, z, op: str, shape, slope: float | None = None) -> Ref:
+    """maximum(x, z) / minimum(x, z) of Refs or Consts broadcast to `shape` (a non-scalar
+    constant is held on a resident tile), or leaky_relu(x, slope) (z None), on the fabric
+    (`build_extremum`); a Ref of `shape`."""
+    names = ("x",) if z is None else ("x", "z")
+    values = [v if isinstance(v, Ref) else constant(low, v) for v in ((x,) if z is None
+                                                                      else (x, z))]
+    m, n = as2d(shape)
+    operands = [low.operand(name, expand_to(v, shape), (m, n)) for name, v in zip(names, values)]
+    ref = low.stage(op, (m, n),
+                    lambda cfg, rect, **fmt: build_extremum(cfg, rect, m, n, op, slope,
+                                                            dtype=fmt.get("dtype", "f32")),
+                    operands, m * n * CYCLES[op], Limits(m, n),
+                    words_per_element=len(names) + 2, suffix=f"_{op}")
+    return Ref(ref.index.reshape(shape))
+
+
+def _float_operand(low, v, what: str):
+    """v if it is a float tensor, constant or number; UnsupportedOpError otherwise."""
+    if isinstance(v, Ref) and v.dtype.is_floating_point:
+        return v
+    if isinstance(v, Const) and v.value.is_floating_point() or isinstance(v, (int, float)):
+        return v
+    kind = f"a {v.dtype} tensor" if isinstance(v, Ref) else type(v).__name__
+    raise low.unsupported(f"{what} of {kind} (float tensors)")
+
+
+@rule(aten.maximum.default, aten.minimum.default)
+def maximum(low, node, x, y):
+    """maximum / minimum of two tensors with broadcasting (NaN propagates, as torch): a max
+    (min) map when one side is a number, else `build_extremum` of both."""
+    op = "maximum" if node.target is aten.maximum.default else "minimum"
+    x, y = (_float_operand(low, v, op) for v in (x, y))
+    shape = out_shape(node)
+    if scalar(y) and isinstance(x, Ref):
+        x, y = y, x
+    if scalar(x) and isinstance(y, Ref):
+        return map_(low, Ref(y.index.expand(shape)), op[:3], num(x), shape)
+    return extremum(low, x, y, op, shape)
+
+
+@rule(aten.clamp.Tensor)
+def clamp_tensor(low, node, x, lo=None, hi=None):
+    """min(max(x, lo), hi) with tensor bounds (broadcast), each left out when None."""
+    shape = out_shape(node)
+    y = _float_operand(low, x, "clamp")
+    for bound, op in ((lo, "maximum"), (hi, "minimum")):
+        if bound is None:
+            continue
+        bound = _float_operand(low, bound, "clamp")
+        if scalar(bound) and isinstance(y, Ref):  # a 0-d bound: a map
+            y = map_(low, Ref(y.index.expand(shape)), op[:3], num(bound), shape)
+        else:
+            y = extremum(low, y, bound, op, shape)
+    return y
+
+
+@rule(aten.leaky_relu.default)
+def leaky_relu(low, node, x, negative_slope=0.01):
+    """x where x > 0, else negative_slope * x (rounded once, as torch): max(x, s x) for
+    s <= 1, min(x, s x) above (`build_extremum`); s = 0 is relu."""
+    x = _float_operand(low, x, "leaky_relu")
+    if float(negative_slope) == 0.0:
+        return map_(low, x, "relu", 0.0, x.shape)
+    return extremum(low, x, None, "leaky_relu", x.shape, float(negative_slope))
 
 
 @rule(aten.pow.Tensor_Scalar)
