@@ -1,13 +1,10 @@
 """Ops of training graphs (aot_autograd's forward and backward, core ATen): comparisons
-with a scalar and the `where` that selects with them (relu's gradient is
-where(x <= 0, 0, g)), full means.
+with a scalar (relu's gradient is where(x <= 0, 0, g)), full means.
 
-A comparison is symbolic until a `where` uses it; the select then runs as a 0/1 mask from
-`fabric.kernels.compare` and elementwise products:
-    where(c, 0, b) = b * mask(not c),   where(c, a, 0) = a * mask(c),
-This `where` is the case of a `Compare` condition with a zero branch; other `where`s go to
-the other rules of `where` (`masks`: the attention guard and the exact bitwise select of
-any other condition; the index checks of `backward_embedding` and `losses`).
+A comparison is symbolic until something uses it: the `where` of `masks` selects with it
+bit for bit (where(c, 0, g) is 0 where c holds even for an infinite or NaN g, as eager's;
+a product with a 0/1 mask would give NaN there), and `mask` gives the 0/1 tensor that
+pooling's backward multiplies by.
 """
 
 from __future__ import annotations
@@ -17,10 +14,10 @@ import dataclasses
 import torch
 
 from fabric.kernels import build_compare
-from frontend.lowering.common import as2d, binary, expand_to, num, out_shape, reduce, scalar
+from frontend.lowering.common import as2d, num, reduce, scalar
 from frontend.lowering.core import rule
 from frontend.stages import Limits
-from frontend.values import Const, Ref, Symbolic
+from frontend.values import Ref, Symbolic
 
 aten = torch.ops.aten
 
@@ -71,25 +68,6 @@ def _compare_rule(op):
 
 for _op in ("gt", "lt", "ge", "le"):
     rule(getattr(aten, _op).Scalar)(_compare_rule(_op))
-
-def _zero(v) -> bool:
-    return isinstance(v, Const) and bool((v.value == 0).all())
-
-
-def _compare_against_zero(low, node, cond, a, b) -> bool:
-    """A Compare selecting a runtime tensor against 0 (other selects: `masks.where`)."""
-    return isinstance(cond, Compare) and ((_zero(a) and isinstance(b, Ref))
-                                          or (_zero(b) and isinstance(a, Ref)))
-
-
-@rule(aten.where.self, case=_compare_against_zero)
-def where(low, node, cond, a, b):
-    shape = out_shape(node)
-    if _zero(a) and isinstance(b, Ref):
-        keep, value = mask(low, cond, negate=True), b
-    else:
-        keep, value = mask(low, cond), a
-    return binary(low, expand_to(value, shape), expand_to(keep, shape), "mul", shape)
 
 
 @rule(aten.mean.default)

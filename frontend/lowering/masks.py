@@ -8,8 +8,8 @@ as the int32 words 0 / 1 the host writes (`_int_words`); the select reads any no
 as true, and logical ops first turn such an input into a 0.0 / 1.0 mask.
 
 - eq, ne, gt, ge, lt, le (Tensor overloads, eq / ne Scalar): one `relation` stage. The
-  gt / lt / ge / le Scalar overloads are `backward.Compare`s (a select against 0 stays a
-  mask product there); comparisons of integer inputs with numbers are
+  gt / lt / ge / le Scalar overloads are `backward.Compare`s (pooling's backward
+  multiplies by their 0/1 mask); comparisons of integer inputs with numbers are
   `backward_embedding.IndexPred`s; both become masks here where a kernel or an output
   needs one (`core.materializer`), computed by `build_relation`.
 - logical_and = a b, logical_or = max(a, b), logical_xor = (a - b)^2, logical_not = a <= 0

@@ -212,7 +212,7 @@ def test_compile_only_mode_runs_nothing():
                                model={"name": "mlp"}, optimizer=SGD)
     assert trainer.fit(train) == []
     step = trainer.compiled
-    assert {"gemm_summa", "compare"} <= {s.kind for s in step.backward.lowered.stages}
+    assert {"gemm_summa", "relation", "select"} <= {s.kind for s in step.backward.lowered.stages}
     assert step.forward.last is None and step.backward.last is None
     with pytest.raises(ValueError, match="compile_only' needs the fabric"):
         frontend.Trainer(device="cpu", model={"name": "mlp"}, optimizer=SGD,

@@ -54,7 +54,7 @@ def test_mlp_mse_gradients():
     x, y = torch.randn(3, 16), torch.randn(3, 8)
     step = _check_step(model, (x,), (y,), F.mse_loss)
     kinds = {s.kind for s in step.backward.lowered.stages}
-    assert {"gemm_summa", "compare", "rowreduce"} <= kinds  # relu's grad is a fabric mask
+    assert {"gemm_summa", "relation", "select", "rowreduce"} <= kinds  # relu's grad: a select
     # the parameters are runtime inputs: a changed weight changes the next step
     with torch.no_grad():
         model.fc1.weight.mul_(-0.5)
@@ -75,7 +75,7 @@ def test_lenet_conv_pool_batch_norm_gradients():
         model.bn.running_var.uniform_(0.5, 2.0)
     step = _check_step(model, (torch.randn(2, 1, 8, 8),), (torch.randn(2, 5),), F.mse_loss)
     kinds = {s.kind for s in step.backward.lowered.stages}
-    assert {"gemm_summa", "compare", "rowreduce"} <= kinds
+    assert {"gemm_summa", "relation", "select", "rowreduce"} <= kinds
     # max pooling's integer indices are recomputed in the backward, not saved
     saved = step.graphs.backward.graph.find_nodes(op="placeholder")
     assert all(n.meta["val"].dtype.is_floating_point for n in saved)
