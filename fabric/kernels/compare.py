@@ -34,8 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from fabric import instructions as ins
@@ -84,7 +82,9 @@ def build_compare(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "g
     """y = 1.0 where x op scalar else 0.0, x and y (m, n); op "gt", "lt", "ge", "le", "eq",
     "ne". Inputs {"x"}; output (m, n). dtype: storage of x and y (a 16-bit x is widened
     exactly, the mask is exact in every format). from_int32: x holds int32 words (dtype
-    "f32" only; `run_kernel` then takes an integer x and writes its bits)."""
+    "f32" only); the load writes x's words as given, so pass the ids' bits as float32
+    (`ids.astype(np.int32).view(np.float32)`; the frontend writes an integer input's words
+    so, and probes the layout with the plain load)."""
     if op not in OPS:
         raise ValueError(f"compare: op must be one of {OPS}, got {op!r}")
     if not np.isfinite(np.float32(scalar)):
@@ -102,10 +102,6 @@ def build_compare(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "g
     kernel = build_blockwise(config, rect, m, n, f"compare_{op}", code_of, scratch, cycles_of,
                              dtype)
     kernel.info.update(op=op, scalar=float(np.float32(scalar)), from_int32=from_int32)
-    if from_int32:  # the host writes the ids' int32 bits, not their float values
-        load = kernel.load
-        kernel = dataclasses.replace(kernel, load=lambda sim, inputs: load(sim, {
-            **inputs, "x": np.asarray(inputs["x"]).astype(np.int32).view(np.float32)}))
     return kernel
 
 

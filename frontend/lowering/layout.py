@@ -9,6 +9,7 @@ import torch
 
 from frontend.lowering.common import constant, out_shape, relayout
 from frontend.lowering.core import rule
+from frontend.lowering.embedding import int32_words
 from frontend.values import Const, Ref
 
 aten = torch.ops.aten
@@ -46,10 +47,22 @@ def identity(low, node, x, **kwargs):
 
 @rule(aten._to_copy.default)
 def to_copy(low, node, x, dtype=None, **kwargs):
-    if dtype not in (None, torch.float32) and isinstance(x, Ref) and \
-            x.dtype.is_floating_point:
-        raise low.unsupported(f"a cast to {dtype} (fp32 only)")
-    return x
+    """A cast of a runtime tensor (an index check's: `backward_embedding`). From a float
+    tensor: to fp32 only (the identity). From an integer one (the traced source dtype, as
+    elementwise results of integers are fp32 Refs): the identity on values a kernel
+    computed (fp32 words that hold integers, exact up to 2^24), now of `dtype`; an integer
+    input's int32 words stay integers (a cast to float is refused: no kernel converts
+    them there)."""
+    if not isinstance(x, Ref) or dtype is None:
+        return x
+    source = node.args[0].meta["val"].dtype
+    if source.is_floating_point:
+        if dtype != torch.float32:
+            raise low.unsupported(f"a cast of a {source} tensor to {dtype} (fp32 only)")
+        return x
+    if dtype.is_floating_point and int32_words(low, x):
+        raise low.unsupported(f"a cast of an integer input to {dtype}")
+    return Ref(x.index, dtype)
 
 
 @rule(aten.slice.Tensor)

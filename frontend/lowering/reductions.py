@@ -1,4 +1,5 @@
-"""Reductions over dimensions (mean.dim, sum.dim_IntList, amax) and 2D pooling (max_pool2d,
+"""Reductions over dimensions (mean.dim, sum.dim_IntList, amax), cumulative sums (cumsum,
+`fabric.kernels.scan` on a column of PEs) and 2D pooling (max_pool2d,
 avg_pool2d, adaptive average and max pooling): the reduced elements of every output are laid
 out as one row and reduced by `fabric.kernels.rowreduce` on a column of PEs.
 
@@ -12,8 +13,11 @@ from __future__ import annotations
 
 import torch
 
+from fabric.kernels import build_cumsum
 from frontend.lowering.common import out_shape, pair, reduce, reduce_rows, windows
 from frontend.lowering.core import Unavailable, rule
+from frontend.lowering.embedding import int32_words
+from frontend.stages import Limits
 from frontend.values import Ref
 
 aten = torch.ops.aten
@@ -37,6 +41,28 @@ def sum_all(low, node, x, dtype=None):
 @rule(aten.amax.default)
 def amax(low, node, x, dims=(), keepdim=False):
     return reduce(low, node, x, list(dims) or None, keepdim, "max")
+
+
+
+@rule(aten.cumsum.default)
+def cumsum(low, node, x, dim, dtype=None):
+    """Running sums along `dim`: x's other dimensions are the rows, `dim` the r columns of
+    a row, scanned by `build_cumsum` (rows over a column of PEs). Integer values (a token
+    mask's counts) are exact up to 2^24 in the fp32 words kernels compute in; an integer
+    input's int32 words would need a conversion first, and are refused."""
+    if int32_words(low, x):
+        raise low.unsupported("cumsum of an integer input (its int32 words; a cumsum of a "
+                              "mask of it runs)")
+    moved = x.index.movedim(dim, -1)
+    r = moved.shape[-1] if moved.dim() else 1
+    m = moved.numel() // max(1, r)
+    ref = low.stage("cumsum", (m, r),
+                    lambda cfg, rect, **fmt: build_cumsum(cfg, rect, m, r, **fmt),
+                    [low.operand("x", Ref(moved.reshape(m, r)), (m, r))], m * r,
+                    Limits(m, 1, cols_fixed=1), words_per_element=2)
+    out = ref.index.reshape(moved.shape).movedim(-1, dim) if moved.dim() else \
+        ref.index.reshape(())
+    return Ref(out, node.meta["val"].dtype)
 
 
 @rule(aten.max_pool2d_with_indices.default)

@@ -55,7 +55,7 @@ def test_compare_reads_int32_token_ids(op):
     ids = np.random.default_rng(6).integers(0, 2 ** 24, (6, 5)).astype(np.int64)
     ids[0, :3] = [1, 0, 2 ** 24]
     k = build_compare(CONFIG, Rect(0, 0, 2, 2), 6, 5, op, 1.0, from_int32=True)
-    res = run_kernel(k, {"x": ids})
+    res = run_kernel(k, {"x": ids.astype(np.int32).view(np.float32)})  # the words
     want = {"ne": ids != 1, "ge": ids >= 1, "lt": ids < 1}[op]
     np.testing.assert_array_equal(res.output, want.astype(np.float32))
     assert res.cycles == k.model_cycles
