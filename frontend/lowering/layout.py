@@ -149,3 +149,47 @@ def index(low, node, x, indices):
         raise low.unsupported("indexing by runtime indices")
     picks = [None if i is None else i.value for i in indices]
     return Ref(node.target(x.index, picks), x.dtype)
+
+
+@rule(aten.as_strided.default)
+def as_strided(low, node, x, size, stride, storage_offset=None):
+    """A view by strides (what decompositions leave of views: adaptive pooling's reshape,
+    window partitions): x's elements are placed in the storage its traced strides and
+    offset describe, and the output reads that storage at `stride` from `storage_offset`
+    (None: x's own). An index map when every position read holds one element of x;
+    reading a position x does not hold (memory beyond the tensor) or one that holds two
+    different elements is refused."""
+    if not isinstance(x, Ref):
+        raise low.unsupported(f"as_strided of {type(x).__name__}")
+    src = node.args[0].meta["val"]
+    index = x.index.expand(tuple(src.shape)).reshape(-1)
+    offset = src.storage_offset() if storage_offset is None else int(storage_offset)
+    # positions of x's elements in its storage: (src.shape) int64
+    pos = torch.as_strided(torch.arange(_span(src.shape, src.stride(), src.storage_offset())),
+                           tuple(src.shape), src.stride(), src.storage_offset())
+    end = max(_span(size, stride, offset), int(pos.max()) + 1 if pos.numel() else 0)
+    # per storage position, the smallest and largest id of x there (-2: none)
+    pos = pos.reshape(-1)
+    low_id = torch.full((end,), -2, dtype=torch.int64).scatter_reduce(
+        0, pos, index, "amin", include_self=False)
+    high_id = torch.full((end,), -2, dtype=torch.int64).scatter_reduce(
+        0, pos, index, "amax", include_self=False)
+    storage, clash = low_id, low_id != high_id
+    out_pos = torch.as_strided(torch.arange(end), tuple(size), tuple(stride), offset)
+    if bool((storage[out_pos] == -2).any()):
+        raise low.unsupported(f"as_strided(size={list(size)}, stride={list(stride)}, "
+                              f"offset={offset}) reading memory its input of shape "
+                              f"{tuple(src.shape)} and strides {src.stride()} does not hold")
+    if bool(clash[out_pos].any()):
+        raise low.unsupported("as_strided reading a position that holds two different "
+                              "elements of its input")
+    return Ref(storage[out_pos], x.dtype)
+
+
+def _span(size, stride, offset: int) -> int:
+    """Storage length a view of `size`, `stride` from `offset` needs (its last position +
+    1; `offset` for an empty view)."""
+    if any(s == 0 for s in size):
+        return offset
+    return offset + sum((n - 1) * st for n, st in zip(size, stride)) + 1
+

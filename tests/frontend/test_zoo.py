@@ -28,9 +28,9 @@ STOPS = {
     "bert": None,
     "distilbert": None,
     "electra": None,
-    "roberta": "aten.cumsum.default",  # position ids from the input ids
+    "roberta": None,  # position ids from the input ids: cumsum, one-hot lookup
     "albert": None,
-    "mpnet": "aten.cumsum.default",
+    "mpnet": None,
     "t5-encoder": None,
     "gpt2": None,
     "gpt-neo": None,
@@ -46,12 +46,12 @@ STOPS = {
     "vit": None,
     "deit": None,
     "clip-vision": None,
-    "swin": "aten.as_strided.default",  # window partition
+    "swin": None,  # as_strided after the adaptive pool
     "resnet": None,
     "convnext": None,
     "mobilenet-v2": TOO_BIG,  # 17 blocks, 237 stages: at least 290 PEs
     "regnet": None,
-    "wav2vec2": "aten.native_group_norm.default",
+    "wav2vec2": None,  # group norm in the feature encoder
     "whisper-encoder": None,
     "lstm": None,
     "gru": None,
