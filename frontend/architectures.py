@@ -7,9 +7,13 @@ Sizes follow one rule: one layer (or one stage per level), width 32, two heads, 
 model is the same on every call. `transformers` is imported only by the factories that need
 it (the `hf` extra).
 
+Each architecture names the fabric it runs on, `fabric_config(name)`: small(12, 12) (the
+frontend tests' fabric) unless its stages need more PEs (MobileNet-V2's 17 blocks: 237
+stages, at least 290 PEs).
+
 Example:
     >>> model, inputs = build("llama")                                  # doctest: +SKIP
-    >>> cm = frontend.compile(model, inputs, config=FabricConfig.small(12, 12))
+    >>> cm = frontend.compile(model, inputs, config=fabric_config("llama"))
 """
 
 from __future__ import annotations
@@ -20,19 +24,25 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
+from fabric.config import FabricConfig
+
 VOCAB, WIDTH, HEADS, TOKENS, IMAGE = 64, 32, 2, 8, 32
+GRID = 12  # the side of the square fabric most architectures run on: small(GRID, GRID)
+# architectures whose stages need a larger fabric: name -> its side
+LARGER_GRID = {"mobilenet-v2": 24}
 
 
 @dataclasses.dataclass(frozen=True)
 class Architecture:
     """name; family ("text encoder", "decoder", "vision", "audio", "recurrent", "cnn",
     "mlp"); source ("transformers" or "torch"); make() -> (model in eval mode, example
-    inputs)."""
+    inputs); grid: the side of the square small fabric it runs on."""
 
     name: str
     family: str
     source: str
     make: Callable[[], tuple[nn.Module, tuple]]
+    grid: int = GRID
 
 
 def build(name: str) -> tuple[nn.Module, tuple]:
@@ -40,6 +50,12 @@ def build(name: str) -> tuple[nn.Module, tuple]:
     if name not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHITECTURES)}")
     return ARCHITECTURES[name].make()
+
+
+def fabric_config(name: str) -> FabricConfig:
+    """The fabric architecture `name` runs on: small(grid, grid) for its `grid`."""
+    grid = ARCHITECTURES[name].grid
+    return FabricConfig.small(grid, grid)
 
 
 def output_tensor(out) -> torch.Tensor:
@@ -233,6 +249,8 @@ _TORCH = [
 ]
 
 ARCHITECTURES: dict[str, Architecture] = {
-    **{name: Architecture(name, family, "transformers", make) for name, family, make in _HF},
-    **{name: Architecture(name, family, "torch", make) for name, family, make in _TORCH},
+    **{name: Architecture(name, family, "transformers", make, LARGER_GRID.get(name, GRID))
+       for name, family, make in _HF},
+    **{name: Architecture(name, family, "torch", make, LARGER_GRID.get(name, GRID))
+       for name, family, make in _TORCH},
 }

@@ -7,9 +7,9 @@ import math
 
 import torch
 
-from frontend.lowering.common import constant, out_shape, relayout
+from frontend.lowering.common import constant, out_shape, relayout, shape_of
 from frontend.lowering.core import rule
-from frontend.lowering.embedding import int32_words
+from frontend.lowering.embedding import int32_words, lookup
 from frontend.values import Const, Ref
 
 aten = torch.ops.aten
@@ -143,12 +143,49 @@ def constant_pad_nd(low, node, x, pad, value=0.0):
 
 @rule(aten.index.Tensor, aten._unsafe_index.Tensor)
 def index(low, node, x, indices):
-    """Advanced indexing by compile-time indices (reflection and replication padding
-    decompose to it): a re-indexing."""
-    if not isinstance(x, Ref) or not all(i is None or isinstance(i, Const) for i in indices):
-        raise low.unsupported("indexing by runtime indices")
+    """Advanced indexing. By compile-time indices (reflection and replication padding
+    decompose to it): a re-indexing. By one runtime index tensor (the other entries None):
+    a lookup along that dimension (`take_along`)."""
+    runtime = [k for k, i in enumerate(indices) if i is not None and not isinstance(i, Const)]
+    if runtime:
+        if len(runtime) > 1 or any(i is not None for k, i in enumerate(indices)
+                                   if k != runtime[0]):
+            raise low.unsupported("indexing by a runtime index tensor together with other "
+                                  "indices (one runtime index tensor, the rest ':', runs)")
+        return take_along(low, node, x, runtime[0], indices[runtime[0]])
+    if not isinstance(x, Ref):
+        raise low.unsupported(f"indexing {type(x).__name__}")
     picks = [None if i is None else i.value for i in indices]
     return Ref(node.target(x.index, picks), x.dtype)
+
+
+@rule(aten.index_select.default)
+def index_select(low, node, x, dim, index):
+    """x's slices along `dim` picked by a runtime index vector (`take_along`); by a
+    constant one, a re-indexing."""
+    d = dim % len(shape_of(x))
+    if isinstance(index, Const):
+        return relayout(x, lambda t: t.index_select(d, index.value.to(torch.int64)))
+    return take_along(low, node, x, d, index)
+
+
+def take_along(low, node, x, dim: int, index) -> Ref:
+    """x[:, ..., index, ...] at dimension `dim` for a runtime index tensor of shape S: x
+    seen as a (size(dim), D) table of its slices, `embedding.lookup` picks rows (a
+    per-call gather for an integer input's indices, which checks their range; a one-hot
+    product for computed ones), and the result is laid out as PyTorch's:
+    x.shape[:dim] + S + x.shape[dim + 1:]."""
+    if not isinstance(index, Ref) or not isinstance(x, (Ref, Const)):
+        raise low.unsupported(f"indexing {type(x).__name__} by {type(index).__name__}")
+    shape = shape_of(x)
+    table = relayout(x, lambda t: t.movedim(dim, 0).reshape(shape[dim], -1))
+    rest = shape[:dim] + shape[dim + 1:]
+    rows = lookup(low, table, shape[dim], math.prod(rest), index)  # (*S, D)
+    s = len(index.shape)
+    out = rows.index.reshape(*index.shape, *rest)
+    # (*S, *pre, *post) -> (*pre, *S, *post)
+    order = list(range(s, s + dim)) + list(range(s)) + list(range(s + dim, s + len(rest)))
+    return Ref(out.permute(order), node.meta["val"].dtype)
 
 
 @rule(aten.as_strided.default)
