@@ -9,7 +9,8 @@ it (the `hf` extra).
 
 Each architecture names the fabric it runs on, `fabric_config(name)`: small(12, 12) (the
 frontend tests' fabric) unless its stages need more PEs (MobileNet-V2's 17 blocks: 237
-stages, at least 290 PEs).
+stages, at least 290 PEs, whose tiles pack onto small(24, 16) but not onto small(20, 20)
+or small(22, 22)).
 
 Example:
     >>> model, inputs = build("llama")                                  # doctest: +SKIP
@@ -27,22 +28,22 @@ import torch.nn as nn
 from fabric.config import FabricConfig
 
 VOCAB, WIDTH, HEADS, TOKENS, IMAGE = 64, 32, 2, 8, 32
-GRID = 12  # the side of the square fabric most architectures run on: small(GRID, GRID)
-# architectures whose stages need a larger fabric: name -> its side
-LARGER_GRID = {"mobilenet-v2": 24}
+GRID = (12, 12)  # the fabric most architectures run on: small(12, 12), rows x cols
+# architectures whose stages need a larger fabric: name -> its (rows, cols)
+LARGER_FABRIC = {"mobilenet-v2": (24, 16)}
 
 
 @dataclasses.dataclass(frozen=True)
 class Architecture:
     """name; family ("text encoder", "decoder", "vision", "audio", "recurrent", "cnn",
     "mlp"); source ("transformers" or "torch"); make() -> (model in eval mode, example
-    inputs); grid: the side of the square small fabric it runs on."""
+    inputs); fabric: the (rows, cols) of the small fabric it runs on."""
 
     name: str
     family: str
     source: str
     make: Callable[[], tuple[nn.Module, tuple]]
-    grid: int = GRID
+    fabric: tuple[int, int] = GRID
 
 
 def build(name: str) -> tuple[nn.Module, tuple]:
@@ -53,9 +54,8 @@ def build(name: str) -> tuple[nn.Module, tuple]:
 
 
 def fabric_config(name: str) -> FabricConfig:
-    """The fabric architecture `name` runs on: small(grid, grid) for its `grid`."""
-    grid = ARCHITECTURES[name].grid
-    return FabricConfig.small(grid, grid)
+    """The fabric architecture `name` runs on: small(rows, cols) of its `fabric`."""
+    return FabricConfig.small(*ARCHITECTURES[name].fabric)
 
 
 def output_tensor(out) -> torch.Tensor:
@@ -249,8 +249,8 @@ _TORCH = [
 ]
 
 ARCHITECTURES: dict[str, Architecture] = {
-    **{name: Architecture(name, family, "transformers", make, LARGER_GRID.get(name, GRID))
+    **{name: Architecture(name, family, "transformers", make, LARGER_FABRIC.get(name, GRID))
        for name, family, make in _HF},
-    **{name: Architecture(name, family, "torch", make, LARGER_GRID.get(name, GRID))
+    **{name: Architecture(name, family, "torch", make, LARGER_FABRIC.get(name, GRID))
        for name, family, make in _TORCH},
 }
