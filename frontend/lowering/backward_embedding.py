@@ -9,6 +9,8 @@ accumulate=True), valid(idx) = (idx >= 0) & (idx < V) & (idx != padding).
 - Runtime table, compile-time indices (positions): the picked rows are a layout.
 - Runtime table, runtime indices: the host writes it into a resident tile; the rows the
   indices pick move from there per call, as for a constant table (`lowering.embedding`).
+- Index checks cast to numbers (RoBERTa's token mask, `ids.ne(pad).int()`): a compare
+  mask computed on the fabric from the ids' int32 words (`index_check_as_number`).
 - Validity: the index checks on an integer input are symbolic (`IndexPred`); every call
   refuses an index outside [0, V) (`Gather.resolve` raises IndexError), so a predicate
   implied by 0 <= idx < V holds and its `where` is the gradient itself, and a clamp to a
@@ -37,7 +39,7 @@ from frontend.lowering.common import (
     scatter_add,
 )
 from frontend.lowering.core import rule
-from frontend.lowering.embedding import eq_mask, int32_words, lookup
+from frontend.lowering.embedding import compare_mask, int32_words, lookup
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref, Symbolic
 
@@ -154,7 +156,6 @@ def clamp(low, node, x, lo=None, hi=None):
     return Clamped(x, float("-inf") if lo is None else lo, float("inf") if hi is None else hi)
 
 
-
 COMPLEMENT = {"ge": "lt", "gt": "le", "lt": "ge", "le": "gt", "ne": "eq"}
 
 
@@ -174,7 +175,7 @@ def index_check_as_number(low, node, x, dtype=None, **kwargs):
     negate = x.negated
     if negate and len(checks) == 1:
         checks, negate = ((COMPLEMENT[checks[0][0]], checks[0][1]),), False
-    masks = [eq_mask(low, source, float(s), source.shape, from_int32, op) for op, s in checks]
+    masks = [compare_mask(low, source, float(s), source.shape, from_int32, op) for op, s in checks]
     out = masks[0]
     for m in masks[1:]:
         out = binary(low, out, m, "mul", source.shape)

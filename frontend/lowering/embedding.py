@@ -66,7 +66,8 @@ def _floating_input(low, name: str) -> bool:
     return node.meta["val"].dtype.is_floating_point
 
 
-def eq_mask(low, x: Ref, value: float, shape, from_int32: bool = False, op: str = "eq") -> Ref:
+def compare_mask(low, x: Ref, value: float, shape, from_int32: bool = False,
+                 op: str = "eq") -> Ref:
     """1.0 where x op value else 0.0 (`build_compare`, op "eq" | "ne" | "gt" | ...) for a
     Ref x of `shape`; from_int32: x holds int32 words (an integer input). A Ref of
     `shape`."""
@@ -95,7 +96,7 @@ def one_hot_lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
     tokens = indices.index.numel()
     ids = Ref(indices.index.reshape(tokens, 1).expand(tokens, vocab))
     columns = Const(torch.arange(vocab, dtype=torch.float32).expand(tokens, vocab))
-    onehot = eq_mask(low, binary(low, ids, columns, "sub", (tokens, vocab)), 0.0,
+    onehot = compare_mask(low, binary(low, ids, columns, "sub", (tokens, vocab)), 0.0,
                      (tokens, vocab))
     ones = Const(torch.ones(vocab, 1))
     if isinstance(table, Const):

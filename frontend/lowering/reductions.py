@@ -28,7 +28,7 @@ from frontend.lowering.common import (
     windows,
 )
 from frontend.lowering.core import Unavailable, rule
-from frontend.lowering.embedding import eq_mask, int32_words
+from frontend.lowering.embedding import compare_mask, int32_words
 from frontend.stages import Limits
 from frontend.values import Const, Ref
 
@@ -99,7 +99,7 @@ def var_mean(low, node, x, dims=None, correction=None, keepdim=False):
 def _first_max_index(low, rows: torch.Tensor) -> Ref:
     """The index of the first maximum of every row of `rows` (m, r): on y = x clamped to
     [-FLT_MAX, FLT_MAX] (so that an infinite maximum is a number equal to itself; a row of
-    -inf gives 0 as eager), hit = (y - max(y) == 0) (`eq_mask`, exact: the difference of
+    -inf gives 0 as eager), hit = (y - max(y) == 0) (`compare_mask`, exact: the difference of
     two finite fp32 values is 0 only when they are equal, or within 2^-126, which the
     fabric flushes), score = hit * (r - j), index = r - max(score). NaN is not ordered
     here (eager returns a NaN's index). A Ref (m,)."""
@@ -108,7 +108,7 @@ def _first_max_index(low, rows: torch.Tensor) -> Ref:
     y = map_(low, map_(low, Ref(rows), "max", -big, (m, r)), "min", big, (m, r))
     top = reduce_rows(low, y.index, "max")
     d = binary(low, y, Ref(top.index[:, None].expand(m, r)), "sub", (m, r))
-    hit = eq_mask(low, d, 0.0, (m, r))
+    hit = compare_mask(low, d, 0.0, (m, r))
     ranks = Const((r - torch.arange(r, dtype=torch.float32)).expand(m, r))
     best = reduce_rows(low, binary(low, hit, ranks, "mul", (m, r)).index, "max")
     return map_(low, map_(low, best, "mul", -1.0, (m,)), "add", float(r), (m,))
