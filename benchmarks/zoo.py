@@ -2,8 +2,10 @@
 
 Per model: whether it compiles (else the ATen op that stops it), simulated cycles, PEs
 used, fma utilization, the largest node error against eager PyTorch (validate), the
-output's error against eager, and the wall seconds of compile and simulation. Runs on
-FabricConfig.small(grid, grid) (default 12 x 12, the frontend tests' fabric).
+output's error against eager, and the wall seconds of compile and simulation. Each runs on
+its own fabric (`frontend.architectures.fabric_config`: small(12, 12), the frontend tests'
+fabric, or a larger one for a model that needs more PEs), or on small(grid, grid) for all
+with --grid.
 
     python benchmarks/zoo.py --json benchmarks/results/zoo.json [--only gpt2 llama]
 """
@@ -24,7 +26,12 @@ from harness import write_json  # noqa: E402
 
 import frontend  # noqa: E402
 from fabric import FabricConfig  # noqa: E402
-from frontend.architectures import ARCHITECTURES, build, output_tensor  # noqa: E402
+from frontend.architectures import (  # noqa: E402
+    ARCHITECTURES,
+    build,
+    fabric_config,
+    output_tensor,
+)
 
 OUTPUT_TOL = 1e-4  # rtol and atol of the output against eager fp32, as the zoo test's
 
@@ -32,7 +39,8 @@ OUTPUT_TOL = 1e-4  # rtol and atol of the output against eager fp32, as the zoo 
 def measure(name: str, config: FabricConfig) -> dict:
     """One architecture: compiled or the op that stops it, and its figures."""
     arch = ARCHITECTURES[name]
-    row = {"model": name, "family": arch.family, "source": arch.source}
+    row = {"model": name, "family": arch.family, "source": arch.source,
+           "fabric": config.name}
     model, inputs = build(name)
     t0 = time.perf_counter()
     try:
@@ -69,15 +77,18 @@ def measure(name: str, config: FabricConfig) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", required=True)
-    ap.add_argument("--grid", type=int, default=12, help="fabric is small(grid, grid)")
+    ap.add_argument("--grid", type=int, default=None,
+                    help="run every model on small(grid, grid) (default: each on its own "
+                         "fabric, small(12, 12) unless it needs more PEs)")
     ap.add_argument("--only", nargs="+", choices=list(ARCHITECTURES), metavar="NAME",
                     help="these architectures only")
     ap.add_argument("--quick", action="store_true",
                     help="the same (every model is tiny); kept for run_all's modes")
     args = ap.parse_args(argv)
-    config = FabricConfig.small(args.grid, args.grid)
     results = []
     for name in args.only or list(ARCHITECTURES):
+        config = (FabricConfig.small(args.grid, args.grid) if args.grid
+                  else fabric_config(name))
         results.append(measure(name, config))
         r = results[-1]
         print(f"{name:16} {r['status']:7} "
@@ -89,9 +100,9 @@ def main(argv=None) -> int:
     for r in results:
         if r["status"] in ("stops", "error", "too big"):
             stops.setdefault(r["stopped_by"], []).append(r["model"])
-    columns = ["model", "family", "status", "cycles", "PEs", "util %", "max node err",
-               "output err", "compile s", "sim s"]
-    table = [[r["model"], r["family"], r["status"] if "cycles" in r else
+    columns = ["model", "family", "fabric", "status", "cycles", "PEs", "util %",
+               "max node err", "output err", "compile s", "sim s"]
+    table = [[r["model"], r["family"], r["fabric"], r["status"] if "cycles" in r else
               f"{r['status']}: {r['stopped_by']}", r.get("cycles", ""), r.get("pes_used", ""),
               round(100 * r["utilization"], 3) if "utilization" in r else "",
               f"{r['max_node_error']:.1e}" if "max_node_error" in r else "",
@@ -102,7 +113,8 @@ def main(argv=None) -> int:
                 f"fp32 (output within {OUTPUT_TOL:g})"]
     headline += [f"stopped by {op}: {', '.join(models)}" for op, models in
                  sorted(stops.items(), key=lambda kv: -len(kv[1]))]
-    write_json(args.json, {"benchmark": "zoo", "config": config.name, "results": results,
+    fabrics = sorted({r["fabric"] for r in results})
+    write_json(args.json, {"benchmark": "zoo", "config": ", ".join(fabrics), "results": results,
                            "headline": headline, "table": {"columns": columns,
                                                            "rows": table}})
     for line in headline:

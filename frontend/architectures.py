@@ -7,9 +7,14 @@ Sizes follow one rule: one layer (or one stage per level), width 32, two heads, 
 model is the same on every call. `transformers` is imported only by the factories that need
 it (the `hf` extra).
 
+Each architecture names the fabric it runs on, `fabric_config(name)`: small(12, 12) (the
+frontend tests' fabric) unless its stages need more PEs (MobileNet-V2's 17 blocks: 237
+stages, at least 290 PEs, whose tiles pack onto small(24, 16) but not onto small(20, 20)
+or small(22, 22)).
+
 Example:
     >>> model, inputs = build("llama")                                  # doctest: +SKIP
-    >>> cm = frontend.compile(model, inputs, config=FabricConfig.small(12, 12))
+    >>> cm = frontend.compile(model, inputs, config=fabric_config("llama"))
 """
 
 from __future__ import annotations
@@ -20,19 +25,25 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
+from fabric.config import FabricConfig
+
 VOCAB, WIDTH, HEADS, TOKENS, IMAGE = 64, 32, 2, 8, 32
+GRID = (12, 12)  # the fabric most architectures run on: small(12, 12), rows x cols
+# architectures whose stages need a larger fabric: name -> its (rows, cols)
+LARGER_FABRIC = {"mobilenet-v2": (24, 16)}
 
 
 @dataclasses.dataclass(frozen=True)
 class Architecture:
     """name; family ("text encoder", "decoder", "vision", "audio", "recurrent", "cnn",
     "mlp"); source ("transformers" or "torch"); make() -> (model in eval mode, example
-    inputs)."""
+    inputs); fabric: the (rows, cols) of the small fabric it runs on."""
 
     name: str
     family: str
     source: str
     make: Callable[[], tuple[nn.Module, tuple]]
+    fabric: tuple[int, int] = GRID
 
 
 def build(name: str) -> tuple[nn.Module, tuple]:
@@ -40,6 +51,11 @@ def build(name: str) -> tuple[nn.Module, tuple]:
     if name not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {name!r}; known: {', '.join(ARCHITECTURES)}")
     return ARCHITECTURES[name].make()
+
+
+def fabric_config(name: str) -> FabricConfig:
+    """The fabric architecture `name` runs on: small(rows, cols) of its `fabric`."""
+    return FabricConfig.small(*ARCHITECTURES[name].fabric)
 
 
 def output_tensor(out) -> torch.Tensor:
@@ -233,6 +249,8 @@ _TORCH = [
 ]
 
 ARCHITECTURES: dict[str, Architecture] = {
-    **{name: Architecture(name, family, "transformers", make) for name, family, make in _HF},
-    **{name: Architecture(name, family, "torch", make) for name, family, make in _TORCH},
+    **{name: Architecture(name, family, "transformers", make, LARGER_FABRIC.get(name, GRID))
+       for name, family, make in _HF},
+    **{name: Architecture(name, family, "torch", make, LARGER_FABRIC.get(name, GRID))
+       for name, family, make in _TORCH},
 }

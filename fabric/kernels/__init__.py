@@ -43,6 +43,7 @@ from fabric.kernels.rownorm import (
     softmax_reference,
 )
 from fabric.kernels.rowreduce import build_rowreduce, rowreduce_reference
+from fabric.kernels.scan import build_cumsum, cumsum_reference
 from fabric.kernels.stencil import build_stencil, stencil_reference
 from fabric.kernels.traffic import (
     Flow,
@@ -60,18 +61,18 @@ from fabric.kernels.unary import UNARY_WORDS, build_blockwise, build_unary
 
 __all__ = [
     "build_adamw", "build_allreduce", "build_blockwise", "build_broadcast", "build_broadcast_op",
-    "build_compare", "build_elementwise", "build_extremum", "build_relation", "build_select",
-    "extremum_reference", "relation_reference", "RELATIONS", "select_reference",
-    "build_gather", "build_gelu", "build_gemm_cannon",
-    "build_gemm_summa", "build_gemv", "build_layernorm", "build_map", "build_multicast",
-    "build_neighbour_exchange", "build_reduce", "build_resident", "build_rowdot",
-    "build_rowreduce", "build_scatter", "build_sgd", "build_shared_link", "build_shift",
-    "build_softmax", "build_stencil", "build_streams", "build_sumsq", "build_traffic",
-    "build_transpose", "build_unary", "cannon_reference", "compare_reference", "Flow", "Fragment",
-    "gelu_reference", "GELU_WORDS", "gemv_reference", "Kernel", "KernelResult",
+    "build_compare", "build_cumsum", "build_elementwise", "build_extremum", "build_gather",
+    "build_gelu", "build_gemm_cannon", "build_gemm_summa", "build_gemv", "build_layernorm",
+    "build_map", "build_multicast", "build_neighbour_exchange", "build_reduce", "build_relation",
+    "build_resident", "build_rowdot", "build_rowreduce", "build_scatter", "build_select",
+    "build_sgd", "build_shared_link", "build_shift", "build_softmax", "build_stencil",
+    "build_streams", "build_sumsq", "build_traffic", "build_transpose", "build_unary",
+    "cannon_reference", "compare_reference", "cumsum_reference", "extremum_reference", "Flow",
+    "Fragment", "gelu_reference", "GELU_WORDS", "gemv_reference", "Kernel", "KernelResult",
     "layernorm_reference", "mathlib", "pick_colors", "plan_redistribution", "probe_inputs",
-    "probe_output", "read_words", "Redistribution", "rowdot_reference", "rowreduce_reference",
-    "run_kernel", "softmax_reference", "split", "stencil_reference", "summa_reference",
-    "sumsq_reference", "traffic_inputs", "traffic_reference", "UNARY_WORDS", "WordMap",
-    "write_step_scalars", "write_words",
+    "probe_output", "read_words", "Redistribution", "relation_reference", "RELATIONS",
+    "rowdot_reference", "rowreduce_reference", "run_kernel", "select_reference",
+    "softmax_reference", "split", "stencil_reference", "summa_reference", "sumsq_reference",
+    "traffic_inputs", "traffic_reference", "UNARY_WORDS", "WordMap", "write_step_scalars",
+    "write_words"
 ]

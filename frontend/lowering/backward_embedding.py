@@ -9,6 +9,8 @@ accumulate=True), valid(idx) = (idx >= 0) & (idx < V) & (idx != padding).
 - Runtime table, compile-time indices (positions): the picked rows are a layout.
 - Runtime table, runtime indices: the host writes it into a resident tile; the rows the
   indices pick move from there per call, as for a constant table (`lowering.embedding`).
+- Index checks cast to numbers (RoBERTa's token mask, `ids.ne(pad).int()`): a compare
+  mask computed on the fabric from the ids' int32 words (`index_check_as_number`).
 - Validity: the index checks on an integer input are symbolic (`IndexPred`); every call
   refuses an index outside [0, V) (`Gather.resolve` raises IndexError), so a predicate
   implied by 0 <= idx < V holds and its `where` is the gradient itself, and a clamp to a
@@ -28,8 +30,16 @@ import math
 import torch
 
 from fabric.kernels import build_rowreduce
-from frontend.lowering.common import gather_rows, index_source, resident, scatter_add
+from frontend.lowering.common import (
+    binary,
+    index_source,
+    map_,
+    out_shape,
+    resident,
+    scatter_add,
+)
 from frontend.lowering.core import rule
+from frontend.lowering.embedding import compare_mask, int32_words, lookup
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref, Symbolic
 
@@ -84,11 +94,11 @@ def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
     if isinstance(indices, Const):
         return Ref(weight.index[indices.value.to(torch.int64)], weight.dtype)  # a layout
     if not isinstance(indices, Ref):
-        raise low.unsupported("embedding indices that are not a runtime input")
-    # the table written to a resident tile; the picked rows move from there per call
+        raise low.unsupported("embedding indices that are not a runtime tensor")
+    # the table written to a resident tile, the picked rows moved from there per call (or
+    # the one-hot product of indices computed on the fabric)
     vocab, dim = weight.shape
-    table = resident(low, weight, (vocab, dim), "_table")
-    return gather_rows(low, int(table.index.reshape(-1)[0]), vocab, dim, indices)
+    return lookup(low, weight, vocab, dim, indices)
 
 
 # ---- index checks ------------------------------------------------------------------------
@@ -142,6 +152,34 @@ def unsqueeze(low, node, x, dim):
 def clamp(low, node, x, lo=None, hi=None):
     """clamp of integer indices: symbolic (a float tensor's clamp: `elementwise.clamp`)."""
     return Clamped(x, float("-inf") if lo is None else lo, float("inf") if hi is None else hi)
+
+
+COMPLEMENT = {"ge": "lt", "gt": "le", "lt": "ge", "le": "gt", "ne": "eq"}
+
+
+@rule(aten._to_copy.default, case=_of_index_pred)  # other casts: `layout.to_copy`
+def index_check_as_number(low, node, x, dtype=None, **kwargs):
+    """An index check cast to a number (RoBERTa's token mask, ids != padding, as int) is
+    computed on the fabric: one compare mask per check on the integer input's words, their
+    product for the conjunction, 1 - that when negated (a single negated check: the
+    complementary compare). A 0/1 Ref of the node's shape (the checks' source shape,
+    `unsqueeze` above only reshapes it)."""
+    shape = out_shape(node)
+    source = x.source
+    if math.prod(shape) != source.index.numel():
+        raise low.unsupported(f"an index check of shape {source.shape} cast at shape {shape}")
+    from_int32 = int32_words(low, source)
+    checks = x.checks
+    negate = x.negated
+    if negate and len(checks) == 1:
+        checks, negate = ((COMPLEMENT[checks[0][0]], checks[0][1]),), False
+    masks = [compare_mask(low, source, float(s), source.shape, from_int32, op) for op, s in checks]
+    out = masks[0]
+    for m in masks[1:]:
+        out = binary(low, out, m, "mul", source.shape)
+    if negate:
+        out = map_(low, map_(low, out, "mul", -1.0, source.shape), "add", 1.0, source.shape)
+    return Ref(out.index.reshape(shape), dtype or torch.float32)
 
 
 def _zero_or_gradient(low, node, cond, a, b) -> bool:

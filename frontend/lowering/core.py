@@ -100,6 +100,18 @@ def materializer(*types):
     return wrap
 
 
+# fn(low, ref) -> Ref: an integer input's int32 words as fp32 numbers (`Lowering.operand`)
+INT_WORDS_AS_NUMBERS: list[Callable] = []
+
+
+def int_words_converter(fn):
+    """Register fn(low, ref) -> Ref, the stage that reads an integer input's int32 words as
+    numbers (exact below 2^24), which `Lowering.operand` puts before every kernel input
+    that would otherwise read those words as fp32 bit patterns."""
+    INT_WORDS_AS_NUMBERS[:] = [fn]
+    return fn
+
+
 def supported_ops() -> list[str]:
     return sorted({_name(t) for t in RULES})
 
@@ -180,9 +192,39 @@ class Lowering:
                                  self.format))
         return tensor.ref()
 
-    def operand(self, name: str, value, shape) -> Operand:
-        """Kernel input `name` of `shape` from a value (its elements in C order)."""
+    def int_words(self, x: Ref) -> bool:
+        """True when x's elements are int32 words: elements of a bool or integer user input
+        (the host writes those as integers), whatever dtype a rule gave x; False for float
+        inputs and computed values (fp32 words, integer-valued or not). A tensor mixing
+        both is refused."""
+        ids = x.index.reshape(-1)
+        ids = ids[ids >= 0]
+        if not ids.numel():
+            return False
+        first = self.owner(int(ids.min()))
+        owners = ([first] if int(ids.max()) < first.base + first.numel
+                  else list({self.owner(int(i)).name: self.owner(int(i))
+                             for i in torch.unique(ids)}.values()))
+        flags = {t.kind == "input" and not self._input_dtype(t.name).is_floating_point
+                 for t in owners}
+        if len(flags) > 1:
+            raise self.unsupported("a tensor mixing an integer input with computed values")
+        return flags == {True}
+
+    def _input_dtype(self, name: str) -> torch.dtype:
+        node = next(n for n in self.captured.graph.find_nodes(op="placeholder")
+                    if n.name == name)
+        return node.meta["val"].dtype
+
+    def operand(self, name: str, value, shape, int_words: bool = False) -> Operand:
+        """Kernel input `name` of `shape` from a value (its elements in C order).
+        int_words: the kernel reads an integer input's int32 words as such (a comparison of
+        integers, a select's condition, the conversion itself); otherwise such words are
+        first converted to numbers (`int_words_converter`), as eager promotes an integer
+        tensor in arithmetic with floats."""
         shape = tuple(int(s) for s in shape)
+        if isinstance(value, Ref) and not int_words and self.int_words(value):
+            value = INT_WORDS_AS_NUMBERS[0](self, value)
         if isinstance(value, Const):
             v = value.value.detach().to(torch.float32).reshape(shape)
             return Operand(name, shape, const=v.numpy().astype(np.float32))

@@ -25,7 +25,7 @@ from frontend.lowering.common import (
     out_shape,
     scalar,
 )
-from frontend.lowering.core import rule
+from frontend.lowering.core import int_words_converter, rule
 from frontend.stages import Limits
 from frontend.values import Const, Ref
 
@@ -153,9 +153,16 @@ def unary_stage(low, x, fn: str) -> Ref:
         def build(cfg, rect, **fmt):
             return build_unary(cfg, rect, m, n, fn, **fmt)
     ref = low.stage(fn, (m, n), build,
-                    [low.operand("x", x, (m, n))], m * n * CYCLES[fn],
+                    [low.operand("x", x, (m, n), int_words=fn == "itof")], m * n * CYCLES[fn],
                     Limits(m, n), words_per_element=UNARY_WORDS[fn], suffix=f"_{fn}")
     return Ref(ref.index.reshape(x.shape))
+
+
+@int_words_converter
+def numbers_of_int_words(low, x: Ref) -> Ref:
+    """An integer input's int32 words as fp32 numbers (`unary` "itof"), exact below 2^24;
+    the values keep x's dtype (an integer result of them comes back as integers)."""
+    return Ref(unary_stage(low, x, "itof").index, x.dtype)
 
 
 def extremum(low, x, z, op: str, shape, slope: float | None = None) -> Ref:

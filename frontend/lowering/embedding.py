@@ -1,28 +1,156 @@
-"""Embedding: the table is resident on its own tile; on every call the rows the indices pick
-move over the fabric to the embedding's output tile (the routes depend on the indices, so
-the movement is planned per call; the engine does not recompile)."""
+"""Embedding: table[indices].
+
+- Indices of a user input (token ids): the table is resident on its own tile; on every call
+  the rows the indices pick move over the fabric to the embedding's output tile (the routes
+  depend on the indices, so the movement is planned per call; the engine does not
+  recompile), and an index outside the table raises IndexError before the call runs.
+- Indices computed on the fabric (RoBERTa's position ids, a cumulative sum of the token
+  mask): no host sees them, so the lookup is arithmetic, a one-hot product
+
+      onehot[t, v] = (ids[t] - v == 0)            (tokens, vocab): a subtraction, `eq` mask
+      [rows | hits] = onehot @ [table | 1]        (tokens, dim + 1): one GEMM
+
+  exact in fp32: each output sums one product table[v, d] * 1 and zeros (ids are integers
+  carried as fp32 words, exact up to 2^24; a vocabulary above that is refused). An index
+  outside [0, vocab) (or not an integer) matches no row: its hit count is 0, and its row
+  becomes -inf ((hits - 1) * 3e38 * 4 added to it: -0 for a hit, which leaves the row as
+  it is), so a bad index shows in the output instead of reading as a zero row.
+  Its cost is tokens x vocab x (dim + 1) multiply-adds: fine for position tables.
+
+`int32_words` says which runtime values hold int32 words (an integer user input, as the
+host writes it) rather than fp32 ones (everything a kernel computes)."""
 
 from __future__ import annotations
 
 import torch
 
-from frontend.lowering.common import gather_rows, index_source, resident
+from fabric.kernels import build_compare
+from frontend.lowering.common import (
+    as2d,
+    binary,
+    constant,
+    gather_rows,
+    gemm,
+    map_,
+    resident,
+)
 from frontend.lowering.core import rule
+from frontend.stages import Limits
 from frontend.values import Const, Ref
 
 aten = torch.ops.aten
+
+EXACT_INTEGERS = 2 ** 24  # fp32 holds every integer of magnitude up to this exactly
+# single-PE cycles per element of compare's eq (sub, mul, 2 max at width 1 or 2, mul, min,
+# mul, add): sizes its tile
+EQ_CYCLES_PER_ELEMENT = 7
+
+
+def int32_words(low, value: Ref) -> bool:
+    """True when every element of `value` is an element of an integer user input (int32
+    words in PE memory), False when none is (fp32 words: kernel outputs, integer-valued or
+    not, and float inputs); a mix is refused (UnsupportedOpError)."""
+    flat = value.index.reshape(-1)
+    flags = set()
+    for t in low.tensors.values():
+        mine = (flat >= t.base) & (flat < t.base + t.numel)
+        if bool(mine.any()):
+            flags.add(t.kind == "input" and not _floating_input(low, t.name))
+    if len(flags) > 1:
+        raise low.unsupported("a tensor mixing an integer input's elements with computed ones")
+    return flags == {True}
+
+
+def _floating_input(low, name: str) -> bool:
+    node = next(n for n in low.captured.graph.nodes if n.name == name)
+    return node.meta["val"].dtype.is_floating_point
+
+
+def compare_mask(low, x: Ref, value: float, shape, from_int32: bool = False,
+                 op: str = "eq") -> Ref:
+    """1.0 where x op value else 0.0 (`build_compare`, op "eq" | "ne" | "gt" | ...) for a
+    Ref x of `shape`; from_int32: x holds int32 words (an integer input). A Ref of
+    `shape`."""
+    m, n = as2d(shape)
+    if from_int32:  # the int32 words are read as such: fp32 storage whatever the format
+        def build(cfg, rect, **fmt):
+            return build_compare(cfg, rect, m, n, op, value, from_int32=True)
+    else:
+        def build(cfg, rect, **fmt):
+            return build_compare(cfg, rect, m, n, op, value,
+                                 **({"dtype": fmt["dtype"]} if "dtype" in fmt else {}))
+    ref = low.stage("compare", (m, n), build, [low.operand("x", Ref(x.index.reshape(shape)),
+                                                           (m, n), int_words=from_int32)],
+                    m * n * EQ_CYCLES_PER_ELEMENT, Limits(m, n), words_per_element=3,
+                    suffix=f"_{op}")
+    return Ref(ref.index.reshape(shape))
+
+
+def one_hot_lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
+    """table[indices] for indices computed on the fabric (fp32 words), as the module
+    docstring's one-hot product; table a Const or Ref (vocab, dim). A Ref of shape
+    (*indices.shape, dim)."""
+    if vocab > EXACT_INTEGERS:
+        raise low.unsupported(f"a lookup by computed indices into {vocab} rows (fp32 carries "
+                              f"integers exactly up to {EXACT_INTEGERS})")
+    tokens = indices.index.numel()
+    ids = Ref(indices.index.reshape(tokens, 1).expand(tokens, vocab))
+    columns = Const(torch.arange(vocab, dtype=torch.float32).expand(tokens, vocab))
+    onehot = compare_mask(low, binary(low, ids, columns, "sub", (tokens, vocab)), 0.0,
+                     (tokens, vocab))
+    ones = Const(torch.ones(vocab, 1))
+    if isinstance(table, Const):
+        extended = Const(torch.cat([table.value.to(torch.float32), ones.value], 1))
+    else:
+        extended = Ref(torch.cat([table.index, constant(low, ones, "_ones").index], 1))
+    rows = gemm(low, onehot, extended, suffix="_onehot")  # (tokens, dim + 1)
+    hits = Ref(rows.index[:, dim])
+    poison = map_(low, map_(low, map_(low, hits, "add", -1.0, (tokens,)), "mul", 3e38,
+                            (tokens,)), "mul", 4.0, (tokens,))
+    out = binary(low, Ref(rows.index[:, :dim]), Ref(poison.index[:, None]), "add",
+                 (tokens, dim))
+    return Ref(out.index.reshape(*indices.shape, dim))
+
+
+def lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
+    """table[indices] for a (vocab, dim) Const or Ref table and runtime indices: a per-call
+    gather from a resident copy of the table when they are an integer input's elements
+    (`gather_rows`), the one-hot product when they are computed."""
+    if not int32_words(low, indices):
+        return one_hot_lookup(low, table, vocab, dim, indices)
+    table_base = int(resident(low, table, (vocab, dim), "_table").index.reshape(-1)[0])
+    return gather_rows(low, table_base, vocab, dim, indices)
 
 
 @rule(aten.embedding.default)
 def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
               sparse=False):
     if not isinstance(indices, Ref):
-        raise low.unsupported("embedding indices that are not a runtime input")
-    index_source(low, indices)
-    vocab, dim = weight.value.shape if isinstance(weight, Const) else weight.shape
-    if isinstance(weight, Const):
-        table = resident(low, weight, (vocab, dim), "_table")
-        table_base = int(table.index.reshape(-1)[0])
-    else:
+        raise low.unsupported("embedding indices that are not a runtime tensor")
+    if not isinstance(weight, Const):
         raise low.unsupported("an embedding table computed at run time")
-    return gather_rows(low, table_base, vocab, dim, indices)
+    vocab, dim = weight.value.shape
+    return lookup(low, weight, vocab, dim, indices)
+
+
+
+def _constant_by_computed_indices(low, node, x, dim, index, sparse_grad=False) -> bool:
+    """gather from a constant by indices computed on the fabric (the other gathers, of a
+    runtime tensor by class indices: `losses.gather`)."""
+    return isinstance(x, Const) and isinstance(index, Ref) and not int32_words(low, index)
+
+
+@rule(aten.gather.default, case=_constant_by_computed_indices)
+def gather_constant(low, node, x, dim, index, sparse_grad=False):
+    """out[..., j, ...] = x[..., index[..., j, ...], ...] along `dim` for a constant x whose
+    lines along `dim` are all one vector c (RoBERTa's token type buffer, expanded over the
+    batch): a `one_hot_lookup` of index in c seen as a (len(c), 1) table."""
+    d = dim % x.value.dim()
+    lines = x.value.movedim(d, -1).reshape(-1, x.value.shape[d])
+    if not bool((lines == lines[:1]).all()):
+        raise low.unsupported("gather from a constant whose lines along the dimension differ "
+                              "by computed indices")
+    table = Const(lines[0].to(torch.float32).reshape(-1, 1))
+    moved = Ref(index.index.movedim(d, -1))
+    out = one_hot_lookup(low, table, lines.shape[1], 1, moved)
+    return Ref(out.index[..., 0].movedim(-1, d), node.meta["val"].dtype)

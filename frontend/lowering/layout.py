@@ -7,8 +7,9 @@ import math
 
 import torch
 
-from frontend.lowering.common import constant, out_shape, relayout
+from frontend.lowering.common import constant, out_shape, relayout, shape_of
 from frontend.lowering.core import rule
+from frontend.lowering.embedding import int32_words, lookup
 from frontend.values import Const, Ref
 
 aten = torch.ops.aten
@@ -46,10 +47,22 @@ def identity(low, node, x, **kwargs):
 
 @rule(aten._to_copy.default)
 def to_copy(low, node, x, dtype=None, **kwargs):
-    if dtype not in (None, torch.float32) and isinstance(x, Ref) and \
-            x.dtype.is_floating_point:
-        raise low.unsupported(f"a cast to {dtype} (fp32 only)")
-    return x
+    """A cast of a runtime tensor (an index check's: `backward_embedding`). From a float
+    tensor: to fp32 only (the identity). From an integer one (the traced source dtype, as
+    elementwise results of integers are fp32 Refs): the identity on values a kernel
+    computed (fp32 words that hold integers, exact up to 2^24), now of `dtype`; an integer
+    input's int32 words stay integers (a cast to float is refused: no kernel converts
+    them there)."""
+    if not isinstance(x, Ref) or dtype is None:
+        return x
+    source = node.args[0].meta["val"].dtype
+    if source.is_floating_point:
+        if dtype != torch.float32:
+            raise low.unsupported(f"a cast of a {source} tensor to {dtype} (fp32 only)")
+        return x
+    if dtype.is_floating_point and int32_words(low, x):
+        raise low.unsupported(f"a cast of an integer input to {dtype}")
+    return Ref(x.index, dtype)
 
 
 @rule(aten.slice.Tensor)
@@ -130,9 +143,90 @@ def constant_pad_nd(low, node, x, pad, value=0.0):
 
 @rule(aten.index.Tensor, aten._unsafe_index.Tensor)
 def index(low, node, x, indices):
-    """Advanced indexing by compile-time indices (reflection and replication padding
-    decompose to it): a re-indexing."""
-    if not isinstance(x, Ref) or not all(i is None or isinstance(i, Const) for i in indices):
-        raise low.unsupported("indexing by runtime indices")
+    """Advanced indexing. By compile-time indices (reflection and replication padding
+    decompose to it): a re-indexing. By one runtime index tensor (the other entries None):
+    a lookup along that dimension (`take_along`)."""
+    runtime = [k for k, i in enumerate(indices) if i is not None and not isinstance(i, Const)]
+    if runtime:
+        if len(runtime) > 1 or any(i is not None for k, i in enumerate(indices)
+                                   if k != runtime[0]):
+            raise low.unsupported("indexing by a runtime index tensor together with other "
+                                  "indices (one runtime index tensor, the rest ':', runs)")
+        return take_along(low, node, x, runtime[0], indices[runtime[0]])
+    if not isinstance(x, Ref):
+        raise low.unsupported(f"indexing {type(x).__name__}")
     picks = [None if i is None else i.value for i in indices]
     return Ref(node.target(x.index, picks), x.dtype)
+
+
+@rule(aten.index_select.default)
+def index_select(low, node, x, dim, index):
+    """x's slices along `dim` picked by a runtime index vector (`take_along`); by a
+    constant one, a re-indexing."""
+    d = dim % len(shape_of(x))
+    if isinstance(index, Const):
+        return relayout(x, lambda t: t.index_select(d, index.value.to(torch.int64)))
+    return take_along(low, node, x, d, index)
+
+
+def take_along(low, node, x, dim: int, index) -> Ref:
+    """x[:, ..., index, ...] at dimension `dim` for a runtime index tensor of shape S: x
+    seen as a (size(dim), D) table of its slices, `embedding.lookup` picks rows (a
+    per-call gather for an integer input's indices, which checks their range; a one-hot
+    product for computed ones), and the result is laid out as PyTorch's:
+    x.shape[:dim] + S + x.shape[dim + 1:]."""
+    if not isinstance(index, Ref) or not isinstance(x, (Ref, Const)):
+        raise low.unsupported(f"indexing {type(x).__name__} by {type(index).__name__}")
+    shape = shape_of(x)
+    table = relayout(x, lambda t: t.movedim(dim, 0).reshape(shape[dim], -1))
+    rest = shape[:dim] + shape[dim + 1:]
+    rows = lookup(low, table, shape[dim], math.prod(rest), index)  # (*S, D)
+    s = len(index.shape)
+    out = rows.index.reshape(*index.shape, *rest)
+    # (*S, *pre, *post) -> (*pre, *S, *post)
+    order = list(range(s, s + dim)) + list(range(s)) + list(range(s + dim, s + len(rest)))
+    return Ref(out.permute(order), node.meta["val"].dtype)
+
+
+@rule(aten.as_strided.default)
+def as_strided(low, node, x, size, stride, storage_offset=None):
+    """A view by strides (what decompositions leave of views: adaptive pooling's reshape,
+    window partitions): x's elements are placed in the storage its traced strides and
+    offset describe, and the output reads that storage at `stride` from `storage_offset`
+    (None: x's own). An index map when every position read holds one element of x;
+    reading a position x does not hold (memory beyond the tensor) or one that holds two
+    different elements is refused."""
+    if not isinstance(x, Ref):
+        raise low.unsupported(f"as_strided of {type(x).__name__}")
+    src = node.args[0].meta["val"]
+    index = x.index.expand(tuple(src.shape)).reshape(-1)
+    offset = src.storage_offset() if storage_offset is None else int(storage_offset)
+    # positions of x's elements in its storage: (src.shape) int64
+    pos = torch.as_strided(torch.arange(_span(src.shape, src.stride(), src.storage_offset())),
+                           tuple(src.shape), src.stride(), src.storage_offset())
+    end = max(_span(size, stride, offset), int(pos.max()) + 1 if pos.numel() else 0)
+    # per storage position, the smallest and largest id of x there (-2: none)
+    pos = pos.reshape(-1)
+    low_id = torch.full((end,), -2, dtype=torch.int64).scatter_reduce(
+        0, pos, index, "amin", include_self=False)
+    high_id = torch.full((end,), -2, dtype=torch.int64).scatter_reduce(
+        0, pos, index, "amax", include_self=False)
+    storage, clash = low_id, low_id != high_id
+    out_pos = torch.as_strided(torch.arange(end), tuple(size), tuple(stride), offset)
+    if bool((storage[out_pos] == -2).any()):
+        raise low.unsupported(f"as_strided(size={list(size)}, stride={list(stride)}, "
+                              f"offset={offset}) reading memory its input of shape "
+                              f"{tuple(src.shape)} and strides {src.stride()} does not hold")
+    if bool(clash[out_pos].any()):
+        raise low.unsupported("as_strided reading a position that holds two different "
+                              "elements of its input")
+    return Ref(storage[out_pos], x.dtype)
+
+
+def _span(size, stride, offset: int) -> int:
+    """Storage length a view of `size`, `stride` from `offset` needs (its last position +
+    1; `offset` for an empty view)."""
+    if any(s == 0 for s in size):
+        return offset
+    return offset + sum((n - 1) * st for n, st in zip(size, stride)) + 1
+

@@ -74,21 +74,8 @@ class Pred(Symbolic):
 
 # ---- masks on the fabric -------------------------------------------------------------------
 def _int_words(low, x: Ref) -> bool:
-    """True when x's elements are int32 words: a bool or integer user input (the host writes
-    those as integers); False for float tensors and computed masks (0.0 / 1.0)."""
-    if x.dtype.is_floating_point:
-        return False
-    ids = x.index.reshape(-1)
-    ids = ids[ids >= 0]
-    if not ids.numel():
-        return False
-    first = low.owner(int(ids.min()))
-    if int(ids.max()) < first.base + first.numel:  # all in one tensor (the usual case)
-        return first.kind == "input"
-    kinds = {low.owner(int(i)).kind for i in torch.unique(ids)}
-    if len(kinds) > 1:
-        raise low.unsupported("a tensor mixing an integer input with computed values")
-    return kinds == {"input"}
+    """True when x's elements are int32 words (`Lowering.int_words`)."""
+    return low.int_words(x)
 
 
 def relation(low, x, other, op: str, shape=None) -> Ref:
@@ -110,9 +97,10 @@ def relation(low, x, other, op: str, shape=None) -> Ref:
             raise low.unsupported(f"{op} of an integer input with a constant tensor")
         other = constant(low, Const(other.value.to(torch.float32)))
     m, n = as2d(shape)
-    operands = [low.operand("x", expand_to(x, shape), (m, n))]
+    ints = kind == "int"
+    operands = [low.operand("x", expand_to(x, shape), (m, n), int_words=ints)]
     if s is None:
-        operands.append(low.operand("z", expand_to(other, shape), (m, n)))
+        operands.append(low.operand("z", expand_to(other, shape), (m, n), int_words=ints))
     cost = CYCLES["relation" if s is None else "relation_scalar"]
     ref = low.stage("relation", (m, n),
                     # int32 words have no 16-bit form: integers compare in fp32 storage
@@ -332,7 +320,8 @@ def where(low, node, cond, a, b):
         names.append(name)
         values.append(v)
     m, n = as2d(shape)
-    operands = [low.operand("c", expand_to(c, shape), (m, n))]
+    # the select reads any nonzero word as true: a bool input's int32 words serve as they are
+    operands = [low.operand("c", expand_to(c, shape), (m, n), int_words=True)]
     operands += [low.operand(name, expand_to(v, shape), (m, n)) for name, v in zip(names, values)]
     ref = low.stage("select", (m, n),
                     lambda cfg, rect, **fmt: build_select(cfg, rect, m, n, **branches,

@@ -1,4 +1,5 @@
-"""Softmax and layer norm over the last dimension(s) (`fabric.kernels.rownorm`), batch norm
+"""Softmax and layer norm over the last dimension(s) (`fabric.kernels.rownorm`), group norm
+(the layer norm kernel over each group's elements, then the per-channel affine), batch norm
 in eval mode (a per-channel scale and shift, two elementwise stages)."""
 
 from __future__ import annotations
@@ -62,3 +63,31 @@ def batch_norm(low, node, x, weight, bias, mean, var, momentum, eps):
     y = binary(low, x, Const(scale.reshape(view)), "mul", shape)
     y = binary(low, y, Const(shift.reshape(view)), "add", shape)
     return y, Unavailable("batch norm's saved mean"), Unavailable("batch norm's saved rstd")
+
+
+@rule(aten.native_group_norm.default)
+def group_norm(low, node, x, weight, bias, n, channels, hw, groups, eps):
+    """GroupNorm: each (sample, group) of x (N, C, *) is one row of C / G * HxW elements,
+    normalized by the layer norm kernel (its own mean and variance, no affine), then the
+    per-channel weight and bias as two elementwise stages (PyTorch's order: normalize,
+    times weight, plus bias)."""
+    for name, v in (("weight", weight), ("bias", bias)):
+        if v is not None and not isinstance(v, Const):
+            raise low.unsupported(f"group norm with a runtime {name}")
+    m, width = n * groups, (channels // groups) * hw
+    ref = low.stage("layernorm", (m, width),
+                    lambda cfg, rect, **fmt: build_layernorm(cfg, rect, m, width,
+                                                             eps=float(eps), **fmt),
+                    [low.operand("x", Ref(x.index.reshape(m, width)), (m, width)),
+                     low.operand("gamma", Const(torch.ones(width)), (width,)),
+                     low.operand("beta", Const(torch.zeros(width)), (width,))],
+                    m * width * CYCLES_PER_ELEMENT["layernorm"], Limits(m, width),
+                    words_per_element=2)
+    y = Ref(ref.index.reshape(x.shape))
+    shape = out_shape(node)
+    view = (1, channels) + (1,) * (len(x.shape) - 2)
+    if weight is not None:
+        y = binary(low, y, Const(weight.value.reshape(view)), "mul", shape)
+    if bias is not None:
+        y = binary(low, y, Const(bias.value.reshape(view)), "add", shape)
+    return y, Unavailable("group norm's mean"), Unavailable("group norm's rstd")

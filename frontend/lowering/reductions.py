@@ -1,4 +1,6 @@
-"""Reductions over dimensions (mean.dim, sum.dim_IntList, amax) and 2D pooling (max_pool2d,
+"""Reductions over dimensions (mean.dim, sum.dim_IntList, amax, var and var_mean, max.dim
+and argmax with their indices), cumulative sums (cumsum, `fabric.kernels.scan` on a column
+of PEs) and 2D pooling (max_pool2d,
 avg_pool2d, adaptive average and max pooling): the reduced elements of every output are laid
 out as one row and reduced by `fabric.kernels.rowreduce` on a column of PEs.
 
@@ -10,11 +12,25 @@ one row reduction per divisor, the outputs put together by an index map."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from frontend.lowering.common import out_shape, pair, reduce, reduce_rows, windows
+from fabric.kernels import build_cumsum
+from frontend.lowering.common import (
+    binary,
+    map_,
+    num,
+    out_shape,
+    pair,
+    reduce,
+    reduce_rows,
+    windows,
+)
 from frontend.lowering.core import Unavailable, rule
-from frontend.values import Ref
+from frontend.lowering.embedding import compare_mask, int32_words
+from frontend.stages import Limits
+from frontend.values import Const, Ref
 
 aten = torch.ops.aten
 
@@ -37,6 +53,103 @@ def sum_all(low, node, x, dtype=None):
 @rule(aten.amax.default)
 def amax(low, node, x, dims=(), keepdim=False):
     return reduce(low, node, x, list(dims) or None, keepdim, "max")
+
+
+
+
+def _rows(x: Ref, dims) -> torch.Tensor:
+    """x's index map as (m, r) rows: its kept dimensions are the rows, its reduced ones
+    (`dims`; None or empty: all) the r columns of a row (as `common.reduce`)."""
+    nd = len(x.shape)
+    dims = sorted({d % nd for d in (dims or range(nd))}) if nd else []
+    kept = [d for d in range(nd) if d not in dims]
+    moved = x.index.permute(kept + dims) if nd else x.index.reshape(1)
+    r = math.prod(x.shape[d] for d in dims) if dims else 1
+    return moved.reshape(-1, r)
+
+
+def _variance(low, x: Ref, dims, correction) -> tuple[Ref, Ref]:
+    """(variance, mean) of every row of x over `dims`, both (m,): two passes as PyTorch's,
+    mean = sum / r, var = sum((x - mean)^2) / max(0, r - correction) (a divisor of 0 gives
+    inf or NaN, as eager's)."""
+    rows = _rows(x, dims)
+    m, r = rows.shape
+    mean = reduce_rows(low, rows, "mean", 1.0 / r)
+    d = binary(low, Ref(rows), Ref(mean.index[:, None].expand(m, r)), "sub", (m, r))
+    sq = binary(low, d, d, "mul", (m, r))
+    c = 1.0 if correction is None else num(correction)
+    divisor = max(0.0, r - c)
+    var = reduce_rows(low, sq.index, "mean", 1.0 / divisor if divisor else float("inf"))
+    return var, mean
+
+
+@rule(aten.var.correction)
+def var(low, node, x, dims=None, correction=None, keepdim=False):
+    v, _ = _variance(low, x, dims, correction)
+    return Ref(v.index.reshape(out_shape(node)))
+
+
+@rule(aten.var_mean.correction)
+def var_mean(low, node, x, dims=None, correction=None, keepdim=False):
+    v, mean = _variance(low, x, dims, correction)
+    shape = out_shape(node)
+    return Ref(v.index.reshape(shape)), Ref(mean.index.reshape(shape))
+
+
+def _first_max_index(low, rows: torch.Tensor) -> Ref:
+    """The index of the first maximum of every row of `rows` (m, r): on y = x clamped to
+    [-FLT_MAX, FLT_MAX] (so that an infinite maximum is a number equal to itself; a row of
+    -inf gives 0 as eager), hit = (y - max(y) == 0) (`compare_mask`, exact: the difference of
+    two finite fp32 values is 0 only when they are equal, or within 2^-126, which the
+    fabric flushes), score = hit * (r - j), index = r - max(score). NaN is not ordered
+    here (eager returns a NaN's index). A Ref (m,)."""
+    m, r = rows.shape
+    big = float(torch.finfo(torch.float32).max)
+    y = map_(low, map_(low, Ref(rows), "max", -big, (m, r)), "min", big, (m, r))
+    top = reduce_rows(low, y.index, "max")
+    d = binary(low, y, Ref(top.index[:, None].expand(m, r)), "sub", (m, r))
+    hit = compare_mask(low, d, 0.0, (m, r))
+    ranks = Const((r - torch.arange(r, dtype=torch.float32)).expand(m, r))
+    best = reduce_rows(low, binary(low, hit, ranks, "mul", (m, r)).index, "max")
+    return map_(low, map_(low, best, "mul", -1.0, (m,)), "add", float(r), (m,))
+
+
+@rule(aten.max.dim)
+def max_dim(low, node, x, dim, keepdim=False):
+    rows = _rows(x, [dim])
+    values = reduce_rows(low, rows, "max")
+    shape = out_shape(node)
+    indices = _first_max_index(low, rows)
+    return Ref(values.index.reshape(shape)), Ref(indices.index.reshape(shape), torch.int64)
+
+
+@rule(aten.argmax.default)
+def argmax(low, node, x, dim=None, keepdim=False):
+    """The first maximum's index along `dim` (None: of the flattened tensor)."""
+    rows = _rows(x, None if dim is None else [dim])
+    indices = _first_max_index(low, rows)
+    return Ref(indices.index.reshape(out_shape(node)), torch.int64)
+
+
+@rule(aten.cumsum.default)
+def cumsum(low, node, x, dim, dtype=None):
+    """Running sums along `dim`: x's other dimensions are the rows, `dim` the r columns of
+    a row, scanned by `build_cumsum` (rows over a column of PEs). Integer values (a token
+    mask's counts) are exact up to 2^24 in the fp32 words kernels compute in; an integer
+    input's int32 words would need a conversion first, and are refused."""
+    if int32_words(low, x):
+        raise low.unsupported("cumsum of an integer input (its int32 words; a cumsum of a "
+                              "mask of it runs)")
+    moved = x.index.movedim(dim, -1)
+    r = moved.shape[-1] if moved.dim() else 1
+    m = moved.numel() // max(1, r)
+    ref = low.stage("cumsum", (m, r),
+                    lambda cfg, rect, **fmt: build_cumsum(cfg, rect, m, r, **fmt),
+                    [low.operand("x", Ref(moved.reshape(m, r)), (m, r))], m * r,
+                    Limits(m, 1, cols_fixed=1), words_per_element=2)
+    out = ref.index.reshape(moved.shape).movedim(-1, dim) if moved.dim() else \
+        ref.index.reshape(())
+    return Ref(out, node.meta["val"].dtype)
 
 
 @rule(aten.max_pool2d_with_indices.default)

@@ -19,16 +19,16 @@ SMALL = FabricConfig.small(4, 4)
 
 class Cumulative(nn.Module):
     def forward(self, x):
-        return torch.cumsum(x, dim=1) + 1.0
+        return torch.cumprod(x, dim=1) + 1.0
 
 
 def test_unsupported_op_names_op_node_and_source_line():
     with pytest.raises(frontend.UnsupportedOpError) as info:
         frontend.compile(Cumulative(), (torch.randn(2, 8),), config=CONFIG)
     msg = str(info.value)
-    assert "aten.cumsum.default" in msg
-    assert "FX node 'cumsum'" in msg
-    assert "test_frontend_errors.py" in msg and "torch.cumsum(x, dim=1)" in msg
+    assert "aten.cumprod.default" in msg
+    assert "FX node 'cumprod'" in msg
+    assert "test_frontend_errors.py" in msg and "torch.cumprod(x, dim=1)" in msg
     assert "Supported ops:" in msg and "aten.addmm.default" in msg
 
 
