@@ -121,6 +121,7 @@ class CompiledModel:
                 raise FrontendError(f"input {name!r} is {tuple(value.shape)} {value.dtype}; "
                                     f"the model was compiled for {tuple(want.shape)} "
                                     f"{want.dtype} (shapes are static)")
+            _check_integer_range(name, value)
             out[name] = value.detach()
         return out
 
@@ -225,3 +226,19 @@ def _edges(lowered) -> list[tuple[str, str]]:
                 if bool(((gids >= t.base) & (gids < t.base + t.numel)).any()):
                     edges.append((t.name, s.name))
     return sorted(set(edges))
+
+
+INTEGER_LIMIT = 2 ** 24  # integers the fabric carries exactly: fp32 words once converted
+
+
+def _check_integer_range(name: str, value: torch.Tensor) -> None:
+    """An integer input is written as int32 words and read as fp32 numbers by any kernel
+    that computes with it: refuse values those cannot hold exactly, rather than round them."""
+    if value.dtype.is_floating_point or value.dtype == torch.bool or not value.numel():
+        return
+    big = value.abs() > INTEGER_LIMIT
+    if bool(big.any()):
+        at = tuple(int(i) for i in big.nonzero()[0])
+        raise FrontendError(f"input {name!r} holds {int(value[at])} at {at}: integer inputs "
+                            f"must lie within +-2^24 ({INTEGER_LIMIT}), which the fabric "
+                            "carries exactly")

@@ -183,3 +183,10 @@ class BeyondTheSlice(nn.Module):
 def test_as_strided_reading_outside_its_input_is_refused():
     with pytest.raises(frontend.UnsupportedOpError, match="does not hold"):
         frontend.compile(BeyondTheSlice(), (torch.randn(2, 4),), config=CONFIG)
+
+
+def test_integer_input_beyond_what_fp32_holds_is_refused():
+    ids = torch.tensor([[1, 5, 70000, -3]])
+    cm = frontend.compile(IdsArithmetic(), (ids,), config=CONFIG)
+    with pytest.raises(frontend.FrontendError, match=r"input 'ids' holds 16777217 at \(0, 2\)"):
+        cm(torch.tensor([[1, 5, 2 ** 24 + 1, -3]]))
