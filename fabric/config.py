@@ -44,7 +44,9 @@ class FabricConfig:
         name: preset name, for reports.
         rows, cols: the simulated grid (R x C PEs).
         usable_rows, usable_cols: the program area of the real chip (reports only;
-            the simulator runs the whole `rows x cols` grid).
+            the simulator runs the whole `rows x cols` grid). The SDK states fabric sizes
+            as width x height (columns x rows): `--fabric-dims=757,996` is 757 columns
+            and 996 rows.
         sram_bytes: SRAM per PE (48 KiB on WSE-2/3), addressed in 16-bit half-words and
             stored by the engine as 32-bit words.
         num_colors: routable colors (virtual channels) per router.
@@ -159,20 +161,31 @@ class FabricConfig:
     # ---- presets ---------------------------------------------------------------------
     @classmethod
     def wse2(cls, **overrides) -> FabricConfig:
-        """The WSE-2 fabric: 757 x 996 PEs, 750 x 994 usable, 850 MHz."""
-        base = dict(name="wse2", rows=757, cols=996, usable_rows=750, usable_cols=994)
+        """The WSE-2 fabric (CS-2): 757 columns wide x 996 rows tall, a program area of
+        750 x 994 (width x height), 850 MHz.
+
+        Sources: the SDK's `cslc --fabric-dims=757,996` for a CS-2 (width, height: the
+        first figure counts columns, the second rows; SDK tutorial "running on a Cerebras
+        system" and every csl-examples hardware script); the clock of the csl-examples
+        timing scripts (cycles / 850 MHz).
+        """
+        base = dict(name="wse2", rows=996, cols=757, usable_rows=994, usable_cols=750)
         return cls(**{**base, **overrides})
 
     @classmethod
     def wse3(cls, **overrides) -> FabricConfig:
-        """The WSE-3 fabric: 762 x 1172 PEs, about 755 x 1170 usable (unverified),
-        1.1 GHz (unverified), doubled 16-bit and fp32 add SIMD widths."""
+        """The WSE-3 fabric (CS-3): 762 columns wide x 1172 rows tall, about 755 x 1170
+        usable (unverified), 1.1 GHz (unverified), doubled 16-bit and fp32 add SIMD widths.
+
+        Sources: the SDK's `cslc --arch=wse3 --fabric-dims=762,1172` ("most CS-3s will
+        have a fabric dimension of 762 x 1172", width x height).
+        """
         base = dict(
             name="wse3",
-            rows=762,
-            cols=1172,
-            usable_rows=755,
-            usable_cols=1170,
+            rows=1172,
+            cols=762,
+            usable_rows=1170,
+            usable_cols=755,
             clock_hz=1.1e9,
             simd=_SIMD_WSE3,
             generation="wse3",

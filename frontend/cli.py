@@ -118,8 +118,9 @@ def info_table(figures: list[dict]) -> str:
         lines.append([label, *(cell(f) for f in figures)])
 
     row("generation", lambda f: f["generation"])
-    row("fabric size", lambda f: f"{f['rows']} x {f['cols']} ({f['pes']:,} PEs)")
-    row("usable area", lambda f: mark(f"{f['usable_rows']} x {f['usable_cols']}",
+    # width x height (columns x rows), as the SDK's --fabric-dims states a fabric
+    row("fabric (w x h)", lambda f: f"{f['cols']} x {f['rows']} ({f['pes']:,} PEs)")
+    row("usable area", lambda f: mark(f"{f['usable_cols']} x {f['usable_rows']}",
                                       "usable" in f["unverified"]))
     row("SRAM per PE", lambda f: f"{f['sram_bytes'] // 1024} KiB")
     row("colors", lambda f: f["num_colors"])

@@ -34,7 +34,7 @@ def test_info_json_parses(capsys):
     assert cli.main(["info", "--json"]) == 0
     presets = {p["preset"]: p for p in json.loads(capsys.readouterr().out)["presets"]}
     wse2 = presets["wse2"]
-    assert (wse2["rows"], wse2["cols"]) == (757, 996)
+    assert (wse2["cols"], wse2["rows"]) == (757, 996)
     assert wse2["sram_bytes"] == 48 * 1024 and wse2["num_colors"] == 24
     assert {"op": "fma", "dtype": "f32", "width": 1, "verified": False} in wse2["simd"]
     assert presets["wse3"]["unverified"] == ["clock", "usable"]

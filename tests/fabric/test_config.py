@@ -6,9 +6,10 @@ from fabric import FabricConfig
 
 
 def test_wse2_preset_matches_public_figures():
+    """docs/engine.md "Machine figures": `--fabric-dims=757,996` is width x height."""
     cfg = FabricConfig.wse2()
-    assert (cfg.rows, cfg.cols) == (757, 996)
-    assert (cfg.usable_rows, cfg.usable_cols) == (750, 994)
+    assert (cfg.cols, cfg.rows) == (757, 996)
+    assert (cfg.usable_cols, cfg.usable_rows) == (750, 994)
     assert cfg.clock_hz == 850e6
     assert cfg.sram_bytes == 48 * 1024 and cfg.sram_words == 12 * 1024
     assert cfg.num_colors == 24
@@ -27,8 +28,8 @@ def test_wse2_preset_matches_public_figures():
 
 def test_wse3_preset_matches_public_figures():
     cfg = FabricConfig.wse3()
-    assert (cfg.rows, cfg.cols) == (762, 1172)
-    assert (cfg.usable_rows, cfg.usable_cols) == (755, 1170)
+    assert (cfg.cols, cfg.rows) == (762, 1172)
+    assert (cfg.usable_cols, cfg.usable_rows) == (755, 1170)
     assert cfg.clock_hz == 1.1e9
     assert cfg.generation == "wse3"
     assert cfg.simd_width("add", "f32") == 4
@@ -101,6 +102,6 @@ def test_bad_generation_is_rejected():
 
 def test_presets_accept_overrides():
     cfg = FabricConfig.wse2(queue_depth=6, hop_latency=3)
-    assert (cfg.queue_depth, cfg.hop_latency, cfg.rows) == (6, 3, 757)
+    assert (cfg.queue_depth, cfg.hop_latency, cfg.rows) == (6, 3, 996)
     with pytest.raises(ValueError, match="hop_latency"):
         FabricConfig.wse2(queue_depth=2, hop_latency=2)
