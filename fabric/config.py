@@ -9,30 +9,52 @@ from __future__ import annotations
 import dataclasses
 from types import MappingProxyType
 
-# SIMD width per cycle (elements) by (builtin, dtype), public figures of the Cerebras SDK appendix.
-# The fp32 fma/mul width of 1 is unverified in public documents.
+# SIMD width per cycle (elements) by (builtin, dtype), WSE-2 / WSE-3, from the table of
+# builtins with a SIMD mode in the CSL Appendix ("SIMD Mode", sdk.cerebras.net,
+# csl/language/appendix): fadds/fsubs/fmovs 2/4, fmach 4/8, fmachs 2/4, 16-bit
+# add/sub/mul/mov 4/8, fmaxs 1/4, fmaxh 1/8, fh2s/fs2h 1/4. No 32-bit integer op has a
+# SIMD mode there (16-bit add16 4/8 and sll16 1/4 do; the engine has no 16-bit integer
+# ops), and fmacs/fmuls are not in the table: width 1. The widths hold for memory operands
+# without bank conflicts (same Appendix: 8 banks, two 32-bit reads from distinct banks and
+# one write per cycle). f32 <-> i32 conversion is not in the table either (width 1,
+# unverified that it has none).
 _SIMD_WSE2 = (
-    (("fma", "f16"), 4),
-    (("mul_acc32", "f16"), 2),
-    (("add", "f32"), 2),
-    (("sub", "f32"), 2),
-    (("mov", "f32"), 2),
-    (("max", "f32"), 2),
-    (("add", "f16"), 4),
-    (("sub", "f16"), 4),
-    (("mul", "f16"), 4),
-    (("mov", "f16"), 4),
-    (("max", "f16"), 4),
-    (("fma", "f32"), 1),  # unverified
-    (("mul", "f32"), 1),  # unverified
-    (("cvt", "f32"), 1),  # f32 <-> i32 conversion, unverified
-    (("cvt", "f16"), 2),  # fp32 <-> 16-bit conversion (reads or writes fp32 words), unverified
-    (("add", "i32"), 2),  # 32-bit integer add/sub, unverified
-    (("shift", "i32"), 2),  # 32-bit shifts, unverified
+    (("fma", "f16"), 4),  # fmach
+    (("mul_acc32", "f16"), 2),  # fmachs
+    (("add", "f32"), 2),  # fadds
+    (("sub", "f32"), 2),  # fsubs
+    (("mov", "f32"), 2),  # fmovs
+    (("max", "f32"), 1),  # fmaxs: no SIMD mode on WSE-2
+    (("add", "f16"), 4),  # faddh
+    (("sub", "f16"), 4),  # fsubh
+    (("mul", "f16"), 4),  # fmulh
+    (("mov", "f16"), 4),  # fmovh
+    (("max", "f16"), 1),  # fmaxh: no SIMD mode on WSE-2
+    (("fma", "f32"), 1),  # fmacs: not in the SIMD table
+    (("mul", "f32"), 1),  # fmuls: not in the SIMD table
+    (("cvt", "f32"), 1),  # f32 <-> i32: not in the SIMD table (unverified)
+    (("cvt", "f16"), 1),  # fs2h / fh2s: no SIMD mode on WSE-2
+    (("add", "i32"), 1),  # 32-bit integer add/sub: no SIMD mode
+    (("shift", "i32"), 1),  # 32-bit shifts: no SIMD mode
 )
-_SIMD_WSE3 = tuple(
-    (key, width if key in (("fma", "f32"), ("mul", "f32"), ("cvt", "f32")) else 2 * width)
-    for key, width in _SIMD_WSE2
+_SIMD_WSE3 = (
+    (("fma", "f16"), 8),
+    (("mul_acc32", "f16"), 4),
+    (("add", "f32"), 4),
+    (("sub", "f32"), 4),
+    (("mov", "f32"), 4),
+    (("max", "f32"), 4),  # fmaxs
+    (("add", "f16"), 8),
+    (("sub", "f16"), 8),
+    (("mul", "f16"), 8),
+    (("mov", "f16"), 8),
+    (("max", "f16"), 8),  # fmaxh
+    (("fma", "f32"), 1),
+    (("mul", "f32"), 1),
+    (("cvt", "f32"), 1),
+    (("cvt", "f16"), 4),  # fs2h / fh2s
+    (("add", "i32"), 1),
+    (("shift", "i32"), 1),
 )
 
 

@@ -19,7 +19,10 @@ def test_wse2_preset_matches_public_figures():
     assert cfg.simd_width("add", "f32") == 2
     assert cfg.simd_width("sub", "f32") == 2
     assert cfg.simd_width("mov", "f32") == 2
-    assert cfg.simd_width("max", "f32") == 2
+    assert cfg.simd_width("max", "f32") == 1  # fmaxs has no SIMD mode on WSE-2
+    assert cfg.simd_width("max", "f16") == 1
+    assert cfg.simd_width("cvt", "f16") == 1  # fh2s / fs2h
+    assert cfg.simd_width("add", "i32") == cfg.simd_width("shift", "i32") == 1
     assert cfg.simd_width("fma", "f32") == 1
     assert cfg.simd_width("mul", "f32") == 1
     assert cfg.simd_width("fma", "f16") == 4
@@ -34,6 +37,9 @@ def test_wse3_preset_matches_public_figures():
     assert cfg.generation == "wse3"
     assert cfg.simd_width("add", "f32") == 4
     assert cfg.simd_width("mov", "f32") == 4
+    assert cfg.simd_width("max", "f32") == 4 and cfg.simd_width("max", "f16") == 8
+    assert cfg.simd_width("cvt", "f16") == 4
+    assert cfg.simd_width("add", "i32") == cfg.simd_width("shift", "i32") == 1
     assert cfg.simd_width("fma", "f16") == 8
     assert cfg.simd_width("fma", "f32") == 1
     assert cfg.simd_width("mul", "f32") == 1
