@@ -253,6 +253,9 @@ def _check_colors(config, placement: Placement, rx_port, tx_ports):
         if not 0 <= color < config.num_colors:
             raise BuildError(f"tile {tile.name!r} at {rect}: color {color} ({where}) is not a "
                              f"color of {config.name} (0..{config.num_colors - 1})")
+        if (why := config.reserved_color_error(color)) is not None:
+            raise BuildError(f"tile {tile.name!r} at {rect}, PE ({rect.row}, {rect.col}) "
+                             f"first: {where} uses {why}")
         directions = {d for d, _ in uses}
         if "in" in directions and not ((tx_ports[sl][..., color] >> int(Port.RAMP)) & 1).any():
             raise BuildError(f"tile {tile.name!r} at {rect}: color {color} is read by {where} "
@@ -287,6 +290,9 @@ def _task_ids(config, tile):
                 raise BuildError(f"tile {tile.name!r}: data task {task.name!r} is bound to color "
                                  f"{task.color}, not a color of {config.name} "
                                  f"(0..{config.num_colors - 1})")
+            if (why := config.reserved_color_error(task.color)) is not None:
+                raise BuildError(f"tile {tile.name!r}: data task {task.name!r} is bound to "
+                                 f"{why}")
             if task.color in by_color:
                 raise BuildError(f"tile {tile.name!r}: data tasks {by_color[task.color]!r} and "
                                  f"{task.name!r} are both bound to color {task.color}")

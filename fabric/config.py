@@ -58,6 +58,19 @@ _SIMD_WSE3 = (
 )
 
 
+def _ranges(values) -> str:
+    """(0, 1, 2, 5) -> '0..2, 5'."""
+    out, values = [], list(values)
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        out.append(str(values[i]) if i == j else f"{values[i]}..{values[j]}")
+        i = j + 1
+    return ", ".join(out) or "none"
+
+
 @dataclasses.dataclass(frozen=True)
 class FabricConfig:
     """The machine: grid size, per-PE resources, router figures and clock.
@@ -86,6 +99,10 @@ class FabricConfig:
         edge_bandwidth: wavelets per cycle per row or column channel at the fabric edge
             (host transfers).
         generation: "wse2" or "wse3" (selects the SIMD table of `small`).
+        reserved_colors: colors the host's memcpy infrastructure owns (the SDK's memcpy
+            takes 3 of the 24 routable colors; its examples leave 21, 22 and 23 to it). A
+            program may not route them, bind a data task to them or name them in a fabric
+            DSD; `()` frees them (a fabric without host streaming).
 
     Example:
         >>> FabricConfig.small(8, 8).num_pes
@@ -112,6 +129,7 @@ class FabricConfig:
     # Task ids: ids 0..num_colors-1 are data tasks bound to the color of the same id (as on
     # WSE-2); the ids above are local tasks. All task ids fit in one uint32 bitmask.
     num_task_ids: int = 32
+    reserved_colors: tuple = (21, 22, 23)
 
     def __post_init__(self):
         problems = []
@@ -137,6 +155,10 @@ class FabricConfig:
             problems.append(f"sram_bytes must be a multiple of 4, got {self.sram_bytes}")
         if self.deadlock_window < 4:
             problems.append(f"deadlock_window must be >= 4, got {self.deadlock_window}")
+        bad = [c for c in self.reserved_colors if not 0 <= c < self.num_colors]
+        if bad or len(set(self.reserved_colors)) != len(self.reserved_colors):
+            problems.append(f"reserved_colors must be distinct colors of 0..{self.num_colors - 1}"
+                            f", got {self.reserved_colors}")
         if problems:
             raise ValueError("invalid FabricConfig: " + "; ".join(problems))
 
@@ -157,6 +179,19 @@ class FabricConfig:
     def sram_words(self) -> int:
         """32-bit words of SRAM per PE."""
         return self.sram_bytes // 4
+
+    @property
+    def program_colors(self) -> tuple:
+        """The colors a program may use: every color but the reserved ones, ascending."""
+        return tuple(c for c in range(self.num_colors) if c not in self.reserved_colors)
+
+    def reserved_color_error(self, color: int) -> str | None:
+        """Why `color` is not a program's to use, or None when it is."""
+        if color in self.reserved_colors:
+            return (f"color {color} is reserved for the host's memcpy on {self.name} "
+                    f"(reserved_colors={self.reserved_colors}; programs use "
+                    f"{_ranges(self.program_colors)})")
+        return None
 
     @property
     def num_local_tasks(self) -> int:
