@@ -96,8 +96,16 @@ class FabricConfig:
         num_async_slots: microthreads that run async DSD ops beside the main thread.
         deadlock_window: cycles without any progress while work is pending after which
             `run` stops and reports a deadlock.
-        edge_bandwidth: wavelets per cycle per row or column channel at the fabric edge
-            (host transfers).
+        edge_bandwidth: wavelets per cycle one host I/O channel carries.
+        host_channel_spacing: rows between the I/O channels on the east and west edges
+            ("spaced roughly 16 rows apart": SDK, Host Runtime and Tensor Streaming).
+        host_channels_per_edge: I/O channels on each of the east and west edges (60 on
+            WSE-2, 62 on WSE-3: same page).
+        host_streams: channels one transfer streams on (SdkRuntime "supports up to 16 I/O
+            channels": same page; a program compiled with --channels=k uses k).
+        host_link_bps: bits per second of the system's link to the host, which bounds every
+            transfer (about 1.2 Tb/s, the CS-2's 12 x 100 Gb Ethernet ports; unverified in
+            the SDK's documents).
         generation: "wse2" or "wse3" (selects the SIMD table of `small`).
         reserved_colors: colors the host's memcpy infrastructure owns (the SDK's memcpy
             takes 3 of the 24 routable colors; its examples leave 21, 22 and 23 to it). A
@@ -124,6 +132,10 @@ class FabricConfig:
     num_async_slots: int = 3
     deadlock_window: int = 64
     edge_bandwidth: int = 1
+    host_channel_spacing: int = 16
+    host_channels_per_edge: int = 60
+    host_streams: int = 16
+    host_link_bps: float = 1.2e12
     generation: str = "wse2"
 
     # Task ids: ids 0..num_colors-1 are data tasks bound to the color of the same id (as on
@@ -153,6 +165,10 @@ class FabricConfig:
             )
         if self.sram_bytes % 4:
             problems.append(f"sram_bytes must be a multiple of 4, got {self.sram_bytes}")
+        if min(self.edge_bandwidth, self.host_channel_spacing, self.host_channels_per_edge,
+               self.host_streams) < 1 or not self.host_link_bps > 0:
+            problems.append("edge_bandwidth, host_channel_spacing, host_channels_per_edge and "
+                            "host_streams must be >= 1 and host_link_bps > 0")
         if self.deadlock_window < 4:
             problems.append(f"deadlock_window must be >= 4, got {self.deadlock_window}")
         bad = [c for c in self.reserved_colors if not 0 <= c < self.num_colors]
@@ -246,6 +262,7 @@ class FabricConfig:
             clock_hz=1.1e9,
             simd=_SIMD_WSE3,
             generation="wse3",
+            host_channels_per_edge=62,
         )
         return cls(**{**base, **overrides})
 
@@ -263,5 +280,6 @@ class FabricConfig:
             usable_cols=cols,
             simd=simd,
             generation=generation,
+            host_channels_per_edge=60 if generation == "wse2" else 62,
         )
         return cls(**{**base, **overrides})
