@@ -107,6 +107,13 @@ class FabricConfig:
             transfer (about 1.2 Tb/s, the CS-2's 12 x 100 Gb Ethernet ports; unverified in
             the SDK's documents).
         generation: "wse2" or "wse3" (selects the SIMD table of `small`).
+        task_binding: what a data task is bound to: "color" (WSE-2: its task id is its
+            color, ids 0..23 of the 0..30 shared with local tasks) or "queue" (WSE-3: one of
+            the input queues 0..7, local tasks 8..30; SDK, "Task IDs" and WSE-3 builtins).
+            The engine schedules with data id = color either way (see
+            `build.hardware_task_ids`).
+        num_input_queues: CE input queues a data task can be bound to (WSE-3: 8,
+            microthreads 0..7; the WSE-2 examples use input queues 0..7 too).
         reserved_colors: colors the host's memcpy infrastructure owns (the SDK's memcpy
             takes 3 of the 24 routable colors; its examples leave 21, 22 and 23 to it). A
             program may not route them, bind a data task to them or name them in a fabric
@@ -142,6 +149,8 @@ class FabricConfig:
     # WSE-2); the ids above are local tasks. All task ids fit in one uint32 bitmask.
     num_task_ids: int = 32
     reserved_colors: tuple = (21, 22, 23)
+    task_binding: str = "color"
+    num_input_queues: int = 8
 
     def __post_init__(self):
         problems = []
@@ -171,6 +180,11 @@ class FabricConfig:
                             "host_streams must be >= 1 and host_link_bps > 0")
         if self.deadlock_window < 4:
             problems.append(f"deadlock_window must be >= 4, got {self.deadlock_window}")
+        if self.task_binding not in ("color", "queue"):
+            problems.append(f"task_binding must be 'color' or 'queue', got {self.task_binding!r}")
+        if not 1 <= self.num_input_queues < self.num_task_ids:
+            problems.append(f"num_input_queues must be in 1..{self.num_task_ids - 1}, got "
+                            f"{self.num_input_queues}")
         bad = [c for c in self.reserved_colors if not 0 <= c < self.num_colors]
         if bad or len(set(self.reserved_colors)) != len(self.reserved_colors):
             problems.append(f"reserved_colors must be distinct colors of 0..{self.num_colors - 1}"
@@ -263,6 +277,7 @@ class FabricConfig:
             simd=_SIMD_WSE3,
             generation="wse3",
             host_channels_per_edge=62,
+            task_binding="queue",
         )
         return cls(**{**base, **overrides})
 
@@ -281,5 +296,6 @@ class FabricConfig:
             simd=simd,
             generation=generation,
             host_channels_per_edge=60 if generation == "wse2" else 62,
+            task_binding="color" if generation == "wse2" else "queue",
         )
         return cls(**{**base, **overrides})
