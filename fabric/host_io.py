@@ -32,12 +32,21 @@ from fabric.program import Rect
 WORD_BITS = 32
 
 
+def edge_channels(config: FabricConfig) -> int:
+    """I/O channels on each of the fabric's east and west edges: one per
+    `host_channel_spacing` rows, at most `host_channels_per_edge`."""
+    return min(config.host_channels_per_edge, math.ceil(config.rows / config.host_channel_spacing))
+
+
 def host_streams(config: FabricConfig) -> int:
     """I/O channels a transfer streams on: the SdkRuntime limit, or the channels the
-    fabric's east and west edges have (one per `host_channel_spacing` rows, capped)."""
-    per_edge = min(config.host_channels_per_edge,
-                   math.ceil(config.rows / config.host_channel_spacing))
-    return min(config.host_streams, 2 * per_edge)
+    fabric's east and west edges have, whichever is fewer.
+
+    Example:
+        >>> host_streams(FabricConfig.wse2()), host_streams(FabricConfig.small(8, 8))
+        (16, 2)
+    """
+    return min(config.host_streams, 2 * edge_channels(config))
 
 
 def host_words_per_cycle(config: FabricConfig, rect: Rect) -> float:

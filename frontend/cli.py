@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from fabric import edge_channels, host_streams
 from fabric.config import FabricConfig
 from fabric.errors import FabricError
 from frontend.errors import FrontendError, user_code_error
@@ -94,6 +95,10 @@ def describe(config: FabricConfig, preset: str) -> dict:
         "usable_cols": config.usable_cols,
         "sram_bytes": config.sram_bytes,
         "num_colors": config.num_colors,
+        "reserved_colors": list(config.reserved_colors),
+        "host_channels_per_edge": edge_channels(config),
+        "host_streams": host_streams(config),
+        "task_binding": config.task_binding,
         "queue_depth": config.queue_depth,
         "hop_latency": config.hop_latency,
         "clock_hz": config.clock_hz,
@@ -123,7 +128,10 @@ def info_table(figures: list[dict]) -> str:
     row("usable area", lambda f: mark(f"{f['usable_cols']} x {f['usable_rows']}",
                                       "usable" in f["unverified"]))
     row("SRAM per PE", lambda f: f"{f['sram_bytes'] // 1024} KiB")
-    row("colors", lambda f: f["num_colors"])
+    row("colors", lambda f: f"{f['num_colors']} ({len(f['reserved_colors'])} for memcpy)")
+    row("host I/O channels", lambda f: f"{f['host_streams']} streams, "
+                                       f"{f['host_channels_per_edge']} per E/W edge")
+    row("data tasks bound to", lambda f: f["task_binding"])
     row("queue depth", lambda f: f"{f['queue_depth']} wavelets")
     row("hop latency", lambda f: f"{f['hop_latency']} cycle per hop")
     row("clock", lambda f: mark(f"{f['clock_hz'] / 1e6:g} MHz", "clock" in f["unverified"]))

@@ -26,6 +26,10 @@ def test_info_table_has_wse2_figures(capsys):
     assert "757 x 996" in out and "48 KiB" in out
     assert "wse3" in out and "small(8,8)" in out
     assert "* unverified" in out
+    colors = next(line for line in out.splitlines() if line.startswith("colors"))
+    assert "24 (3 for memcpy)" in colors
+    binding = next(line for line in out.splitlines() if line.startswith("data tasks bound"))
+    assert binding.split()[-3:] == ["color", "queue", "color"]  # wse2, wse3, small(8,8)
     fma_f32 = next(line for line in out.splitlines() if line.startswith("SIMD fma/f32"))
     assert "1/cycle" in fma_f32 and "*" not in fma_f32  # fmacs: absent from the SIMD table
     cvt = next(line for line in out.splitlines() if line.startswith("SIMD cvt/f32"))
