@@ -146,8 +146,9 @@ class FabricConfig:
     generation: str = "wse2"
 
     # Task ids: ids 0..num_colors-1 are data tasks bound to the color of the same id (as on
-    # WSE-2); the ids above are local tasks. All task ids fit in one uint32 bitmask.
-    num_task_ids: int = 32
+    # WSE-2); the ids above are local tasks. WSE-2 has the task ids 0..30 (SDK, "Task IDs"),
+    # so 7 local tasks (24..30) here; all task ids fit in one uint32 bitmask (at most 32).
+    num_task_ids: int = 31
     reserved_colors: tuple = (21, 22, 23)
     task_binding: str = "color"
     num_input_queues: int = 8

@@ -13,6 +13,7 @@ def test_wse2_preset_matches_public_figures():
     assert cfg.clock_hz == 850e6
     assert cfg.sram_bytes == 48 * 1024 and cfg.sram_words == 12 * 1024
     assert cfg.num_colors == 24
+    assert cfg.num_task_ids == 31 and cfg.num_local_tasks == 7  # task ids 0..30
     assert cfg.queue_depth == 4 and cfg.hop_latency == 1
     assert cfg.num_pes == 757 * 996
     # SIMD widths of the WSE-2 table (DESIGN.md section 1)
