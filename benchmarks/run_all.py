@@ -48,6 +48,7 @@ REGISTRY = (
     Benchmark("models", quick=("--quick",)),
     Benchmark("training", quick=("--quick",)),
     Benchmark("zoo"),  # every model is tiny: one setting
+    Benchmark("fidelity_real", quick=("--grids", "2,4")),  # 8 x 8 is most of its time
 )
 
 

@@ -9,6 +9,7 @@ Public API:
     build, Tables           Program -> dense tables
     Simulator               host session: memcpy, launch, run, stats, save, load
     host_io_cycles          what a host transfer of a rectangle's words costs
+    host_streams            I/O channels a host transfer streams on (edge_channels: per edge)
     save_checkpoint, load_checkpoint, CheckpointError   checkpoints of a session
     write_atomic            a file written whole or not at all (checkpoints use it)
     FabricState, init_state, step, run   the engine itself
@@ -23,7 +24,7 @@ from fabric.config import FabricConfig
 from fabric.engine import run, step
 from fabric.errors import BuildError, CycleLimitError, DeadlockError, FabricError, RunError
 from fabric.host import Simulator, load_checkpoint
-from fabric.host_io import host_io_cycles
+from fabric.host_io import edge_channels, host_io_cycles, host_streams
 from fabric.isa import Port
 from fabric.program import Program, Rect, Tile
 from fabric.state import FabricState, init_state
@@ -33,7 +34,8 @@ from fabric.trace import Trace
 __all__ = [
     "BuildError", "CheckpointError", "CycleLimitError", "DeadlockError", "FabricConfig",
     "FabricError", "FabricState", "Port", "Program", "ProgramInfo", "Rect", "RunError",
-    "Simulator", "Stats", "Tables", "Tile", "Trace", "build", "host_io_cycles",
+    "Simulator", "Stats", "Tables", "Tile", "Trace", "build", "edge_channels", "host_io_cycles",
+    "host_streams",
     "init_state", "instructions", "load_checkpoint", "row_demo", "run", "save_checkpoint",
     "step", "write_atomic",
 ]

@@ -127,6 +127,7 @@ def build(config: FabricConfig, program: Program,
         tile, rect = placement.tile, placement.rect
         sym_info = _allocate(config, placement)
         ids = _task_ids(config, tile)
+        hardware_task_ids(config, tile)  # the generation's binding rule, checked
         regs = _register_indices(config, tile)
         _check_colors(config, placement, rx_port, tx_ports)
         entries = {}
@@ -253,6 +254,9 @@ def _check_colors(config, placement: Placement, rx_port, tx_ports):
         if not 0 <= color < config.num_colors:
             raise BuildError(f"tile {tile.name!r} at {rect}: color {color} ({where}) is not a "
                              f"color of {config.name} (0..{config.num_colors - 1})")
+        if (why := config.reserved_color_error(color)) is not None:
+            raise BuildError(f"tile {tile.name!r} at {rect}, PE ({rect.row}, {rect.col}) "
+                             f"first: {where} uses {why}")
         directions = {d for d, _ in uses}
         if "in" in directions and not ((tx_ports[sl][..., color] >> int(Port.RAMP)) & 1).any():
             raise BuildError(f"tile {tile.name!r} at {rect}: color {color} is read by {where} "
@@ -287,6 +291,9 @@ def _task_ids(config, tile):
                 raise BuildError(f"tile {tile.name!r}: data task {task.name!r} is bound to color "
                                  f"{task.color}, not a color of {config.name} "
                                  f"(0..{config.num_colors - 1})")
+            if (why := config.reserved_color_error(task.color)) is not None:
+                raise BuildError(f"tile {tile.name!r}: data task {task.name!r} is bound to "
+                                 f"{why}")
             if task.color in by_color:
                 raise BuildError(f"tile {tile.name!r}: data tasks {by_color[task.color]!r} and "
                                  f"{task.name!r} are both bound to color {task.color}")
@@ -299,6 +306,38 @@ def _task_ids(config, tile):
             ids[task.name] = next_local
             next_local += 1
     return ids
+
+
+def hardware_task_ids(config, tile) -> dict:
+    """The task ids `tile`'s tasks have on the hardware of `config.generation`.
+
+    "color" binding (WSE-2): a data task's id is its color; local tasks follow the colors
+    (the engine's own ids). "queue" binding (WSE-3): data tasks are bound to input queues
+    0..num_input_queues-1, which the build gives them in ascending color order, and local
+    tasks take the ids after the queues (8..30 on WSE-3). The engine schedules with its own
+    ids (data id = color, local ids above the colors): both orders agree, since queues follow
+    colors and every local id is above every data id.
+
+    Raises BuildError when a tile binds more data tasks than there are input queues.
+
+    Example:
+        >>> t = Tile("t"); t.data_task("d", 5, []); t.local_task("main", [])  # doctest: +SKIP
+        >>> hardware_task_ids(FabricConfig.small(1, 1, "wse3"), t)          # doctest: +SKIP
+        {'d': 0, 'main': 8}
+    """
+    data = sorted((t.color, t.name) for t in tile.tasks.values() if t.kind == "data")
+    local = [t.name for t in tile.tasks.values() if t.kind != "data"]
+    if config.task_binding == "color":
+        return {**{name: color for color, name in data},
+                **{name: config.num_colors + i for i, name in enumerate(local)}}
+    if len(data) > config.num_input_queues:
+        listed = ", ".join(f"{name!r} (color {color})" for color, name in data)
+        raise BuildError(
+            f"tile {tile.name!r} binds {len(data)} data tasks, but {config.name} binds a data "
+            f"task to an input queue and has {config.num_input_queues} "
+            f"(0..{config.num_input_queues - 1}): {listed}")
+    return {**{name: q for q, (_, name) in enumerate(data)},
+            **{name: config.num_input_queues + i for i, name in enumerate(local)}}
 
 
 def _register_indices(config, tile):

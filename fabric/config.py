@@ -9,31 +9,66 @@ from __future__ import annotations
 import dataclasses
 from types import MappingProxyType
 
-# SIMD width per cycle (elements) by (builtin, dtype), public figures of the Cerebras SDK appendix.
-# The fp32 fma/mul width of 1 is unverified in public documents.
+# SIMD width per cycle (elements) by (builtin, dtype), WSE-2 / WSE-3, from the table of
+# builtins with a SIMD mode in the CSL Appendix ("SIMD Mode", sdk.cerebras.net,
+# csl/language/appendix): fadds/fsubs/fmovs 2/4, fmach 4/8, fmachs 2/4, 16-bit
+# add/sub/mul/mov 4/8, fmaxs 1/4, fmaxh 1/8, fh2s/fs2h 1/4. No 32-bit integer op has a
+# SIMD mode there (16-bit add16 4/8 and sll16 1/4 do; the engine has no 16-bit integer
+# ops), and fmacs/fmuls are not in the table: width 1. The widths hold for memory operands
+# without bank conflicts (same Appendix: 8 banks, two 32-bit reads from distinct banks and
+# one write per cycle). f32 <-> i32 conversion is not in the table either (width 1,
+# unverified that it has none).
 _SIMD_WSE2 = (
-    (("fma", "f16"), 4),
-    (("mul_acc32", "f16"), 2),
-    (("add", "f32"), 2),
-    (("sub", "f32"), 2),
-    (("mov", "f32"), 2),
-    (("max", "f32"), 2),
-    (("add", "f16"), 4),
-    (("sub", "f16"), 4),
-    (("mul", "f16"), 4),
-    (("mov", "f16"), 4),
-    (("max", "f16"), 4),
-    (("fma", "f32"), 1),  # unverified
-    (("mul", "f32"), 1),  # unverified
-    (("cvt", "f32"), 1),  # f32 <-> i32 conversion, unverified
-    (("cvt", "f16"), 2),  # fp32 <-> 16-bit conversion (reads or writes fp32 words), unverified
-    (("add", "i32"), 2),  # 32-bit integer add/sub, unverified
-    (("shift", "i32"), 2),  # 32-bit shifts, unverified
+    (("fma", "f16"), 4),  # fmach
+    (("mul_acc32", "f16"), 2),  # fmachs
+    (("add", "f32"), 2),  # fadds
+    (("sub", "f32"), 2),  # fsubs
+    (("mov", "f32"), 2),  # fmovs
+    (("max", "f32"), 1),  # fmaxs: no SIMD mode on WSE-2
+    (("add", "f16"), 4),  # faddh
+    (("sub", "f16"), 4),  # fsubh
+    (("mul", "f16"), 4),  # fmulh
+    (("mov", "f16"), 4),  # fmovh
+    (("max", "f16"), 1),  # fmaxh: no SIMD mode on WSE-2
+    (("fma", "f32"), 1),  # fmacs: not in the SIMD table
+    (("mul", "f32"), 1),  # fmuls: not in the SIMD table
+    (("cvt", "f32"), 1),  # f32 <-> i32: not in the SIMD table (unverified)
+    (("cvt", "f16"), 1),  # fs2h / fh2s: no SIMD mode on WSE-2
+    (("add", "i32"), 1),  # 32-bit integer add/sub: no SIMD mode
+    (("shift", "i32"), 1),  # 32-bit shifts: no SIMD mode
 )
-_SIMD_WSE3 = tuple(
-    (key, width if key in (("fma", "f32"), ("mul", "f32"), ("cvt", "f32")) else 2 * width)
-    for key, width in _SIMD_WSE2
+_SIMD_WSE3 = (
+    (("fma", "f16"), 8),
+    (("mul_acc32", "f16"), 4),
+    (("add", "f32"), 4),
+    (("sub", "f32"), 4),
+    (("mov", "f32"), 4),
+    (("max", "f32"), 4),  # fmaxs
+    (("add", "f16"), 8),
+    (("sub", "f16"), 8),
+    (("mul", "f16"), 8),
+    (("mov", "f16"), 8),
+    (("max", "f16"), 8),  # fmaxh
+    (("fma", "f32"), 1),
+    (("mul", "f32"), 1),
+    (("cvt", "f32"), 1),
+    (("cvt", "f16"), 4),  # fs2h / fh2s
+    (("add", "i32"), 1),
+    (("shift", "i32"), 1),
 )
+
+
+def _ranges(values) -> str:
+    """(0, 1, 2, 5) -> '0..2, 5'."""
+    out, values = [], list(values)
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        out.append(str(values[i]) if i == j else f"{values[i]}..{values[j]}")
+        i = j + 1
+    return ", ".join(out) or "none"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +79,9 @@ class FabricConfig:
         name: preset name, for reports.
         rows, cols: the simulated grid (R x C PEs).
         usable_rows, usable_cols: the program area of the real chip (reports only;
-            the simulator runs the whole `rows x cols` grid).
+            the simulator runs the whole `rows x cols` grid). The SDK states fabric sizes
+            as width x height (columns x rows): `--fabric-dims=757,996` is 757 columns
+            and 996 rows.
         sram_bytes: SRAM per PE (48 KiB on WSE-2/3), addressed in 16-bit half-words and
             stored by the engine as 32-bit words.
         num_colors: routable colors (virtual channels) per router.
@@ -59,9 +96,28 @@ class FabricConfig:
         num_async_slots: microthreads that run async DSD ops beside the main thread.
         deadlock_window: cycles without any progress while work is pending after which
             `run` stops and reports a deadlock.
-        edge_bandwidth: wavelets per cycle per row or column channel at the fabric edge
-            (host transfers).
+        edge_bandwidth: wavelets per cycle one host I/O channel carries.
+        host_channel_spacing: rows between the I/O channels on the east and west edges
+            ("spaced roughly 16 rows apart": SDK, Host Runtime and Tensor Streaming).
+        host_channels_per_edge: I/O channels on each of the east and west edges (60 on
+            WSE-2, 62 on WSE-3: same page).
+        host_streams: channels one transfer streams on (SdkRuntime "supports up to 16 I/O
+            channels": same page; a program compiled with --channels=k uses k).
+        host_link_bps: bits per second of the system's link to the host, which bounds every
+            transfer (about 1.2 Tb/s, the CS-2's 12 x 100 Gb Ethernet ports; unverified in
+            the SDK's documents).
         generation: "wse2" or "wse3" (selects the SIMD table of `small`).
+        task_binding: what a data task is bound to: "color" (WSE-2: its task id is its
+            color, ids 0..23 of the 0..30 shared with local tasks) or "queue" (WSE-3: one of
+            the input queues 0..7, local tasks 8..30; SDK, "Task IDs" and WSE-3 builtins).
+            The engine schedules with data id = color either way (see
+            `build.hardware_task_ids`).
+        num_input_queues: CE input queues a data task can be bound to (WSE-3: 8,
+            microthreads 0..7; the WSE-2 examples use input queues 0..7 too).
+        reserved_colors: colors the host's memcpy infrastructure owns (the SDK's memcpy
+            takes 3 of the 24 routable colors; its examples leave 21, 22 and 23 to it). A
+            program may not route them, bind a data task to them or name them in a fabric
+            DSD; `()` frees them (a fabric without host streaming).
 
     Example:
         >>> FabricConfig.small(8, 8).num_pes
@@ -83,11 +139,19 @@ class FabricConfig:
     num_async_slots: int = 3
     deadlock_window: int = 64
     edge_bandwidth: int = 1
+    host_channel_spacing: int = 16
+    host_channels_per_edge: int = 60
+    host_streams: int = 16
+    host_link_bps: float = 1.2e12
     generation: str = "wse2"
 
     # Task ids: ids 0..num_colors-1 are data tasks bound to the color of the same id (as on
-    # WSE-2); the ids above are local tasks. All task ids fit in one uint32 bitmask.
-    num_task_ids: int = 32
+    # WSE-2); the ids above are local tasks. WSE-2 has the task ids 0..30 (SDK, "Task IDs"),
+    # so 7 local tasks (24..30) here; all task ids fit in one uint32 bitmask (at most 32).
+    num_task_ids: int = 31
+    reserved_colors: tuple = (21, 22, 23)
+    task_binding: str = "color"
+    num_input_queues: int = 8
 
     def __post_init__(self):
         problems = []
@@ -111,8 +175,21 @@ class FabricConfig:
             )
         if self.sram_bytes % 4:
             problems.append(f"sram_bytes must be a multiple of 4, got {self.sram_bytes}")
+        if min(self.edge_bandwidth, self.host_channel_spacing, self.host_channels_per_edge,
+               self.host_streams) < 1 or not self.host_link_bps > 0:
+            problems.append("edge_bandwidth, host_channel_spacing, host_channels_per_edge and "
+                            "host_streams must be >= 1 and host_link_bps > 0")
         if self.deadlock_window < 4:
             problems.append(f"deadlock_window must be >= 4, got {self.deadlock_window}")
+        if self.task_binding not in ("color", "queue"):
+            problems.append(f"task_binding must be 'color' or 'queue', got {self.task_binding!r}")
+        if not 1 <= self.num_input_queues < self.num_task_ids:
+            problems.append(f"num_input_queues must be in 1..{self.num_task_ids - 1}, got "
+                            f"{self.num_input_queues}")
+        bad = [c for c in self.reserved_colors if not 0 <= c < self.num_colors]
+        if bad or len(set(self.reserved_colors)) != len(self.reserved_colors):
+            problems.append(f"reserved_colors must be distinct colors of 0..{self.num_colors - 1}"
+                            f", got {self.reserved_colors}")
         if problems:
             raise ValueError("invalid FabricConfig: " + "; ".join(problems))
 
@@ -133,6 +210,19 @@ class FabricConfig:
     def sram_words(self) -> int:
         """32-bit words of SRAM per PE."""
         return self.sram_bytes // 4
+
+    @property
+    def program_colors(self) -> tuple:
+        """The colors a program may use: every color but the reserved ones, ascending."""
+        return tuple(c for c in range(self.num_colors) if c not in self.reserved_colors)
+
+    def reserved_color_error(self, color: int) -> str | None:
+        """Why `color` is not a program's to use, or None when it is."""
+        if color in self.reserved_colors:
+            return (f"color {color} is reserved for the host's memcpy on {self.name} "
+                    f"(reserved_colors={self.reserved_colors}; programs use "
+                    f"{_ranges(self.program_colors)})")
+        return None
 
     @property
     def num_local_tasks(self) -> int:
@@ -159,23 +249,36 @@ class FabricConfig:
     # ---- presets ---------------------------------------------------------------------
     @classmethod
     def wse2(cls, **overrides) -> FabricConfig:
-        """The WSE-2 fabric: 757 x 996 PEs, 750 x 994 usable, 850 MHz."""
-        base = dict(name="wse2", rows=757, cols=996, usable_rows=750, usable_cols=994)
+        """The WSE-2 fabric (CS-2): 757 columns wide x 996 rows tall, a program area of
+        750 x 994 (width x height), 850 MHz.
+
+        Sources: the SDK's `cslc --fabric-dims=757,996` for a CS-2 (width, height: the
+        first figure counts columns, the second rows; SDK tutorial "running on a Cerebras
+        system" and every csl-examples hardware script); the clock of the csl-examples
+        timing scripts (cycles / 850 MHz).
+        """
+        base = dict(name="wse2", rows=996, cols=757, usable_rows=994, usable_cols=750)
         return cls(**{**base, **overrides})
 
     @classmethod
     def wse3(cls, **overrides) -> FabricConfig:
-        """The WSE-3 fabric: 762 x 1172 PEs, about 755 x 1170 usable (unverified),
-        1.1 GHz (unverified), doubled 16-bit and fp32 add SIMD widths."""
+        """The WSE-3 fabric (CS-3): 762 columns wide x 1172 rows tall, about 755 x 1170
+        usable (unverified), 1.1 GHz (unverified), doubled 16-bit and fp32 add SIMD widths.
+
+        Sources: the SDK's `cslc --arch=wse3 --fabric-dims=762,1172` ("most CS-3s will
+        have a fabric dimension of 762 x 1172", width x height).
+        """
         base = dict(
             name="wse3",
-            rows=762,
-            cols=1172,
-            usable_rows=755,
-            usable_cols=1170,
+            rows=1172,
+            cols=762,
+            usable_rows=1170,
+            usable_cols=755,
             clock_hz=1.1e9,
             simd=_SIMD_WSE3,
             generation="wse3",
+            host_channels_per_edge=62,
+            task_binding="queue",
         )
         return cls(**{**base, **overrides})
 
@@ -193,5 +296,7 @@ class FabricConfig:
             usable_cols=cols,
             simd=simd,
             generation=generation,
+            host_channels_per_edge=60 if generation == "wse2" else 62,
+            task_binding="color" if generation == "wse2" else "queue",
         )
         return cls(**{**base, **overrides})

@@ -5,7 +5,7 @@ a row is contiguous. PEs running in step, as most kernels do, then touch the sam
 lines instead of one line each, a whole per-PE block apart; on a large fabric, where a
 cycle is bound by memory traffic, that is most of the cost of these reads and writes.
 Indices are flat (one component per index), which XLA:CPU gathers and scatters fastest,
-while the array's size fits int32; beyond (SRAM of a whole wafer, 757 x 12288 x 996
+while the array's size fits int32; beyond (SRAM of a whole wafer, 996 x 12288 x 757
 words) they are (row, offset within the row), two components.
 """
 

@@ -201,6 +201,9 @@ class Program:
         if not 0 <= color < self.config.num_colors:
             raise ValueError(f"route of color {color} on {rect}: colors are "
                              f"0..{self.config.num_colors - 1} on {self.config.name}")
+        if (why := self.config.reserved_color_error(color)) is not None:
+            raise ValueError(f"route of color {color} on {rect} (PE ({rect.row}, {rect.col}) "
+                             f"first): {why}")
         tx_set = frozenset([Port(tx)] if isinstance(tx, (int, Port)) else (Port(p) for p in tx))
         if not tx_set:
             raise ValueError(f"route of color {color} on {rect}: tx is empty; a color must "

@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from fabric import edge_channels, host_streams
 from fabric.config import FabricConfig
 from fabric.errors import FabricError
 from frontend.errors import FrontendError, user_code_error
@@ -33,10 +34,9 @@ from frontend.errors import FrontendError, user_code_error
 PRESETS = ("wse2", "wse3", "small")
 DEFAULT_RUN_GRID = (12, 12)
 
-# Figures that public documents do not confirm, as fabric/config.py marks them.
-UNVERIFIED_SIMD = frozenset(
-    {("fma", "f32"), ("mul", "f32"), ("cvt", "f32"), ("add", "i32"), ("shift", "i32")}
-)
+# Figures that public documents do not confirm, as fabric/config.py marks them (the
+# SDK's SIMD table lists no f32 <-> i32 conversion, nor says that it has no SIMD mode).
+UNVERIFIED_SIMD = frozenset({("cvt", "f32")})
 UNVERIFIED_FIELDS = {"wse3": frozenset({"usable", "clock"})}
 
 # Benchmark scripts and the arguments that keep each one short under --quick.
@@ -47,6 +47,7 @@ BENCHMARKS = {
     "models": ["--quick"],
     "training": ["--quick"],
     "zoo": [],  # every model is tiny: nothing to shorten
+    "fidelity_real": ["--grids", "2,4"],  # the 8 x 8 GEMM is most of its time
 }
 
 
@@ -94,6 +95,10 @@ def describe(config: FabricConfig, preset: str) -> dict:
         "usable_cols": config.usable_cols,
         "sram_bytes": config.sram_bytes,
         "num_colors": config.num_colors,
+        "reserved_colors": list(config.reserved_colors),
+        "host_channels_per_edge": edge_channels(config),
+        "host_streams": host_streams(config),
+        "task_binding": config.task_binding,
         "queue_depth": config.queue_depth,
         "hop_latency": config.hop_latency,
         "clock_hz": config.clock_hz,
@@ -118,11 +123,15 @@ def info_table(figures: list[dict]) -> str:
         lines.append([label, *(cell(f) for f in figures)])
 
     row("generation", lambda f: f["generation"])
-    row("fabric size", lambda f: f"{f['rows']} x {f['cols']} ({f['pes']:,} PEs)")
-    row("usable area", lambda f: mark(f"{f['usable_rows']} x {f['usable_cols']}",
+    # width x height (columns x rows), as the SDK's --fabric-dims states a fabric
+    row("fabric (w x h)", lambda f: f"{f['cols']} x {f['rows']} ({f['pes']:,} PEs)")
+    row("usable area", lambda f: mark(f"{f['usable_cols']} x {f['usable_rows']}",
                                       "usable" in f["unverified"]))
     row("SRAM per PE", lambda f: f"{f['sram_bytes'] // 1024} KiB")
-    row("colors", lambda f: f["num_colors"])
+    row("colors", lambda f: f"{f['num_colors']} ({len(f['reserved_colors'])} for memcpy)")
+    row("host I/O channels", lambda f: f"{f['host_streams']} streams, "
+                                       f"{f['host_channels_per_edge']} per E/W edge")
+    row("data tasks bound to", lambda f: f["task_binding"])
     row("queue depth", lambda f: f"{f['queue_depth']} wavelets")
     row("hop latency", lambda f: f"{f['hop_latency']} cycle per hop")
     row("clock", lambda f: mark(f"{f['clock_hz'] / 1e6:g} MHz", "clock" in f["unverified"]))

@@ -71,7 +71,7 @@ def _candidates(stage: Stage, pes: int, config: FabricConfig):
         # otherwise try only widths past the fabric's and 1
         for cols in {widest, max(1, widest // 2), 1, min(widest, config.cols)}:
             if stage.kind == "gemm_summa" and \
-                    summa_colors(stage, rows, cols) > config.num_colors:
+                    summa_colors(stage, rows, cols) > len(config.program_colors):
                 continue
             yield rows, cols
 
@@ -168,7 +168,7 @@ def _max_cols(stage: Stage, rows: int, config: FabricConfig, fabric_cols: int) -
         return lim.cols_fixed if lim.cols_fixed <= fabric_cols else 0
     cols = min(lim.cols, fabric_cols)
     if stage.kind == "gemm_summa":
-        while cols > 0 and summa_colors(stage, rows, cols) > config.num_colors:
+        while cols > 0 and summa_colors(stage, rows, cols) > len(config.program_colors):
             cols -= 1
     return cols
 
@@ -256,6 +256,7 @@ def _does_not_fit(stages: list[Stage], config: FabricConfig) -> PlacementError:
         # beyond this grid: the kernel's own limits (blocks, colors) bound its tile
         most = largest_tile(stage, config, (stage.limits.rows, stage.limits.cols))
         if most is not None and most[0] * most[1] * sram < data:
-            head += (f", and no fabric with {sram} B per PE and {config.num_colors} colors "
+            colors = len(config.program_colors)
+            head += (f", and no fabric with {sram} B per PE and {colors} program colors "
                      f"holds it: its kernel takes at most {most[0]} x {most[1]} PEs")
     return PlacementError("\n".join([head, *details]))

@@ -26,17 +26,24 @@ def test_info_table_has_wse2_figures(capsys):
     assert "757 x 996" in out and "48 KiB" in out
     assert "wse3" in out and "small(8,8)" in out
     assert "* unverified" in out
+    colors = next(line for line in out.splitlines() if line.startswith("colors"))
+    assert "24 (3 for memcpy)" in colors
+    binding = next(line for line in out.splitlines() if line.startswith("data tasks bound"))
+    assert binding.split()[-3:] == ["color", "queue", "color"]  # wse2, wse3, small(8,8)
     fma_f32 = next(line for line in out.splitlines() if line.startswith("SIMD fma/f32"))
-    assert "1/cycle*" in fma_f32
+    assert "1/cycle" in fma_f32 and "*" not in fma_f32  # fmacs: absent from the SIMD table
+    cvt = next(line for line in out.splitlines() if line.startswith("SIMD cvt/f32"))
+    assert "1/cycle*" in cvt
 
 
 def test_info_json_parses(capsys):
     assert cli.main(["info", "--json"]) == 0
     presets = {p["preset"]: p for p in json.loads(capsys.readouterr().out)["presets"]}
     wse2 = presets["wse2"]
-    assert (wse2["rows"], wse2["cols"]) == (757, 996)
+    assert (wse2["cols"], wse2["rows"]) == (757, 996)
     assert wse2["sram_bytes"] == 48 * 1024 and wse2["num_colors"] == 24
-    assert {"op": "fma", "dtype": "f32", "width": 1, "verified": False} in wse2["simd"]
+    assert {"op": "fma", "dtype": "f32", "width": 1, "verified": True} in wse2["simd"]
+    assert {"op": "max", "dtype": "f32", "width": 1, "verified": True} in wse2["simd"]
     assert presets["wse3"]["unverified"] == ["clock", "usable"]
 
 

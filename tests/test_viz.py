@@ -145,9 +145,9 @@ def test_placement_map_fills_regions_and_draws_edges(tmp_path):
 
 
 def test_placement_map_on_a_full_wafer_shows_the_usable_area():
-    fig = viz.placement_map(FabricConfig.wse2(), [("a", Rect(0, 0, 700, 990))])
+    fig = viz.placement_map(FabricConfig.wse2(), [("a", Rect(0, 0, 990, 700))])
     ax = axis(fig, "placement")
-    assert ax.get_xlim() == (-0.5, 995.5)
+    assert ax.get_xlim() == (-0.5, 756.5)
     assert any(p.get_label() == "usable area" for p in ax.patches)
 
 

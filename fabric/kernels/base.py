@@ -86,7 +86,7 @@ def run_kernel(kernel: Kernel, inputs: Mapping[str, np.ndarray], max_cycles: int
 def pick_colors(config: FabricConfig, needed: int, colors: Sequence[int] | None) -> list[int]:
     """`needed` distinct colors: the caller's, checked, or the lowest ones."""
     if colors is None:
-        colors = list(range(needed))
+        colors = list(config.program_colors[:needed])
     colors = [int(c) for c in colors]
     if len(colors) < needed or len(set(colors)) != len(colors):
         raise ValueError(f"kernel needs {needed} distinct colors, got {colors}")
@@ -94,6 +94,12 @@ def pick_colors(config: FabricConfig, needed: int, colors: Sequence[int] | None)
     if bad:
         raise ValueError(f"colors {bad} are not colors of {config.name} "
                          f"(0..{config.num_colors - 1})")
+    reserved = [c for c in colors if c in config.reserved_colors]
+    if reserved:
+        raise ValueError(config.reserved_color_error(reserved[0]))
+    if len(colors) < needed:
+        raise ValueError(f"kernel needs {needed} distinct colors; {config.name} has "
+                         f"{len(config.program_colors)} outside the reserved ones")
     return colors[:needed]
 
 

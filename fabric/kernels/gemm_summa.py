@@ -162,10 +162,11 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                          f"m={m}, k={k}, n={n}")
     n_a, n_b = (Cc if Cc > 1 else 0), (R if R > 1 else 0)
     n_loop = int(numerics.half)
-    if n_a + n_b + n_loop > config.num_colors:
+    if n_a + n_b + n_loop > len(config.program_colors):
         raise ValueError(f"gemm_summa on {R}x{Cc} PEs multicasts from every column and row: "
                          f"it needs {n_a + n_b + n_loop} colors, {config.name} has "
-                         f"{config.num_colors}; use gemm_cannon (6 colors) or a smaller "
+                         f"{len(config.program_colors)} outside the host's reserved ones; use "
+                         f"gemm_cannon (6 colors) or a smaller "
                          "rectangle")
     palette = pick_colors(config, n_a + n_b + n_loop, colors)
     a_colors, b_colors = palette[:n_a], palette[n_a:n_a + n_b]

@@ -26,7 +26,7 @@ Cycle model (H = hop latency; cycles counted from the task's start), per PE (p, 
     row reduction   from the per-PE start times t_x + t_l, by the collective's model
                     (chain: the root gets its last word (2H + 1) q + m_p - 1 cycles after
                     PE q starts sending, a few cycles of dispatch aside), then + b at the
-                    root: ceil(m_p / 2)
+                    root: ceil(m_p / w_add) (16-bit: ceil(m_p / w_fmachs) + ceil(m_p / w_cvt))
     T = max over rows of the root's finish + 1. The collectives' `exit_times` compute the
     broadcast and reduction terms from the code; the model is exact with the chain, and
     with the tree when the PEs of a row start their reduction together (uneven n_q with a
@@ -51,7 +51,7 @@ acc_dtype = dtype it is `fma(..., dtype)` into the 16-bit y (each step rounds to
 the partial sums runs in fp32 (the fp32 collectives), the root adds b widened (fmachs
 acc + b * 1, exact product) and rounds once into y (`to_half`). In the model the local
 product's fmas take ceil(m_p / w) cycles at that width, the zeroing ceil(m_p / w_mov) (fp32
-or 16-bit mov) and the root's work ceil(m_p / 2) per op.
+or 16-bit mov) and the root's work ceil(m_p / w) per op at its width.
 
 Example:
     >>> k = build_gemv(FabricConfig.small(4, 4), Rect(0, 0, 4, 4), m=64, n=64)
@@ -139,11 +139,13 @@ def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
     bc = co.broadcast(prog, rect, xs, ("nq", nq), colors[0], along="col", src=0, name="xb")
     if num.half:
         root = [ins.fmachs(acc, acc, b, 1.0, dtype=h), ins.to_half(y, acc, h)]
+        root_widths = (config.simd_width("mul_acc32", "f16"), config.simd_width("cvt", "f16"))
     else:
         root = [ins.add(y, y, b)]
+        root_widths = (config.simd_width("add", "f32"),)
     red = co.reduce(prog, rect, red_buf, ("m", mp), colors[1:1 + co.line_colors(algo, Q)],
                     along="row", algo=algo, name="rd", then_root=root,
-                    then_root_cycles=len(root) * -(-mp // 2))
+                    then_root_cycles=sum(-(-mp // w) for w in root_widths))
     copy = _copy_x(h, colors[-1]) if num.half else []
     code = [*copy, *bc.code, *_local_product(M, num), *red.code]
     tile.local_task("main", code)

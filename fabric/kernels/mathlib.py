@@ -658,8 +658,8 @@ def _cost(config, n: int, counts: dict) -> int:
 
 def exp_cycles(config, n: int, upper_clamp: bool = True) -> int:
     """c(max) + c(min) + c(sub) + 4 c(fma) + 6 c(mul) + 5 c(add) + c(shl), with
-    c(op) = ceil(n / w_op): 14.5 n on WSE-2 for even n. upper_clamp=False: the hi=None
-    sequence, c(max) + c(sub) + 4 c(fma) + 5 c(mul) + 5 c(add) + c(shl) + c(iaddv): 13.5 n."""
+    c(op) = ceil(n / w_op): 16 n on WSE-2 for even n. upper_clamp=False: the hi=None
+    sequence, c(max) + c(sub) + 4 c(fma) + 5 c(mul) + 5 c(add) + c(shl) + c(iaddv): 15 n."""
     if not upper_clamp:
         return _cost(config, n, {Op.MAX: 1, Op.SUB: 1, Op.FMA: 4, Op.MUL: 5, Op.ADD: 5,
                                  Op.SHL: 1, Op.IADDV: 1})
@@ -670,34 +670,34 @@ def exp_cycles(config, n: int, upper_clamp: bool = True) -> int:
 def sigmoid_cycles(config, n: int) -> int:
     """2 c(shl) + c(shr) + 2 c(isubv) + c(iaddv) + c(min) + c(max) + 4 c(fma) + 4 c(sub)
     + 13 c(mul) + 7 c(add) (the refined reciprocal included), c(op) = ceil(n / w_op):
-    26.5 n on WSE-2 for even n."""
+    30.5 n on WSE-2 for even n."""
     return _cost(config, n, {Op.SHL: 2, Op.SHR: 1, Op.ISUBV: 2, Op.IADDV: 1, Op.MIN: 1,
                              Op.MAX: 1, Op.FMA: 4, Op.SUB: 4, Op.MUL: 13, Op.ADD: 7})
 
 
 def gauss_tail_cycles(config, n: int, times_b: bool = False) -> int:
     """c(shr) + 2 c(shl) + c(isubv) + 5 c(sub) + 18 c(add) + 6 c(fma) + 24 c(mul)
-    (+ c(mul) with times_b), c(op) = ceil(n / w_op): 43.5 n on WSE-2 for even n (44.5 n)."""
+    (+ c(mul) with times_b), c(op) = ceil(n / w_op): 45.5 n on WSE-2 for even n (46.5 n)."""
     return _cost(config, n, {Op.SHR: 1, Op.SHL: 2, Op.ISUBV: 1, Op.SUB: 5, Op.ADD: 18,
                              Op.FMA: 6, Op.MUL: 24 + int(times_b)})
 
 
 def reciprocal_cycles(config, n: int, refined: bool = False) -> int:
-    """c(isubv) + 6 c(mul) + 3 c(sub) (+ c(add) refined), c(op) = ceil(n / w_op); 8 n on
-    WSE-2 for even n (8.5 n refined)."""
+    """c(isubv) + 6 c(mul) + 3 c(sub) (+ c(add) refined), c(op) = ceil(n / w_op); 8.5 n on
+    WSE-2 for even n (9 n refined)."""
     return _cost(config, n, {Op.ISUBV: 1, Op.MUL: 6, Op.SUB: 3, Op.ADD: int(refined)})
 
 
 def reciprocal_copy_cycles(config, n: int) -> int:
     """The refined reciprocal into a scratch vector and a copy (mov) to dst, so that dst may
-    be src: reciprocal_cycles(refined=True) + c(mov); 9 n on WSE-2 for even n."""
+    be src: reciprocal_cycles(refined=True) + c(mov); 9.5 n on WSE-2 for even n."""
     return reciprocal_cycles(config, n, refined=True) + _cost(config, n, {Op.MOV: 1})
 
 
 def rsqrt_cycles(config, n: int, specials: bool = False) -> int:
-    """c(shr) + c(isubv) + 9 c(mul) + 3 c(fma), c(op) = ceil(n / w_op): 13 n on WSE-2 for
+    """c(shr) + c(isubv) + 9 c(mul) + 3 c(fma), c(op) = ceil(n / w_op): 14 n on WSE-2 for
     even n. With specials, 2 c(shl) + 5 c(shr) + 2 c(isubv) + 2 c(iaddv) + 2 c(max)
-    + 9 c(mul) + 3 c(fma): 18.5 n."""
+    + 9 c(mul) + 3 c(fma): 25 n."""
     if not specials:
         return _cost(config, n, {Op.SHR: 1, Op.ISUBV: 1, Op.MUL: 9, Op.FMA: 3})
     return _cost(config, n, {Op.SHL: 2, Op.SHR: 5, Op.ISUBV: 2, Op.IADDV: 2, Op.MAX: 2,
@@ -706,14 +706,14 @@ def rsqrt_cycles(config, n: int, specials: bool = False) -> int:
 
 def sqrt_cycles(config, n: int) -> int:
     """2 c(shr) + c(iaddv) + c(isubv) + c(min) + c(max) + 10 c(mul) + 3 c(fma),
-    c(op) = ceil(n / w_op): 16 n on WSE-2 for even n."""
+    c(op) = ceil(n / w_op): 19 n on WSE-2 for even n."""
     return _cost(config, n, {Op.SHR: 2, Op.IADDV: 1, Op.ISUBV: 1, Op.MIN: 1, Op.MAX: 1,
                              Op.MUL: 10, Op.FMA: 3})
 
 
 def log_cycles(config, n: int) -> int:
     """15 c(shl/shr) + 12 c(iaddv/isubv) + 2 c(itof) + 2 c(sub) + 3 c(fma) + 9 c(mul)
-    + 10 c(add) + c(min), c(op) = ceil(n / w_op); 34 n on WSE-2 for even n."""
+    + 10 c(add) + c(min), c(op) = ceil(n / w_op); 48 n on WSE-2 for even n."""
     return _cost(config, n, {Op.SHL: 6, Op.SHR: 9, Op.IADDV: 8, Op.ISUBV: 4, Op.ITOF: 2,
                              Op.SUB: 2, Op.FMA: 3, Op.MUL: 9, Op.ADD: 10, Op.MIN: 1})
 
@@ -727,7 +727,7 @@ def log1p_cycles(config, n: int) -> int:
 
 def tanh_cycles(config, n: int) -> int:
     """3 c(shl) + 2 c(shr) + c(min) + 4 c(fma) + 13 c(mul) + 6 c(sub) + 6 c(add)
-    + 2 c(iaddv) + c(isubv) (reciprocal included), c(op) = ceil(n / w_op); 27.5 n on WSE-2
+    + 2 c(iaddv) + c(isubv) (reciprocal included), c(op) = ceil(n / w_op); 32 n on WSE-2
     for even n."""
     return _cost(config, n, {Op.SHL: 3, Op.SHR: 2, Op.MIN: 1, Op.FMA: 4, Op.MUL: 13,
                              Op.SUB: 6, Op.ADD: 6, Op.IADDV: 2, Op.ISUBV: 1})

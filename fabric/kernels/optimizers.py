@@ -53,7 +53,7 @@ implicit ret):
     AdamW: T = 2 + loads + c(iadd)[maximize] + c(mul)[wd] + c(sub) + c(fma) + 2 c(mul)
                + 1 + 4 L (the addcmul loop) + rsqrt_cycles(L) + c(mul) + c(fma)
                + reciprocal_cycles(L, refined) + 2 c(mul) + c(add);  loads = 2, or 3 with wd
-           (33.5 L on WSE-2 for even L, 34.5 L with wd: rsqrt 13 L, reciprocal 8.5 L, the
+           (35 L on WSE-2 for even L, 36 L with wd: rsqrt 14 L, reciprocal 9 L, the
            loop 4 L; SGD with momentum: 2.5 L)
 
 Example:

@@ -275,7 +275,7 @@ def plan_redistribution(config: FabricConfig, src: WordMap, dst: WordMap,
         if m.rect.row_end > config.rows or m.rect.col_end > config.cols:
             raise ValueError(f"redistribution: {what} rectangle {m.rect} lies outside the "
                              f"{config.rows}x{config.cols} fabric {config.name}")
-    palette = (list(range(config.num_colors)) if colors is None
+    palette = (list(config.program_colors) if colors is None
                else pick_colors(config, len(set(colors)), colors))
     if src.same_placement(dst):
         return Redistribution(config, src, dst, [], 0, 0)

@@ -30,7 +30,7 @@ Cycle model (exact, chain and tree allreduce alike): with c(op) = ceil(e / w_op)
 elements and c_m(op) over mb, the local phases cost
 
     softmax:   A = c_m(mov) + e,  B = c(sub) + exp_cycles(e, no upper clamp) + c_m(mov) + e,
-               C = reciprocal_cycles(mb, refined) + c(mul)                  ~ 17 e on WSE-2
+               C = reciprocal_cycles(mb, refined) + c(mul)                ~ 18.5 e on WSE-2
     layernorm: A = c_m(mov) + e,  B = c_m(mul) + c(sub) + z + c(mul) + c_m(mov) + e,
                C = c_m(fma) + rsqrt_cycles(mb) + 2 c(mul) + c(add)           ~ 6 e on WSE-2
                (z = c_m(mov) on a PE with a padding column, else 1)

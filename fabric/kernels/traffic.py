@@ -97,7 +97,7 @@ def build_traffic(config: FabricConfig, rect: Rect, flows: Sequence[Flow], dtype
     """
     flows = list(flows)
     _check_flows(config, rect, flows, dtype)
-    palette = (list(range(config.num_colors)) if colors is None
+    palette = (list(config.program_colors) if colors is None
                else pick_colors(config, len(set(colors)), colors))
     flow_colors = assign_colors(flows, palette)
 

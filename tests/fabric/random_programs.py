@@ -20,7 +20,8 @@ from tests.fabric.programs import (
     pe,
 )
 
-CONFIG = FabricConfig.small(3, 4)
+# every color routable (no host memcpy reservation), so flows exercise all 24 of them
+CONFIG = FabricConfig.small(3, 4, reserved_colors=())
 FLOOR = (256, 256)  # instruction and DSD table rows of every program (one bucket)
 MAX_CYCLES = 20_000
 CELLS = [(r, c) for r in range(CONFIG.rows) for c in range(CONFIG.cols)]

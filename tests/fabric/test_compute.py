@@ -132,10 +132,10 @@ def test_ops_run_in_sequence_and_cycles_add_up():
     t.local_task("main", [
         ins.mul(d.dsd(), a.dsd(), b.dsd()),        # d = a*b        20 cycles (w=1)
         ins.add(d.dsd(), d.dsd(), a.dsd()),        # d = a*b + a    10 cycles (w=2)
-        ins.max_(d.dsd(length=7), d.dsd(length=7), b.dsd(length=7)),  # 4 cycles
+        ins.max_(d.dsd(length=7), d.dsd(length=7), b.dsd(length=7)),  # 7 cycles (w=1)
     ])
     out, stats = run3(t)
     ref = A * B + A
     ref[..., :7] = np.maximum(ref[..., :7], B[..., :7])
     np.testing.assert_array_equal(out, ref)
-    assert stats.cycles == 1 + 20 + 10 + 4 + 1
+    assert stats.cycles == 1 + 20 + 10 + 7 + 1

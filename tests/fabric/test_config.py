@@ -6,19 +6,24 @@ from fabric import FabricConfig
 
 
 def test_wse2_preset_matches_public_figures():
+    """docs/engine.md "Machine figures": `--fabric-dims=757,996` is width x height."""
     cfg = FabricConfig.wse2()
-    assert (cfg.rows, cfg.cols) == (757, 996)
-    assert (cfg.usable_rows, cfg.usable_cols) == (750, 994)
+    assert (cfg.cols, cfg.rows) == (757, 996)
+    assert (cfg.usable_cols, cfg.usable_rows) == (750, 994)
     assert cfg.clock_hz == 850e6
     assert cfg.sram_bytes == 48 * 1024 and cfg.sram_words == 12 * 1024
     assert cfg.num_colors == 24
+    assert cfg.num_task_ids == 31 and cfg.num_local_tasks == 7  # task ids 0..30
     assert cfg.queue_depth == 4 and cfg.hop_latency == 1
     assert cfg.num_pes == 757 * 996
     # SIMD widths of the WSE-2 table (DESIGN.md section 1)
     assert cfg.simd_width("add", "f32") == 2
     assert cfg.simd_width("sub", "f32") == 2
     assert cfg.simd_width("mov", "f32") == 2
-    assert cfg.simd_width("max", "f32") == 2
+    assert cfg.simd_width("max", "f32") == 1  # fmaxs has no SIMD mode on WSE-2
+    assert cfg.simd_width("max", "f16") == 1
+    assert cfg.simd_width("cvt", "f16") == 1  # fh2s / fs2h
+    assert cfg.simd_width("add", "i32") == cfg.simd_width("shift", "i32") == 1
     assert cfg.simd_width("fma", "f32") == 1
     assert cfg.simd_width("mul", "f32") == 1
     assert cfg.simd_width("fma", "f16") == 4
@@ -27,12 +32,15 @@ def test_wse2_preset_matches_public_figures():
 
 def test_wse3_preset_matches_public_figures():
     cfg = FabricConfig.wse3()
-    assert (cfg.rows, cfg.cols) == (762, 1172)
-    assert (cfg.usable_rows, cfg.usable_cols) == (755, 1170)
+    assert (cfg.cols, cfg.rows) == (762, 1172)
+    assert (cfg.usable_cols, cfg.usable_rows) == (755, 1170)
     assert cfg.clock_hz == 1.1e9
     assert cfg.generation == "wse3"
     assert cfg.simd_width("add", "f32") == 4
     assert cfg.simd_width("mov", "f32") == 4
+    assert cfg.simd_width("max", "f32") == 4 and cfg.simd_width("max", "f16") == 8
+    assert cfg.simd_width("cvt", "f16") == 4
+    assert cfg.simd_width("add", "i32") == cfg.simd_width("shift", "i32") == 1
     assert cfg.simd_width("fma", "f16") == 8
     assert cfg.simd_width("fma", "f32") == 1
     assert cfg.simd_width("mul", "f32") == 1
@@ -101,6 +109,6 @@ def test_bad_generation_is_rejected():
 
 def test_presets_accept_overrides():
     cfg = FabricConfig.wse2(queue_depth=6, hop_latency=3)
-    assert (cfg.queue_depth, cfg.hop_latency, cfg.rows) == (6, 3, 757)
+    assert (cfg.queue_depth, cfg.hop_latency, cfg.rows) == (6, 3, 996)
     with pytest.raises(ValueError, match="hop_latency"):
         FabricConfig.wse2(queue_depth=2, hop_latency=2)

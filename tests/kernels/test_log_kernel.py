@@ -114,7 +114,7 @@ def test_log_formula_matches_instruction_list(generation):
     for n in (1, 2, 7, 100, 4097):
         assert ml.log_cycles(config, n) == ml.sequence_cycles(config, code, n)
     if generation == "wse2":
-        assert ml.log_cycles(config, 1000) == 34 * 1000
+        assert ml.log_cycles(config, 1000) == 48 * 1000  # 28 integer ops at width 1
 
 
 def test_log_operands_checked():
@@ -134,4 +134,4 @@ def test_reciprocal_unary_within_ulps_and_cycles():
     res = run_kernel(k, {"x": x})
     assert ulp_error(res.output, x, lambda v: 1 / v).max() <= ml.RECIPROCAL_REFINED_ULPS
     assert res.cycles == k.model_cycles == 2 + ml.reciprocal_copy_cycles(CONFIG, 15)
-    assert ml.reciprocal_copy_cycles(FabricConfig.small(1, 1), 1000) == 9000
+    assert ml.reciprocal_copy_cycles(FabricConfig.small(1, 1), 1000) == 9500

@@ -40,7 +40,9 @@ CYCLES = {"exp": ml.exp_cycles, "tanh": ml.tanh_cycles, "rsqrt": ml.rsqrt_cycles
           "refined": lambda c, n: ml.reciprocal_cycles(c, n, refined=True)}
 REFERENCE = {"exp": np.exp, "tanh": np.tanh, "rsqrt": lambda v: 1 / np.sqrt(v),
              "reciprocal": lambda v: 1 / v, "refined": lambda v: 1 / v}
-PER_ELEMENT_WSE2 = {"exp": 14.5, "tanh": 27.5, "rsqrt": 13, "reciprocal": 8, "refined": 8.5}
+# 32-bit integer ops and fp32 max/min run one element per cycle on WSE-2 (docs/engine.md,
+# "Public facts"); fp32 add/sub/mov two.
+PER_ELEMENT_WSE2 = {"exp": 16, "tanh": 32, "rsqrt": 14, "reciprocal": 8.5, "refined": 9}
 
 
 def _log2_sweep(lo, hi, n):

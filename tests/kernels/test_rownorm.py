@@ -81,10 +81,11 @@ def test_chosen_colors_are_used():
 
 
 def test_model_grows_as_stated():
-    """Per element, softmax costs about 17 cycles and layernorm about 6 on WSE-2."""
+    """Per element, softmax costs about 18.5 cycles and layernorm about 6 on WSE-2 (exp's
+    max and integer ops run one element per cycle: docs/engine.md, "Public facts")."""
     big = [rn.build_softmax(CONFIG, Rect(0, 0, 1, 2), 8, 2 * nb).model_cycles
            for nb in (64, 128)]
-    assert abs((big[1] - big[0]) / (8 * 64) - 17) < 0.1
+    assert abs((big[1] - big[0]) / (8 * 64) - 18.5) < 0.1
     big = [rn.build_layernorm(CONFIG, Rect(0, 0, 1, 2), 8, 2 * nb).model_cycles
            for nb in (64, 128)]
     assert abs((big[1] - big[0]) / (8 * 64) - 6) < 0.1
