@@ -24,8 +24,9 @@ from fabric.kernels import (
     build_rowdot,
     build_rowreduce,
 )
+from frontend.lowering.core import Unavailable
 from frontend.stages import Limits
-from frontend.values import Const, Gather, Ref
+from frontend.values import Const, Gather, Ref, Symbolic
 
 # Single-PE cycles per element of each kernel (fp32, WSE-2 widths; the kernels' cycle
 # models, rounded up): a stage's work, which sizes its tile against the others'.
@@ -58,6 +59,10 @@ def relayout(value, fn):
         return Const(fn(value.value))
     if isinstance(value, Ref):
         return Ref(fn(value.index), value.dtype)
+    if isinstance(value, Symbolic):
+        # a value rules only consume (max_pool1d's indices through a squeeze): an error
+        # naming the node where it is used (or output)
+        return Unavailable(f"{type(value).__name__} after a layout op")
     raise TypeError(f"cannot relayout {type(value).__name__}")
 
 

@@ -4,8 +4,9 @@
 
 sets rows whose scores are all -inf to 0. Its predicates are symbolic values here; the
 `where` of that exact pattern lowers to the softmax itself. A row of all -inf scores needs
-a fully masked row of the mask (scores are finite products plus the mask), which
-`check_mask` rejects at compile time, so the guard never changes a result.
+a fully masked row of the mask (scores are finite products plus the mask), so the guard
+does not change a result there; on scores that hold the model's input directly (torch's
+_safe_softmax of an input, which may have a row of all -inf) the guard is refused.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def any_(low, node, x, dim, keepdim=False):
 
 @rule(aten.full_like.default)
 def full_like(low, node, x, value, **kwargs):
-    return Const(torch.full(x.shape, value, dtype=torch.float32))
+    """A constant of x's shape, in the node's dtype (bool for isreal, say)."""
+    val = node.meta.get("val")
+    return Const(torch.full(x.shape, value, dtype=torch.float32 if val is None else val.dtype))
 
 
 @rule(aten.where.self)
@@ -58,6 +61,12 @@ def where(low, node, cond, a, b):
     if (isinstance(cond, Pred) and cond.kind == "not" and cond.arg.kind == "any"
             and cond.arg.arg.kind == "not" and cond.arg.arg.arg.kind == "isneginf"
             and isinstance(a, Const) and bool((a.value == 0).all()) and isinstance(b, Ref)):
+        scores = cond.arg.arg.arg.arg
+        ids = scores.index[scores.index >= 0].unique().tolist()
+        if any(low.owner(int(g)).kind != "stage" for g in ids):
+            # a user's input may hold a row of all -inf, which the guard sets to 0 where
+            # the fabric's softmax gives NaN (torch's _safe_softmax on a raw input)
+            raise low.unsupported("the all -inf row guard of a softmax of the model's input")
         return b
     raise low.unsupported("where on runtime tensors (only the attention mask guard)")
 
