@@ -1,90 +1,79 @@
-"""Per-op checks from PyTorch's OpInfo database: for every op family the lowering claims, the
-first fp32 sample inputs that fit a small fabric run through `frontend.compile` (the sample's
-first tensor as the model input, its other tensors as constants of the model) and are
-compared with eager PyTorch under assert_close's fp32 tolerances."""
+"""Per-op checks from PyTorch's OpInfo database (`opinfo_cases`): samples of the OpInfos the
+lowering claims run through `frontend.compile` and must equal eager PyTorch (fp32
+tolerances, NaN equal to NaN, subnormals flushed; eager float64 where eager fp32 differs,
+`opinfo_cases.run_sample`), or stop with UnsupportedOpError / PlacementError (or, for a
+program torch.export cannot capture, the frontend's error saying so).
+
+Default run: for each OpInfo of `CORE` (every op family with a rule), its sample_inputs up
+to the first that lowers and passes (those refused before it too), and the special values
+(`EDGE_VALUES`: inf, NaN, +-0, overflow and underflow bounds, huge, tiny and subnormal
+numbers; `EDGE_ROWS` for the row ops) of every CORE OpInfo that takes them.
+Long run (-m long): the first sample of every other claimed OpInfo (`CLAIMED`, derived
+from the rule table), and OpInfo's reference_inputs (its extremal, large and small values)
+of the CORE OpInfos that have them.
+
+Full sweeps, `python -m tests.frontend.opinfo_cases KIND CAP [core|all]` (torch 2.13):
+SWEEP_TOTALS below.
+"""
+
+import collections
 
 import pytest
-import torch
 
-import frontend
-from tests.frontend.models import CONFIG
+from tests.frontend import opinfo_cases as oc
 
-op_db = pytest.importorskip("torch.testing._internal.common_methods_invocations").op_db
-
-# OpInfo name -> samples to run (the first ones that fit), chosen to cover each lowering rule
-CLAIMED = {
-    "add": 1, "sub": 1, "mul": 1, "div": 1, "nn.functional.relu": 1, "softmax": 1,
-    "nn.functional.layer_norm": 1, "mm": 1, "addmm": 1, "bmm": 1, "mean": 1, "sum": 1,
-    "nn.functional.max_pool2d": 1, "nn.functional.avg_pool2d": 1, "nn.functional.conv2d": 1,
-    "nn.functional.embedding": 1, "permute": 1, "transpose": 1, "reshape": 1, "expand": 1,
-    "sigmoid": 1, "rsqrt": 1, "sqrt": 1, "nn.functional.gelu": 2, "nn.functional.silu": 1,
-    "exp": 1, "tanh": 1,
-}
-MAX_ELEMENTS = 500
-# which positional argument of (input, *args) is the model's runtime input (default 0):
-# an embedding's indices are its input, its table a weight
-RUNTIME_ARG = {"nn.functional.embedding": 1}
-VARIANTS = ("", "default", "no_rounding_mode")
-RAN, PASSED = [], []
+MAX_TRIES = 6  # default run: samples tried per OpInfo until one lowers
+REFERENCE_CAP = 2  # long run: reference_inputs per OpInfo beyond its sample_inputs
+# CORE OpInfos whose samples the rules refuse (div's rounding modes by name; clamp's tensor
+# bounds and pow's tensor or fractional exponents: their rules are checked on EDGE_VALUES)
+ALL_REFUSED = {"div.trunc_rounding", "clamp", "pow"}
+LOWERED = (oc.PASS, oc.PASS_F64)
 
 
-class OpModule(torch.nn.Module):
-    """op(*positional, **kwargs) with positional[runtime] as the input and the other tensor
-    arguments as buffers (constants of the model)."""
-
-    def __init__(self, op, positional, kwargs, runtime):
-        super().__init__()
-        self.op, self.kwargs, self.runtime = op, kwargs, runtime
-        self.is_const = [isinstance(a, torch.Tensor) and i != runtime
-                         for i, a in enumerate(positional)]
-        self.plain = [None if c or i == runtime else a
-                      for i, (a, c) in enumerate(zip(positional, self.is_const))]
-        for i, (a, c) in enumerate(zip(positional, self.is_const)):
-            if c:
-                self.register_buffer(f"c{i}", a.clone())
-
-    def forward(self, x):
-        args = [x if i == self.runtime else getattr(self, f"c{i}") if c else a
-                for i, (a, c) in enumerate(zip(self.plain, self.is_const))]
-        return self.op(*args, **self.kwargs)
-
-
-def _fits(sample) -> bool:
-    tensors = [sample.input, *[a for a in sample.args if isinstance(a, torch.Tensor)]]
-    return (all(isinstance(t, torch.Tensor) and 0 < t.numel() <= MAX_ELEMENTS for t in tensors)
-            and sample.input.dim() >= 1)
-
-
-def _samples(name):
-    info = next(o for o in op_db if o.name == name and o.variant_test_name in VARIANTS)
-    for s in info.sample_inputs("cpu", torch.float32):
-        if _fits(s):
-            yield info, s
-
-
-@pytest.mark.parametrize("name", sorted(CLAIMED))
-def test_opinfo_sample(name):
-    ran = 0
-    runtime = RUNTIME_ARG.get(name, 0)
-    for info, sample in _samples(name):
-        positional = [sample.input, *sample.args]
-        model = OpModule(info.op, positional, sample.kwargs, runtime)
-        x = positional[runtime]
-        try:
-            cm = frontend.compile(model, (x,), config=CONFIG)
-        except frontend.UnsupportedOpError:
-            continue  # a variant outside what the rule covers (e.g. padded max pooling)
-        RAN.append(name)
-        got = cm(x)
-        torch.testing.assert_close(got, model(x))
-        PASSED.append(name)
-        ran += 1
-        if ran == CLAIMED[name]:
+def _run(key, kind, cap, until_pass=False):
+    counts = collections.Counter()
+    for sample in oc.samples(key, kind, cap):
+        counts[oc.run_sample(key, sample)] += 1
+        if until_pass and counts[oc.PASS] + counts[oc.PASS_F64]:
             break
-    assert ran == CLAIMED[name], f"no sample of {name} could be lowered"
+    return counts
 
 
-def test_opinfo_summary():
-    print(f"\nOpInfo samples: {len(RAN)} ran, {len(PASSED)} passed "
-          f"({len(set(PASSED))} ops)")
-    assert len(PASSED) == len(RAN)
+def test_claimed_opinfos_exist():
+    for name, keys in (("CLAIMED", oc.CLAIMED), ("CORE", oc.CORE)):
+        assert not [k for k in keys if k not in oc.OPINFOS], f"{name}: not in op_db"
+        assert len(set(keys)) == len(keys), f"{name} repeats a key"
+    assert set(oc.CORE) <= set(oc.CLAIMED), set(oc.CORE) - set(oc.CLAIMED)
+
+
+@pytest.mark.parametrize("key", oc.CORE)
+def test_opinfo_samples(key):
+    counts = _run(key, "sample", MAX_TRIES, until_pass=key not in ALL_REFUSED)
+    assert sum(counts.values()), f"no sample of {key} fits the test fabric"
+    if key in ALL_REFUSED:
+        assert counts[oc.REFUSED] == sum(counts.values()), counts
+    else:
+        assert sum(counts[k] for k in LOWERED), f"no sample of {key} lowers: {counts}"
+
+
+EDGE_KEYS = [k for k in oc.CORE if next(oc.samples(k, "edge"), None)]
+
+
+@pytest.mark.parametrize("key", EDGE_KEYS)
+def test_opinfo_special_values(key):
+    counts = _run(key, "edge", None)
+    assert sum(counts.values()) and sum(counts[k] for k in LOWERED) == sum(counts.values()), \
+        counts
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("key", [k for k in oc.CLAIMED if k not in oc.CORE])
+def test_opinfo_claimed_first_sample(key):
+    counts = _run(key, "sample", 1)
+    assert sum(counts.values()), f"no sample of {key} fits the test fabric"
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("key", [k for k in oc.CORE if oc.OPINFOS[k].reference_inputs_func])
+def test_opinfo_reference_inputs(key):
+    _run(key, "reference", REFERENCE_CAP)
