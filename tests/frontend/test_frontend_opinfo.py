@@ -19,7 +19,10 @@ SWEEP_TOTALS below.
 import collections
 
 import pytest
+import torch
+import torch.nn.functional as F
 
+import frontend
 from tests.frontend import opinfo_cases as oc
 
 MAX_TRIES = 6  # default run: samples tried per OpInfo until one lowers
@@ -77,3 +80,44 @@ def test_opinfo_claimed_first_sample(key):
 @pytest.mark.parametrize("key", [k for k in oc.CORE if oc.OPINFOS[k].reference_inputs_func])
 def test_opinfo_reference_inputs(key):
     _run(key, "reference", REFERENCE_CAP)
+
+
+# ---- the wrong answers and raw errors the sweep found, each as a plain model -------------
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+X = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("fn,match", [
+    # bernoulli was folded into one constant draw, repeated on every call
+    (lambda x: F.dropout2d(x, 0.5, training=True), "random op aten.bernoulli"),
+    # the all -inf row guard was dropped: NaN rows where torch gives 0
+    (lambda x: torch.ops.aten._safe_softmax(x, 1), "all -inf row guard"),
+    # pooling indices through a squeeze raised TypeError
+    (lambda x: F.max_pool1d(x, 2, return_indices=True)[1].float(), "not computed"),
+])
+def test_refused_with_the_reason(fn, match):
+    with pytest.raises(frontend.UnsupportedOpError, match=match):
+        frontend.compile(Fn(fn), (X,), config=oc.CONFIG)
+
+
+def test_full_like_keeps_its_dtype():
+    """isreal of a real tensor is a bool constant (it came back as float)."""
+    cm = frontend.compile(Fn(torch.isreal), (X,), config=oc.CONFIG)
+    torch.testing.assert_close(cm(X), torch.isreal(X))
+
+
+def test_data_dependent_decomposition_is_a_frontend_error():
+    """take of a 0-d tensor: its decomposition guards on the index's value (it raised
+    torch's own error)."""
+    model = Fn(lambda v: torch.take(v, model.index))
+    model.register_buffer("index", torch.tensor(0))  # a buffer, as OpModule holds it
+    with pytest.raises(frontend.FrontendError, match="could not capture .* core ATen"):
+        frontend.compile(model, (torch.tensor(2.0),), config=oc.CONFIG)
