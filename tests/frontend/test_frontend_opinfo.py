@@ -17,6 +17,7 @@ SWEEP_TOTALS below.
 """
 
 import collections
+import math
 
 import pytest
 import torch
@@ -121,3 +122,25 @@ def test_data_dependent_decomposition_is_a_frontend_error():
     model.register_buffer("index", torch.tensor(0))  # a buffer, as OpModule holds it
     with pytest.raises(frontend.FrontendError, match="could not capture .* core ATen"):
         frontend.compile(model, (torch.tensor(2.0),), config=oc.CONFIG)
+
+
+class DivideByConstants(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("c", torch.tensor([3e38, 1e38, 2.0, 0.0, -0.0, math.inf, 1e-30]))
+
+    def forward(self, x):
+        return x / self.c, x / 2e38, x / 0.0, x / -0.0
+
+
+def test_division_by_constants_at_the_ends():
+    """x / c with 1 / c subnormal (|c| > 2^126) is x (2^64 / c) 2^-64 (it gave 0: the
+    reciprocal flushed), and a division by a zero scalar is by inf (it raised
+    ZeroDivisionError); eager with flushed subnormals is the reference."""
+    model = DivideByConstants()
+    x = torch.tensor([1e38, 1e38, 1.0, 1.0, 1.0, 5.0, 1e-10])
+    got = frontend.compile(model, (x,), config=oc.CONFIG)(x)
+    with oc.flush_denormal():
+        want = model(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, equal_nan=True)
