@@ -12,8 +12,15 @@ Long run (-m long): the first sample of every other claimed OpInfo (`CLAIMED`, d
 from the rule table), and OpInfo's reference_inputs (its extremal, large and small values)
 of the CORE OpInfos that have them.
 
-Full sweeps, `python -m tests.frontend.opinfo_cases KIND CAP [core|all]` (torch 2.13):
-SWEEP_TOTALS below.
+Full sweeps, `python -m tests.frontend.opinfo_cases KIND CAP [core|all]` (torch 2.13, each
+sample passing in fp32 unless said; 0 failed in every sweep):
+- `sample 3 all`: 588 samples of the 219 claimed OpInfos, 458 pass, 128 refused, 2 not
+  exported;
+- `reference 2 core`: 43 samples of 22 OpInfos, 36 pass, 6 refused, 1 not exported;
+- `reference 8` of the elementwise ops (exp, sigmoid, tanh, rsqrt, sqrt, neg, relu, silu,
+  add, mul, sub, div, where): 104 samples, 103 pass, 1 refused;
+- `edge`: the default run's special values, all pass (gelu's erf form as float64 eager at
+  +inf and FLT_MAX, where eager fp32's vectorized kernel gives NaN and inf).
 """
 
 import collections
