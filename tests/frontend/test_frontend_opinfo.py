@@ -47,6 +47,7 @@ def _run(key, kind, cap, until_pass=False):
         counts[oc.run_sample(key, sample)] += 1
         if until_pass and counts[oc.PASS] + counts[oc.PASS_F64]:
             break
+    print(f"{key} ({kind}): {dict(counts)}")  # the per-op count, shown with pytest -s
     return counts
 
 
