@@ -91,7 +91,11 @@ def capture_module(model: torch.nn.Module, example_inputs: Sequence) -> Captured
                                 f"{type(exc).__name__}: {exc}") from exc
         finally:
             model.train(was_training)
-        exported = exported.run_decompositions()
+        try:
+            exported = exported.run_decompositions()
+        except Exception as exc:  # a decomposition that needs data (take's indices, say)
+            raise FrontendError(f"torch.export could not capture {type(model).__name__} in "
+                                f"core ATen ops: {type(exc).__name__}: {exc}") from exc
     return from_exported(exported)
 
 

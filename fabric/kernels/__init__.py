@@ -5,7 +5,7 @@ kernel's elements lie, `read_words` / `write_words` move them between the host a
 `Simulator`, `plan_redistribution` moves them between tiles over the mesh."""
 
 from fabric.kernels import mathlib
-from fabric.kernels.activations import GELU_WORDS, build_gelu, gelu_reference
+from fabric.kernels.activations import GELU_WORDS, build_gelu, gelu_cycles, gelu_reference
 from fabric.kernels.base import Kernel, KernelResult, pick_colors, run_kernel, split
 from fabric.kernels.collectives import (
     Fragment,
@@ -57,7 +57,7 @@ from fabric.kernels.traffic import (
     traffic_inputs,
     traffic_reference,
 )
-from fabric.kernels.unary import UNARY_WORDS, build_blockwise, build_unary
+from fabric.kernels.unary import UNARY_WORDS, build_blockwise, build_unary, unary_cycles
 
 __all__ = [
     "build_adamw", "build_allreduce", "build_blockwise", "build_broadcast", "build_broadcast_op",
@@ -68,11 +68,11 @@ __all__ = [
     "build_sgd", "build_shared_link", "build_shift", "build_softmax", "build_stencil",
     "build_streams", "build_sumsq", "build_traffic", "build_transpose", "build_unary",
     "cannon_reference", "compare_reference", "cumsum_reference", "extremum_reference", "Flow",
-    "Fragment", "gelu_reference", "GELU_WORDS", "gemv_reference", "Kernel", "KernelResult",
-    "layernorm_reference", "mathlib", "pick_colors", "plan_redistribution", "probe_inputs",
-    "probe_output", "read_words", "Redistribution", "relation_reference", "RELATIONS",
-    "rowdot_reference", "rowreduce_reference", "run_kernel", "select_reference",
+    "Fragment", "gelu_cycles", "gelu_reference", "GELU_WORDS", "gemv_reference", "Kernel",
+    "KernelResult", "layernorm_reference", "mathlib", "pick_colors", "plan_redistribution",
+    "probe_inputs", "probe_output", "read_words", "Redistribution", "relation_reference",
+    "RELATIONS", "rowdot_reference", "rowreduce_reference", "run_kernel", "select_reference",
     "softmax_reference", "split", "stencil_reference", "summa_reference", "sumsq_reference",
-    "traffic_inputs", "traffic_reference", "UNARY_WORDS", "WordMap", "write_step_scalars",
-    "write_words"
+    "traffic_inputs", "traffic_reference", "unary_cycles", "UNARY_WORDS", "WordMap",
+    "write_step_scalars", "write_words",
 ]

@@ -24,6 +24,7 @@ tile can serve PEs holding different numbers of elements.
 | sqrt | 4 | yes | 3 ulps | positive normal x | 16 n |
 | reciprocal | 1 | no | 2 ulps | 2^-126 <= abs(x) <= 2^125 | 8 n |
 | reciprocal, refined | 1 | no | 1 ulp | 2^-126 <= abs(x) <= 2^100 | 8.5 n |
+| reciprocal, refined, specials | 5 | yes | 1 ulp | every x with a normal 1/x | 18 n |
 | gauss_tail (Phi(-b)) | 4 | no | 7 ulps | 0 <= b <= GAUSS_MAX, Phi(-b) >= FLT_MIN | 43.5 n |
 
 (WSE-2 cycles for even n; `exp_cycles(config, n)` etc. give the exact formulas from the SIMD
@@ -34,7 +35,7 @@ sequences in numpy bit for bit, for sweeps of millions of points), and hold whet
 engine rounds fma once or twice. Cycle counts are those of the synchronous ops, ceil(n / w)
 each at the op's SIMD width w (`config.simd_width`), with nothing else in between.
 
-Special values: exp, sigmoid, tanh, log, sqrt and rsqrt (with specials) give eager
+Special values: exp, sigmoid, tanh, log, sqrt, rsqrt and reciprocal (with specials) give eager
 PyTorch's results for +-inf, NaN, +-0, overflow and underflow, with the fabric's flush of
 subnormals (docs/engine.md, Numbers): a result below FLT_MIN = 2^-126 comes out as 0 (exp:
 below 2^-125.5, see `exp`) where PyTorch gives a subnormal, and a subnormal input reads as a
@@ -158,6 +159,7 @@ RSQRT_MAGIC = 0x5F3759DF
 INF_BITS = 0x7F800000
 NEGATIVE_NAN_BIAS = 0xFEFF8001 - (1 << 32)  # as int32
 RECIPROCAL_MAGIC = 0x7EF311C3
+RECIPROCAL_CLAMP = 2.0**127  # reciprocal with specials: |x| clamped (inf's reciprocal: 0)
 NEWTON_STEPS = 3
 
 # Measured bounds (fp32 ulps of the correctly rounded result; see module docstring)
@@ -382,22 +384,52 @@ def gauss_tail(dst: Mem, b: Mem, scratch: Sequence[Mem], times_b: bool = False) 
     ]
 
 
-def reciprocal(dst: Mem, src: Mem, scratch: Sequence[Mem], refined: bool = False) -> list:
+def reciprocal(dst: Mem, src: Mem, scratch: Sequence[Mem], refined: bool = False,
+               specials: bool = False) -> list:
     """dst = 1 / src, within RECIPROCAL_ULPS ulps for |src| in [2^-126, 2^125].
 
     Args:
-        dst, src: memory DSDs of n elements (distinct).
-        scratch: one memory DSD of n elements.
+        dst, src: memory DSDs of n elements (distinct, unless `specials`).
+        scratch: one memory DSD of n elements (five with `specials`).
         refined: take the last Newton step as y + y (1 - src y) (one more add): within
             RECIPROCAL_REFINED_ULPS ulps, for |src| in [2^-126, 2^100] only (beyond, the
             correction y (1 - src y) is subnormal and the fabric flushes it to zero).
+        specials: every src, torch's values at the ends (17 more ops; dst may then be src):
+            the Newton steps run on the significand m in [1, 2) of |src| = m 2^(E - 127)
+            (|src| clamped to 2^127 first), whose reciprocal is then scaled by 2^(127 - E)
+            (exact; a result below FLT_MIN flushes to 0) and maxed with +inf for a zero or
+            subnormal |src| (`_inf_if_zero`); the sign bit of src is added last. Within the
+            bound of `refined` (or not) for every normal src with a normal reciprocal.
 
     Returns:
-        the instructions (10, or 11 refined).
+        the instructions (10, 11 refined, 17 more with specials).
 
-    Edge values: the sign is kept; +-0 gives NaN; |src| > 2^125 (and +-inf) gives garbage
-    (the estimate is subnormal, which the fabric flushes to zero); NaN gives NaN.
+    Edge values: without specials the sign is kept; +-0 gives NaN; |src| > 2^125 (and
+    +-inf) gives garbage (the estimate's bits go negative or subnormal); NaN gives NaN.
+    With specials (as torch.reciprocal, subnormal src read as zero and subnormal results
+    flushed): +-0 give +-inf, +-inf and |src| > 2^126 give +-0, NaN gives NaN.
     """
+    if specials:
+        _check("reciprocal", dst, src, scratch, 5, True)
+        a, g, k, p, q = scratch[:5]
+        return [
+            ins.shl(a, src, 1),
+            ins.shr(a, a, 1),  # |x|
+            ins.isubv(g, src, a),  # the sign bit of x
+            ins.min_(a, a, RECIPROCAL_CLAMP),  # inf -> 2^127 (its reciprocal flushes to 0)
+            *_inf_if_zero(k, a),  # +inf for a zero or subnormal |x|, else +0
+            ins.shr(p, a, 23),
+            ins.isubv(p, 254, p),
+            ins.shl(p, p, 23),  # 2^(127 - E): +0 for E = 254, -inf for a NaN (E = 255)
+            ins.shl(a, a, 9),
+            ins.shr(a, a, 9),
+            ins.iaddv(a, a, ONE_BITS),  # the significand m in [1, 2)
+            *reciprocal(dst, a, (q,), refined=refined),  # 1 / m in (0.5, 1]
+            ins.mul(dst, dst, p),  # exact scaling, flushed where 1 / |x| < FLT_MIN
+            ins.max_(dst, dst, k),
+            ins.fma(dst, dst, p, 0.0),  # + 0 p: NaN for a NaN x
+            ins.iaddv(dst, dst, g),
+        ]
     _check("reciprocal", dst, src, scratch, 1, False)
     (e,) = scratch[:1]
     code = [ins.isubv(dst, RECIPROCAL_MAGIC, src)]  # within 5.1 % of 1/src
@@ -682,16 +714,15 @@ def gauss_tail_cycles(config, n: int, times_b: bool = False) -> int:
                              Op.FMA: 6, Op.MUL: 24 + int(times_b)})
 
 
-def reciprocal_cycles(config, n: int, refined: bool = False) -> int:
+def reciprocal_cycles(config, n: int, refined: bool = False, specials: bool = False) -> int:
     """c(isubv) + 6 c(mul) + 3 c(sub) (+ c(add) refined), c(op) = ceil(n / w_op); 8.5 n on
-    WSE-2 for even n (9 n refined)."""
-    return _cost(config, n, {Op.ISUBV: 1, Op.MUL: 6, Op.SUB: 3, Op.ADD: int(refined)})
-
-
-def reciprocal_copy_cycles(config, n: int) -> int:
-    """The refined reciprocal into a scratch vector and a copy (mov) to dst, so that dst may
-    be src: reciprocal_cycles(refined=True) + c(mov); 9.5 n on WSE-2 for even n."""
-    return reciprocal_cycles(config, n, refined=True) + _cost(config, n, {Op.MOV: 1})
+    WSE-2 for even n (9 n refined). specials: + 4 c(shl) + 5 c(shr) + 2 c(isubv)
+    + 2 c(iaddv) + c(min) + c(max) + c(mul) + c(fma): 17 n more on WSE-2 (26 n)."""
+    counts = {Op.ISUBV: 1 + 2 * specials, Op.MUL: 6 + specials, Op.SUB: 3,
+              Op.ADD: int(refined)}
+    if specials:
+        counts.update({Op.SHL: 4, Op.SHR: 5, Op.IADDV: 2, Op.MIN: 1, Op.MAX: 1, Op.FMA: 1})
+    return _cost(config, n, counts)
 
 
 def rsqrt_cycles(config, n: int, specials: bool = False) -> int:

@@ -20,6 +20,7 @@ row into one word at one element per cycle):
     x -= row(v); x = exp(x)                   x -= row(s); x[:, nb-1] = 0 where padding
     s = 0; row(s) += x                        q = x * x; v = 0; row(v) += q
     allreduce add s                           allreduce add v;  v = v/n + eps; r = rsqrt(v)
+                                              r += 0 v (NaN where v overflowed)
     r = 1 / s (refined); x *= row(r)          x *= row(r); x *= col(gamma); x += col(beta)
 
 Padding: softmax pads with -FLT_MAX (exp gives 1.2e-38 there, nothing next to a row sum
@@ -32,7 +33,7 @@ elements and c_m(op) over mb, the local phases cost
     softmax:   A = c_m(mov) + e,  B = c(sub) + exp_cycles(e, no upper clamp) + c_m(mov) + e,
                C = reciprocal_cycles(mb, refined) + c(mul)                ~ 18.5 e on WSE-2
     layernorm: A = c_m(mov) + e,  B = c_m(mul) + c(sub) + z + c(mul) + c_m(mov) + e,
-               C = c_m(fma) + rsqrt_cycles(mb) + 2 c(mul) + c(add)           ~ 6 e on WSE-2
+               C = 2 c_m(fma) + rsqrt_cycles(mb) + 2 c(mul) + c(add)         ~ 6 e on WSE-2
                (z = c_m(mov) on a PE with a padding column, else 1)
 
 and every PE's timeline is task start (1) + A + allreduce + B + allreduce + C + ret (1),
@@ -310,6 +311,10 @@ def build_layernorm(config: FabricConfig, rect: Rect, m: int, n: int, eps: float
                ins.add(_row("vr", mb, nb), _row("vr", mb, nb), Mem("q", 0, e))]
     phase_c = [ins.fma(Mem("vr", 0, mb), float(np.float32(eps)), Mem("vr", 0, mb), inv_n),
                *ml.rsqrt(Mem("rs", 0, mb), Mem("vr", 0, mb), (Mem("tmp", 0, mb),)),
+               # a variance that overflowed (or NaN) makes its row NaN, as torch's
+               # layer_norm: r + 0 var is r for finite var, NaN for inf (whose rsqrt is
+               # garbage without specials)
+               ins.fma(Mem("rs", 0, mb), Mem("rs", 0, mb), Mem("vr", 0, mb), 0.0),
                ins.mul(x, x, _row("rs", mb, nb)),
                ins.mul(x, x, _col(g, mb, nb)),
                ins.add(x, x, _col(bt, mb, nb)),
@@ -322,7 +327,7 @@ def build_layernorm(config: FabricConfig, rect: Rect, m: int, n: int, eps: float
     zero_pad = np.where(pad_rows > 0, c(Op.MOV, mb), 1)
     costs = [p.convert_cycles(e) + 2 * p.convert_cycles(nb) + c(Op.MOV, mb) + e,
              c(Op.MUL, mb) + c(Op.SUB) + zero_pad + c(Op.MUL) + c(Op.MOV, mb) + e,
-             c(Op.FMA, mb) + ml.rsqrt_cycles(config, mb) + 2 * c(Op.MUL) + c(Op.ADD)
+             2 * c(Op.FMA, mb) + ml.rsqrt_cycles(config, mb) + 2 * c(Op.MUL) + c(Op.ADD)
              + p.convert_cycles(e)]
     blocks = p.blocks
 

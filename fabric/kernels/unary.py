@@ -8,19 +8,19 @@ synchronous ops over the PE's e elements; `mathlib` gives the formulas):
 
 | fn | fn_cycles | WSE-2, even e | fp32 error | special values |
 |---|---|---|---|---|
-| tanh | tanh_cycles | 27.5 e | TANH_ULPS (3) | +-inf: +-1 |
-| exp | exp_cycles | 14.5 e | EXP_ULPS (1) where exp(x) >= EXP_TINY | +inf: inf, -inf: 0 |
-| log | log_cycles | 34 e | LOG_ULPS (1) | 0: -inf, x < 0: NaN |
-| log1p | log1p_cycles | 47.5 e | LOG1P_ULPS (2) | -1: -inf, x < -1: NaN |
+| tanh | tanh_cycles | 32 e | TANH_ULPS (3) | +-inf: +-1 |
+| exp | exp_cycles | 16 e | EXP_ULPS (1) where exp(x) >= EXP_TINY | +inf: inf, -inf: 0 |
+| log | log_cycles | 48 e | LOG_ULPS (1) | 0: -inf, x < 0: NaN |
+| log1p | log1p_cycles | 63.5 e | LOG1P_ULPS (2) | -1: -inf, x < -1: NaN |
 | abs | 2 c(shl) | 2 e | exact | NaN: NaN, -0: +0 |
 | itof | c(itof) | e | x an int32 word: rounded once | - |
-| signbit | c(shr) + c(itof) | 1.5 e | exact (a 0/1 mask) | -0: 1 |
-| reciprocal | reciprocal_copy_cycles | 9 e | RECIPROCAL_REFINED_ULPS (1) (*) | 1/0: NaN |
-| sigmoid | sigmoid_cycles | 26.5 e | SIGMOID_ULPS (3) | +inf: 1, -inf: 0 |
-| rsqrt | rsqrt_cycles(specials=True) | 18.5 e | RSQRT_ULPS (2) | +-0: +-inf, +inf: 0, x < 0: NaN |
-| sqrt | sqrt_cycles | 16 e | SQRT_ULPS (3) | +-0: +-0, +inf: inf, x < 0: NaN |
+| signbit | c(shr) + c(itof) | 2 e | exact (a 0/1 mask) | -0: 1 |
+| reciprocal | reciprocal_cycles (*) | 26 e | RECIPROCAL_REFINED_ULPS (1) | +-0: +-inf, +-inf: 0 |
+| sigmoid | sigmoid_cycles | 30.5 e | SIGMOID_ULPS (3) | +inf: 1, -inf: 0 |
+| rsqrt | rsqrt_cycles(specials=True) | 25 e | RSQRT_ULPS (2) | +-0: +-inf, +inf: 0, x < 0: NaN |
+| sqrt | sqrt_cycles | 19 e | SQRT_ULPS (3) | +-0: +-0, +inf: inf, x < 0: NaN |
 
-(*) for 2^-126 <= abs(x) <= 2^100.
+(*) refined, with specials.
 
 The special values are eager PyTorch's (NaN gives NaN everywhere) with the fabric's flush of
 subnormals: results below 2^-126 come out as 0 and subnormal inputs read as 0 (docs/
@@ -60,10 +60,9 @@ FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(confi
     "tanh": (lambda y, x, s: ml.tanh(y, x, s), 4, ml.tanh_cycles),
     "exp": (lambda y, x, s: ml.exp(y, x, s), 2, ml.exp_cycles),
     "log": (lambda y, x, s: ml.log(y, x, s), 4, ml.log_cycles),
-    # Newton's steps read x after writing their result: into scratch, then a copy to y
-    # (so that y may be x, as the 16-bit path runs it)
-    "reciprocal": (lambda y, x, s: [*ml.reciprocal(s[1], x, s[:1], refined=True),
-                                    ins.mov(y, s[1])], 2, ml.reciprocal_copy_cycles),
+    # with specials, x is read into scratch first, so y may be x (as the 16-bit path runs it)
+    "reciprocal": (lambda y, x, s: ml.reciprocal(y, x, s, refined=True, specials=True), 5,
+                   lambda config, e: ml.reciprocal_cycles(config, e, True, specials=True)),
     "sigmoid": (lambda y, x, s: ml.sigmoid(y, x, s), 4, ml.sigmoid_cycles),
     "rsqrt": (lambda y, x, s: ml.rsqrt(y, x, s, specials=True), 4,
               lambda config, e: ml.rsqrt_cycles(config, e, specials=True)),
@@ -83,6 +82,12 @@ FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(confi
 }
 # fp32 words per element of each function's kernel: x, y and the scratch vectors
 UNARY_WORDS = {fn: 2 + scratch for fn, (_, scratch, _) in FUNCTIONS.items()}
+
+
+def unary_cycles(config, fn: str, e: int) -> int:
+    """fn_cycles(e) of the table above: the cycles of fn over e elements on one PE (task
+    start and end apart)."""
+    return FUNCTIONS[fn][2](config, e)
 
 
 def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tanh",

@@ -48,7 +48,10 @@ def avg_pool2d_backward(low, node, grad, x, kernel_size, stride, padding, ceil_m
     if padding != (0, 0) and not count_include_pad:
         raise low.unsupported("avg_pool2d_backward with count_include_pad=False and padding")
     shape = out_shape(node)
-    gshape = tuple(grad.shape)
+    if not isinstance(grad, (Ref, Const)):
+        raise low.unsupported(f"max_pool2d_backward of a {type(grad).__name__} gradient")
+    # a gradient known at compile time (torch.ones_like of the output, say) is a Const
+    gshape = tuple(grad.value.shape if isinstance(grad, Const) else grad.shape)
     win = windows(positions(shape), kernel, stride, padding, (1, 1))
     win = win[:, :, :gshape[2], :gshape[3]]
     if win.shape[2:4] != gshape[2:4]:
@@ -98,7 +101,10 @@ def max_pool2d_backward(low, node, grad, x, kernel_size, stride, padding, dilati
     if not isinstance(x, Ref):
         raise low.unsupported("max_pool2d_backward of a constant input")
     shape = out_shape(node)
-    gshape = tuple(grad.shape)
+    if not isinstance(grad, (Ref, Const)):
+        raise low.unsupported(f"max_pool2d_backward of a {type(grad).__name__} gradient")
+    # a gradient known at compile time (torch.ones_like of the output, say) is a Const
+    gshape = tuple(grad.value.shape if isinstance(grad, Const) else grad.shape)
     win = windows(x.index, kernel, stride, padding, dilation)[:, :, :gshape[2], :gshape[3]]
     if win.shape[2:4] != gshape[2:4]:
         raise low.unsupported("max_pool2d_backward with ceil_mode windows past the edge")
@@ -112,8 +118,11 @@ def max_pool2d_backward(low, node, grad, x, kernel_size, stride, padding, dilati
     earlier = gemm(low, is_max, Const(torch.triu(torch.ones(k, k), diagonal=1)),
                    suffix="_earlier")
     first = binary(low, is_max, mask(low, Compare(earlier, "le", 0.0)), "mul", (m, k))
-    g = Ref(grad.index.reshape(m, 1))
-    contrib = binary(low, expand_to(g, (m, k)), first, "mul", (m, k))
+    if isinstance(grad, Const):
+        g = Const(grad.value.to(torch.float32).reshape(m, 1).expand(m, k).contiguous())
+    else:
+        g = expand_to(Ref(grad.index.reshape(m, 1)), (m, k))
+    contrib = binary(low, g, first, "mul", (m, k))
     target = windows(positions(shape), kernel, stride, padding, dilation)
     target = target[:, :, :gshape[2], :gshape[3]].reshape(m, k)
     out = scatter_add(low, contrib.index, target, math.prod(shape))

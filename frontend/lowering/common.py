@@ -16,6 +16,7 @@ import numbers
 import torch
 import torch.nn.functional as F
 
+from fabric.config import FabricConfig
 from fabric.kernels import (
     build_elementwise,
     build_gemm_summa,
@@ -23,15 +24,31 @@ from fabric.kernels import (
     build_resident,
     build_rowdot,
     build_rowreduce,
+    gelu_cycles,
+    unary_cycles,
 )
+from frontend.lowering.core import Unavailable
 from frontend.stages import Limits
-from frontend.values import Const, Gather, Ref
+from frontend.values import Const, Gather, Ref, Symbolic
 
-# Single-PE cycles per element of each kernel (fp32, WSE-2 widths; the kernels' cycle
+# Single-PE cycles per element of each kernel (fp32, on one WSE-2 PE, from the kernels' cycle
 # models, rounded up): a stage's work, which sizes its tile against the others'.
-CYCLES_PER_ELEMENT = {"map": 1, "elementwise": 1, "gelu": 31, "gelu_erf": 48, "softmax": 17,
-                      "layernorm": 6, "tanh": 28, "exp": 15, "sigmoid": 27, "rsqrt": 19,
-                      "sqrt": 16}
+_WSE2_PE = FabricConfig.small(1, 1)
+_E = 1000  # elements: even, so that widths of 2 divide it
+
+
+def _per_element(cycles: int) -> int:
+    return math.ceil(cycles / _E)
+
+
+CYCLES_PER_ELEMENT = {
+    "map": 1, "elementwise": 1, "softmax": 19, "layernorm": 6,
+    "gelu": _per_element(gelu_cycles(_WSE2_PE, _E, "tanh")),
+    "gelu_erf": _per_element(gelu_cycles(_WSE2_PE, _E, "none")),
+    **{fn: _per_element(unary_cycles(_WSE2_PE, fn, _E))
+       for fn in ("tanh", "exp", "log", "log1p", "reciprocal", "sigmoid", "rsqrt", "sqrt",
+                  "abs", "itof", "signbit")},
+}
 
 
 # ---- shapes --------------------------------------------------------------------------------
@@ -58,6 +75,10 @@ def relayout(value, fn):
         return Const(fn(value.value))
     if isinstance(value, Ref):
         return Ref(fn(value.index), value.dtype)
+    if isinstance(value, Symbolic):
+        # a value rules only consume (max_pool1d's indices through a squeeze): an error
+        # naming the node where it is used (or output)
+        return Unavailable(f"{type(value).__name__} after a layout op")
     raise TypeError(f"cannot relayout {type(value).__name__}")
 
 

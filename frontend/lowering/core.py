@@ -301,6 +301,12 @@ def _call(low: Lowering, node: torch.fx.Node, env):
         return seq[i]
     flat, _ = torch.utils._pytree.tree_flatten((args, kwargs))
     if not any(isinstance(a, (Ref, Gather, Symbolic)) for a in flat):
+        if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+            # folded, one draw would stand for every call (dropout's mask in training mode)
+            raise UnsupportedOpError(
+                f"{describe(node)}: random op {target_name(node)} is not supported (a "
+                "constant would repeat one draw on every call); for dropout, call "
+                "model.eval() before compiling")
         return _fold(node, args, kwargs)
     rules = RULES.get(node.target)
     fn = rules.pick(low, node, args, kwargs) if rules is not None else None

@@ -11,6 +11,8 @@ hardsigmoid as add, clamp (two maps), mul and div by 6, which are their eager fo
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from fabric.kernels import GELU_WORDS, UNARY_WORDS, build_extremum, build_gelu, build_unary
@@ -68,14 +70,32 @@ def mul(low, node, x, y):
     return binary(low, x, y, "mul", shape)
 
 
+# 1 / y below FLT_MIN (|y| > 2^126) would be flushed to 0: such factors are taken as
+# (2^64 / y) then 2^-64 (both exact scalings of a normal number)
+RECIPROCAL_SCALE = 2.0**64
+FLT_MIN = torch.finfo(torch.float32).tiny
+
+
 @rule(aten.div.Tensor, aten.div.Scalar)
 def div(low, node, x, y):
-    """x / y for a constant y: a multiplication by 1 / y (by a runtime y: the case rule of
-    `losses.div`, x * reciprocal(y))."""
+    """x / y for a constant y: a multiplication by 1 / y, or by 2^64 / y then 2^-64 where
+    1 / y is subnormal (x / 1e38 = 1 for x = 1e38); by a runtime y: the case rule of
+    `losses.div`, x * reciprocal(y)."""
     shape = out_shape(node)
     if scalar(y):
-        return map_(low, Ref(x.index.expand(shape)), "mul", 1.0 / num(y), shape)
-    return binary(low, x, Const(1.0 / y.value.to(torch.float32)), "mul", shape)
+        r = 1.0 / num(y) if num(y) != 0 else math.copysign(math.inf, num(y))
+        if 0 < abs(r) < FLT_MIN:
+            scaled = map_(low, Ref(x.index.expand(shape)), "mul", r * RECIPROCAL_SCALE, shape)
+            return map_(low, scaled, "mul", 1 / RECIPROCAL_SCALE, shape)
+        return map_(low, Ref(x.index.expand(shape)), "mul", r, shape)
+    r = 1.0 / y.value.to(torch.float64)
+    tiny = (r != 0) & (r.abs() < FLT_MIN)
+    if not bool(tiny.any()):
+        return binary(low, x, Const(r.to(torch.float32)), "mul", shape)
+    scaled = binary(low, x, Const(torch.where(tiny, r * RECIPROCAL_SCALE, r).to(torch.float32)),
+                    "mul", shape)
+    undo = torch.where(tiny, 1 / RECIPROCAL_SCALE, 1.0).to(torch.float32)
+    return binary(low, scaled, Const(undo.expand(shape)), "mul", shape)
 
 
 @rule(aten.neg.default)
@@ -128,8 +148,7 @@ UNARY = {aten.tanh.default: "tanh", aten.exp.default: "exp", aten.sigmoid.defaul
 # single-PE cycles per element of the kernels added here (WSE-2, the kernels' models rounded
 # up: mathlib's log 34 n and log1p 47.5 n, abs two shifts, itof one conversion; maximum and
 # minimum one max at width 2, leaky_relu a mul and a max): what sizes their tiles
-CYCLES = {**CYCLES_PER_ELEMENT, "log": 34, "log1p": 48, "abs": 2, "itof": 1, "signbit": 2,
-          "maximum": 1, "minimum": 1, "leaky_relu": 2}
+CYCLES = {**CYCLES_PER_ELEMENT, "maximum": 1, "minimum": 1, "leaky_relu": 2}
 
 
 @rule(*UNARY)

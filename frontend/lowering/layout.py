@@ -163,6 +163,8 @@ def index(low, node, x, indices):
 def index_select(low, node, x, dim, index):
     """x's slices along `dim` picked by a runtime index vector (`take_along`); by a
     constant one, a re-indexing."""
+    if not shape_of(x):
+        raise low.unsupported("index_select of a 0-d tensor")
     d = dim % len(shape_of(x))
     if isinstance(index, Const):
         return relayout(x, lambda t: t.index_select(d, index.value.to(torch.int64)))

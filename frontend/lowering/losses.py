@@ -36,6 +36,7 @@ import torch
 from fabric.kernels import build_unary
 from frontend.lowering.backward_embedding import IndexPred
 from frontend.lowering.common import (
+    CYCLES_PER_ELEMENT,
     as2d,
     binary,
     expand_to,
@@ -52,9 +53,6 @@ from frontend.values import Const, Gather, Ref, Symbolic
 
 aten = torch.ops.aten
 
-# single-PE cycles per element of the unary kernels added here (WSE-2, `mathlib`'s formulas:
-# log 34 n, the refined reciprocal and its copy 9 n): what sizes their tiles
-CYCLES_PER_ELEMENT = {"log": 34, "exp": 14, "reciprocal": 9}
 CHECKS = {"ne": torch.ne, "eq": torch.eq, "ge": torch.ge, "gt": torch.gt, "lt": torch.lt,
           "le": torch.le}
 
@@ -383,7 +381,9 @@ def sum_of_checks(low, node, x, *args, **kwargs):
 
 @rule(aten.div.Tensor, case=lambda low, node, x, y: isinstance(y, Ref))
 def div(low, node, x, y):
-    """x / y for a runtime y: x * reciprocal(y) (by a constant: `elementwise.div`)."""
+    """x / y for a runtime y: x * reciprocal(y) (by a constant: `elementwise.div`); the
+    reciprocal's special values (1/+-0 = +-inf, 1/+-inf = +-0) give torch's x / 0 and
+    x / inf."""
     return mul(low, node, x, unary(low, y, "reciprocal"))
 
 

@@ -25,9 +25,10 @@ The guard that decomposed scaled-dot-product attention puts after its softmax:
 
 sets rows whose scores are all -inf to 0. Its predicates are symbolic values here (`Pred`);
 the `where` of that exact pattern lowers to the softmax itself. A row of all -inf scores
-needs a fully masked row of the mask (scores are finite products plus the mask), which
-`check_mask` rejects at compile time, so the guard never changes a result. A `Pred` used
-anywhere else is computed as a mask.
+needs a fully masked row of the mask (scores are finite products plus the mask), so the
+guard does not change a result there; on scores that hold the model's input directly
+(torch's _safe_softmax of an input, which may have a row of all -inf) the guard is refused.
+A `Pred` used anywhere else is computed as a mask.
 """
 
 from __future__ import annotations
@@ -283,7 +284,9 @@ def sign(low, node, x):
 
 @rule(aten.full_like.default)
 def full_like(low, node, x, value, **kwargs):
-    return Const(torch.full(x.shape, value, dtype=torch.float32))
+    """A constant of x's shape, in the node's dtype (bool for isreal, say)."""
+    val = node.meta.get("val")
+    return Const(torch.full(x.shape, value, dtype=torch.float32 if val is None else val.dtype))
 
 
 def _attention_guard(cond, a, b) -> bool:
@@ -297,6 +300,12 @@ def where(low, node, cond, a, b):
     """where(cond, a, b) with a runtime condition: the attention guard (module docstring),
     else the bitwise select of a and b (Refs, Consts or numbers; broadcast)."""
     if _attention_guard(cond, a, b):
+        scores = cond.arg.arg.arg.arg
+        ids = scores.index[scores.index >= 0].unique().tolist()
+        if any(low.owner(int(g)).kind != "stage" for g in ids):
+            # a user's input may hold a row of all -inf, which the guard sets to 0 where
+            # the fabric's softmax gives NaN (torch's _safe_softmax on a raw input)
+            raise low.unsupported("the all -inf row guard of a softmax of the model's input")
         return b
     c = as_mask(low, cond)
     if low.format != "f32" and _int_words(low, c):  # a bool input into 16-bit storage

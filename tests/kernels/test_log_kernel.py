@@ -133,5 +133,5 @@ def test_reciprocal_unary_within_ulps_and_cycles():
     k = build_unary(CONFIG, Rect(0, 0, 2, 2), 10, 6, "reciprocal")
     res = run_kernel(k, {"x": x})
     assert ulp_error(res.output, x, lambda v: 1 / v).max() <= ml.RECIPROCAL_REFINED_ULPS
-    assert res.cycles == k.model_cycles == 2 + ml.reciprocal_copy_cycles(CONFIG, 15)
-    assert ml.reciprocal_copy_cycles(FabricConfig.small(1, 1), 1000) == 9500
+    assert res.cycles == k.model_cycles == 2 + ml.reciprocal_cycles(CONFIG, 15, True, True)
+    assert ml.reciprocal_cycles(FabricConfig.small(1, 1), 1000, True, True) == 26000
