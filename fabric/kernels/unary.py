@@ -1,5 +1,5 @@
 """Elementwise math of an (m, n) fp32 tensor in 2D blocks on a rectangle: tanh, exp, log,
-log1p, reciprocal, sigmoid, rsqrt, sqrt or abs, built from `mathlib`'s sequences of PE
+log1p, reciprocal, sigmoid, rsqrt, sqrt, abs, trunc or floor, built from `mathlib`'s sequences of PE
 builtins (no communication). Layout as `base.Blocks` (each PE's block row major, packed; a
 register holds each PE's element count).
 
@@ -19,6 +19,8 @@ synchronous ops over the PE's e elements; `mathlib` gives the formulas):
 | sigmoid | sigmoid_cycles | 30.5 e | SIGMOID_ULPS (3) | +inf: 1, -inf: 0 |
 | rsqrt | rsqrt_cycles(specials=True) | 25 e | RSQRT_ULPS (2) | +-0: +-inf, +inf: 0, x < 0: NaN |
 | sqrt | sqrt_cycles | 19 e | SQRT_ULPS (3) | +-0: +-0, +inf: inf, x < 0: NaN |
+| trunc | c(`trunc_code`) | 9.5 e | exact | +-inf, NaN: themselves, -0.5: -0 |
+| floor | c(`floor_code`) | 12.5 e | exact | +-inf, NaN: themselves, -0: -0 |
 
 (*) refined, with specials.
 
@@ -36,6 +38,16 @@ inputs rounded to dtype: a few fp32 ulps from the exact value, so the correctly 
 fp16 above about 11.09 (cbfloat16: 22.18), as the rounding of the fp32 result. bf16
 subnormal inputs (below 2^-126) widen exactly but the fp32 ops flush them to zero (log
 reads its input's bits and handles them exactly).
+
+trunc clears x's fraction bits, exact for every fp32 value with integer ops only: the
+biased exponent b = (x << 1) >> 24 (an int, made a float exactly by itof) gives the count of
+fraction bits f = 150 - b (23 - the unbiased exponent); f <= 0 (|x| >= 2^23, inf, NaN) keeps
+x, f >= 24 (|x| < 1) keeps only the sign bit (a signed zero). The float steps f' =
+clamp(f + 8 max(f - 23, 0), 0, 31) (exact on small integers) map both ends into the shift
+range, and y = (x >> f') << f'. floor(x) = t - s with t = trunc(x) and s the sign bit of
+x - t (1 exactly where x is negative with a fraction: x - t is then in (-1, 0); an integer x
+gives x - t = +0; inf - inf is NaN but inf - s is inf), the subtraction exact (t an integer
+below 2^23 in magnitude where s = 1).
 
 Example:
     >>> k = build_unary(FabricConfig.small(4, 4), Rect(0, 0, 2, 2), 10, 6, "tanh")
@@ -55,6 +67,34 @@ from fabric.kernels import mathlib as ml
 from fabric.kernels.base import Blocks, Kernel, check_dtypes, check_sram
 from fabric.numerics.packing import words_for
 from fabric.program import Program, Rect, Tile
+
+
+def trunc_code(y, x, s) -> list:
+    """y = trunc(x) by its bits (module docstring); s: 2 scratch vectors; y may be x."""
+    e, f = s
+    return [
+        ins.shl(e, x, 1), ins.shr(e, e, 24),  # the biased exponent b, an int
+        ins.itof(e, e), ins.mul(e, e, -1.0), ins.add(e, e, 150.0),  # fraction bits 150 - b
+        ins.sub(f, e, 23.0), ins.max_(f, f, 0.0),  # 24 and above (|x| < 1) go past 31
+        ins.fma(e, e, f, 8.0), ins.max_(e, e, 0.0), ins.min_(e, e, 31.0),
+        ins.ftoi(e, e),  # an integer already: exact
+        ins.shr(y, x, e), ins.shl(y, y, e),
+    ]
+
+
+def floor_code(y, x, s) -> list:
+    """y = floor(x) = trunc(x) - signbit(x - trunc(x)); s: 3 scratch vectors; y may be x."""
+    e, f, t = s
+    return [*trunc_code(t, x, (e, f)), ins.sub(f, x, t), ins.shr(f, f, 31), ins.itof(f, f),
+            ins.sub(y, t, f)]
+
+
+def _code_cycles(code_of, scratch: int):
+    """cycles_of(config, e) of a straight code sequence (`mathlib.sequence_cycles`)."""
+    d = Mem("d")
+    code = code_of(d, d, [d] * scratch)
+    return lambda config, e: ml.sequence_cycles(config, code, e)
+
 
 FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(config, e))
     "tanh": (lambda y, x, s: ml.tanh(y, x, s), 4, ml.tanh_cycles),
@@ -79,6 +119,9 @@ FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(confi
     # |x|: the sign bit cleared (NaN stays NaN, -0 gives +0), exact
     "abs": (lambda y, x, s: [ins.shl(y, x, 1), ins.shr(y, y, 1)], 0,
             lambda config, e: 2 * math.ceil(e / config.simd_width(*ml.SIMD_NAME[ml.Op.SHL]))),
+    # x's fraction bits cleared, exact (module docstring); floor from it, exact
+    "trunc": (trunc_code, 2, _code_cycles(trunc_code, 2)),
+    "floor": (floor_code, 3, _code_cycles(floor_code, 3)),
 }
 # fp32 words per element of each function's kernel: x, y and the scratch vectors
 UNARY_WORDS = {fn: 2 + scratch for fn, (_, scratch, _) in FUNCTIONS.items()}
@@ -93,7 +136,8 @@ def unary_cycles(config, fn: str, e: int) -> int:
 def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tanh",
                 dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
     """y = fn(x) for x of shape (m, n); fn one of FUNCTIONS ("tanh", "exp", "log",
-    "log1p", "reciprocal", "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit").
+    "log1p", "reciprocal", "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit", "trunc",
+    "floor").
     Inputs {"x"}; output (m, n).
 
     dtype: storage format of x and y ("f32", "f16", "bf16", "cb16"); acc_dtype: "f32" only

@@ -25,8 +25,9 @@ from frontend.lowering import (
     norms,
     reductions,
     resample,
+    routing,
 )
 
 FAMILIES = (backward, backward_conv, backward_embedding, backward_norms, backward_pool, conv,
             elementwise, embedding, layout, losses, masks, matmul, norms, reductions,
-            resample)
+            resample, routing)

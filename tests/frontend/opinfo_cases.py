@@ -95,7 +95,7 @@ DERIVED = (
 )
 # claimed by hand: a rule covers some samples after the first three (scalar clamp bounds and
 # integer pow exponents: EDGE_ARGS), an op without a rule folds (nearest upsampling's
-# aten.arange, on constants) or the rule refuses the variant by name (div's rounding modes).
+# aten.arange, on constants) or the rule refuses the variant (div's rounding modes: by a runtime divisor).
 # Not claimed, every sample refused: nll_loss (aten.scalar_tensor), bilinear
 # (aten._trilinear), flip, index_select
 BY_HAND = ("div.trunc_rounding", "div.floor_rounding", "clamp", "pow",
@@ -107,11 +107,12 @@ ADDED = (
     "eq", "ne", "gt", "ge", "lt", "le", "logical_or", "logical_xor", "isnan", "isinf",
     "isfinite", "sign", "signbit", "cumsum", "nn.functional.group_norm", "var", "var_mean",
     "argmax", "max.reduction_with_dim", "index_select", "as_strided",
+    "trunc", "floor",
 )
 CLAIMED = DERIVED + BY_HAND + ADDED
 # one OpInfo or more for every op family with a rule: the default test run
 CORE = (
-    # elementwise arithmetic (div's rounding modes capture to ops without a rule: refused)
+    # elementwise arithmetic (div's rounding modes: OpInfo's divisors are tensors, refused)
     "add", "sub", "mul", "div.no_rounding_mode", "div.trunc_rounding", "neg", "clamp",
     "nn.functional.hardtanh", "nn.functional.relu", "pow",
     # transcendentals

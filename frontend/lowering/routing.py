@@ -1,0 +1,111 @@
+"""Mixture-of-experts routing ops: division with a rounding mode (div.Tensor_mode,
+div.Scalar_mode: `idx // k`), exact; trunc and floor of float tensors (`build_unary`
+"trunc" / "floor": the fraction bits cleared with integer ops, exact for every fp32 value).
+
+div(x, d, rounding_mode) for a constant d:
+
+- x a float tensor, d = +-2^k (its reciprocal exact): the quotient q = x * (1 / d) is eager's
+  true quotient (exact, up to the fabric's flush of subnormal results), and "trunc" is
+  trunc(q), as eager's. "floor" is floor(q) + q * 0: eager computes a floor division
+  through fmod (c10's div_floor), which equals floor of an exact quotient and gives NaN for
+  an infinite x; q * 0 is NaN there and a zero of q's sign elsewhere, which keeps the floor
+  and its signed zero. d = 0: eager's floor and trunc are x / 0 (+-inf, NaN), as here.
+  Another divisor is refused: x * (1 / d) is not the rounded quotient, and its floor may
+  differ from eager's (1 / 0.1 rounds to 10, eager's 1 // 0.1 is 9).
+- x an integer tensor (int64 values: integer inputs read as numbers, computed integers) and
+  d an integer: f = floor(x * fl(1 / d)) is within 1 of floor(x / d) (relative error below
+  2^-23 on a quotient below 2^23 in magnitude), and the remainder r = x - d f (exact: integers
+  below 2^24) corrects it: f - [r < 0] + [r >= d] (d > 0), f - [r > 0] + [r <= d] (d < 0).
+  "trunc" adds 1 where the floor is negative and the remainder nonzero. Exact for |x| and
+  |x| + |d| below 2^24 (the integers fp32 words hold exactly, as every computed integer
+  here). d = 0 raises in eager (ZeroDivisionError): refused.
+
+A runtime divisor is refused (x * reciprocal(y) is not the rounded quotient).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from frontend.lowering.common import binary, map_, num, out_shape, scalar
+from frontend.lowering.core import rule
+from frontend.lowering.elementwise import div, numbers_of_int_words, unary_stage
+from frontend.lowering.embedding import int32_words
+from frontend.lowering.masks import relation
+from frontend.values import Ref
+
+aten = torch.ops.aten
+
+
+@rule(aten.trunc.default, aten.floor.default)
+def trunc_floor(low, node, x):
+    """trunc(x) / floor(x) of a float tensor (`build_unary`, exact); of an integer tensor
+    (eager: the tensor itself), x."""
+    if not node.args[0].meta["val"].dtype.is_floating_point:
+        return x
+    return unary_stage(low, x, "trunc" if node.target is aten.trunc.default else "floor")
+
+
+def _power_of_two(d: float) -> bool:
+    m, e = torch.frexp(torch.tensor(abs(d), dtype=torch.float64))
+    return float(m) == 0.5 and -125 <= int(e) - 1 <= 126
+
+
+@rule(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(low, node, x, y, *, rounding_mode=None):
+    """x / y rounded toward zero ("trunc") or down ("floor"); the cases of the module
+    docstring. rounding_mode None: true division (`elementwise.div`)."""
+    if rounding_mode is None:
+        return div(low, node, x, y)
+    if rounding_mode not in ("trunc", "floor"):
+        raise low.unsupported(f"div with rounding_mode={rounding_mode!r}")
+    if not isinstance(x, Ref):
+        raise low.unsupported(f"div with rounding_mode of a {type(x).__name__} (a runtime "
+                              "tensor by a constant)")
+    if not scalar(y):
+        raise low.unsupported("div with rounding_mode by a tensor (a constant number only: "
+                              "x * reciprocal(y) is not the rounded quotient)")
+    d = num(y)
+    shape = out_shape(node)
+    dtype = node.meta["val"].dtype
+    if not node.args[0].meta["val"].dtype.is_floating_point:  # (a Ref may say float32)
+        if not d.is_integer() or d == 0:
+            raise low.unsupported(f"div with rounding_mode of an integer tensor by {d} "
+                                  "(a nonzero integer)")
+        return Ref(_int_div(low, x, int(d), rounding_mode, shape).index, dtype)
+    if d == 0:
+        return map_(low, Ref(x.index.expand(shape)), "mul", math.copysign(math.inf, d), shape)
+    if not _power_of_two(d):
+        raise low.unsupported(f"div with rounding_mode={rounding_mode!r} of a float tensor by "
+                              f"{d} (x * (1 / d) is not the rounded quotient; a divisor "
+                              "+-2^k runs)")
+    q = map_(low, Ref(x.index.expand(shape)), "mul", 1.0 / d, shape)
+    if rounding_mode == "trunc":
+        return unary_stage(low, q, "trunc")
+    zero = map_(low, q, "mul", 0.0, shape)  # NaN for +-inf (eager's fmod), else +-0
+    return binary(low, unary_stage(low, q, "floor"), zero, "add", shape)
+
+
+def _int_div(low, x: Ref, d: int, mode: str, shape) -> Ref:
+    """floor / trunc of x / d for integer values x (module docstring), a Ref of `shape`."""
+    if int32_words(low, x):
+        x = numbers_of_int_words(low, x)
+    x = Ref(x.index.expand(shape))
+    if abs(d) == 1:
+        return map_(low, x, "mul", float(d), shape)
+    f = unary_stage(low, map_(low, x, "mul", 1.0 / d, shape), "floor")
+
+    def remainder(f):
+        return binary(low, x, map_(low, f, "mul", float(-d), shape), "add", shape)
+
+    r = remainder(f)
+    below, above = (("lt", "ge") if d > 0 else ("gt", "le"))
+    f = binary(low, f, relation(low, r, 0.0, below), "sub", shape)
+    f = binary(low, f, relation(low, r, float(d), above), "add", shape)
+    if mode == "floor":
+        return f
+    inexact = relation(low, remainder(f), 0.0, "ne")
+    negative = relation(low, f, 0.0, "lt")
+    return binary(low, f, binary(low, inexact, negative, "mul", shape), "add", shape)

@@ -1,0 +1,84 @@
+"""Mixture-of-experts routing ops against eager fp32 PyTorch (`frontend.lowering.routing`):
+
+- div with rounding_mode "floor" / "trunc" (x // k, torch.div(..., rounding_mode=)): exact
+  (atol = rtol = 0, NaN where eager's NaN, signed zeros as eager's): float tensors by +-2^k
+  (infinities, NaN, +-0, values near integers), by 0; integer inputs and computed integers
+  by positive and negative integers (every residue class, negative dividends);
+- trunc and floor of float tensors: exact;
+- refusals naming the node: a float tensor by 3.0, a runtime divisor, an integer by 2.5.
+"""
+
+import pytest
+import torch
+import torch.nn as nn
+
+import frontend
+from tests.frontend.models import CONFIG
+
+
+def _exact(cm, model, *inputs):
+    got = cm(*inputs)
+    with torch.no_grad():
+        want = model(*inputs)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype, (g.dtype, w.dtype)
+        torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
+        if w.is_floating_point():  # signed zeros too
+            zero = w == 0
+            assert torch.equal(torch.signbit(g[zero]), torch.signbit(w[zero]))
+
+
+class FloatDivs(nn.Module):
+    def forward(self, x):
+        return (x // 2.0, torch.div(x, -4.0, rounding_mode="trunc"),
+                torch.div(x, 0.5, rounding_mode="floor"),
+                torch.div(x, -0.25, rounding_mode="floor"),
+                torch.div(x, 0.0, rounding_mode="floor"), torch.trunc(x * 3.0),
+                torch.floor(x * 3.0))
+
+
+def test_float_div_modes_trunc_and_floor_exact():
+    x = torch.randn(4, 9, generator=torch.Generator().manual_seed(3)) * 10
+    x[0] = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0, -3.0, 3.5,
+                         -3.5, 1e30])
+    x[1] = torch.tensor([-0.5, 0.5, -1.0, 2.0, -2.0, 8388607.5, -8388607.5, 16777216.0,
+                         -1e-3])
+    _exact(frontend.compile(FloatDivs(), (x,), config=CONFIG), FloatDivs(), x)
+
+
+class IntDivs(nn.Module):
+    def forward(self, i):
+        j = i * 1  # a computed integer tensor
+        return (i // 3, torch.div(i, -3, rounding_mode="trunc"),
+                torch.div(j, 4, rounding_mode="trunc"),
+                j // -5, torch.div(i, 1, rounding_mode="floor"), i // 7.0)
+
+
+def test_integer_div_modes_exact():
+    i = torch.arange(-30, 30).reshape(6, 10)
+    model = IntDivs()
+    cm = frontend.compile(model, (i,), config=CONFIG)
+    _exact(cm, model, i)
+    other = torch.randint(-5000, 5000, (6, 10), generator=torch.Generator().manual_seed(4))
+    _exact(cm, model, other)
+
+
+class Refused(nn.Module):
+    def __init__(self, op):
+        super().__init__()
+        self.op = op
+
+    def forward(self, x, y):
+        return self.op(x, y)
+
+
+@pytest.mark.parametrize("op, ints", [
+    (lambda x, y: x // 3.0, False),
+    (lambda x, y: torch.div(x, y, rounding_mode="floor"), False),
+    (lambda x, y: x // 2.5, True),
+])
+def test_refusals_name_the_node(op, ints):
+    x = torch.arange(6).reshape(2, 3) if ints else torch.randn(2, 3)
+    y = torch.full((2, 3), 2.0)
+    with pytest.raises(frontend.UnsupportedOpError, match="div"):
+        frontend.compile(Refused(op), (x, y), config=CONFIG)
