@@ -23,11 +23,12 @@ from frontend.lowering import (
     masks,
     matmul,
     norms,
+    ranking,
     reductions,
     resample,
     routing,
 )
 
 FAMILIES = (backward, backward_conv, backward_embedding, backward_norms, backward_pool, conv,
-            elementwise, embedding, layout, losses, masks, matmul, norms, reductions,
+            elementwise, embedding, layout, losses, masks, matmul, norms, ranking, reductions,
             resample, routing)

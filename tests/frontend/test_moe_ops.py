@@ -82,3 +82,47 @@ def test_refusals_name_the_node(op, ints):
     y = torch.full((2, 3), 2.0)
     with pytest.raises(frontend.UnsupportedOpError, match="div"):
         frontend.compile(Refused(op), (x, y), config=CONFIG)
+
+
+class Sorts(nn.Module):
+    def forward(self, x):  # (3, 6)
+        s, j = torch.sort(x + 0.0, dim=-1, descending=True)
+        return s, j, torch.argsort(x * 1.0, dim=1)
+
+
+class TopKs(nn.Module):
+    def forward(self, x):  # (3, 6)
+        v, i = torch.topk(x * 1.0, 2)
+        lo, li = torch.topk(x * 1.0, 3, dim=0, largest=False)
+        return v, i, lo, li
+
+
+INF = float("inf")
+SPECIAL_ROWS = {  # +-inf; a row of -inf for sort, distinct values (rows, columns) for topk
+    "sort": torch.tensor([[INF, 2.0, -INF, 5.0, -3.0, 0.5], [-INF, -INF, -INF, -INF, 1.0, -INF]]),
+    "topk": torch.tensor([[INF, 2.0, -INF, 5.0, -3.0, 0.5], [-INF, 1e30, 3.0, -1e30, 1.0, 4.0]]),
+}
+
+
+@pytest.mark.parametrize("model", [Sorts(), TopKs()], ids=["sort", "topk"])
+def test_topk_sort_argsort_exact(model):
+    """Random rows, then +-inf (and for sort a row of -inf); sort / argsort also rows of ties
+    (stable: index order, as eager's), topk only distinct values (eager's order of ties is
+    its own)."""
+    x = torch.randn(3, 6, generator=torch.Generator().manual_seed(5))
+    cm = frontend.compile(model, (x,), config=CONFIG)
+    _exact(cm, model, x)
+    x[1:] = SPECIAL_ROWS["sort" if isinstance(model, Sorts) else "topk"]
+    _exact(cm, model, x)
+    if isinstance(model, Sorts):
+        ties = torch.tensor([[1.0, 3.0, 3.0, 0.0, 3.0, -1.0], [2.0] * 6, [float("-inf")] * 6])
+        _exact(cm, model, ties)
+
+
+def test_ranking_refusals():
+    with pytest.raises(frontend.UnsupportedOpError, match="sorted=False"):
+        frontend.compile(Refused(lambda x, y: torch.topk(x, 2, sorted=False)[0]),
+                         (torch.randn(2, 5), torch.randn(2)), config=CONFIG)
+    with pytest.raises(frontend.UnsupportedOpError, match="sort of 17 elements"):
+        frontend.compile(Refused(lambda x, y: torch.sort(x)[0]),
+                         (torch.randn(2, 17), torch.randn(2)), config=CONFIG)
