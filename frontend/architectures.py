@@ -30,7 +30,7 @@ from fabric.config import FabricConfig
 VOCAB, WIDTH, HEADS, TOKENS, IMAGE = 64, 32, 2, 8, 32
 GRID = (12, 12)  # the fabric most architectures run on: small(12, 12), rows x cols
 # architectures whose stages need a larger fabric: name -> its (rows, cols)
-LARGER_FABRIC = {"mobilenet-v2": (24, 16)}
+LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +154,13 @@ _HF = [
     ("gemma", "decoder", _hf("GemmaConfig", "GemmaModel", _ids, head_dim=16, **_DECODER)),
     ("phi3", "decoder", _hf("Phi3Config", "Phi3Model", _ids, **_DECODER)),
     ("phi", "decoder", _hf("PhiConfig", "PhiModel", _ids, **_DECODER)),
+    # mixture of experts: the router's softmax and topk, each token's 2 experts' weights
+    # picked by the computed expert ids (a one-hot product) and applied as batched matmuls
+    # (experts_implementation="batched_mm"; the default grouped path sorts tokens by expert
+    # and splits them by runtime counts, shapes that depend on the values)
+    ("mixtral", "decoder", _hf("MixtralConfig", "MixtralModel", _ids, num_local_experts=4,
+                                num_experts_per_tok=2, experts_implementation="batched_mm",
+                                **_DECODER)),
     # vision
     ("vit", "vision", _hf("ViTConfig", "ViTModel", _image, **_VIT)),
     ("deit", "vision", _hf("DeiTConfig", "DeiTModel", _image, **_VIT)),

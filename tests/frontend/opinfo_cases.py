@@ -95,7 +95,8 @@ DERIVED = (
 )
 # claimed by hand: a rule covers some samples after the first three (scalar clamp bounds and
 # integer pow exponents: EDGE_ARGS), an op without a rule folds (nearest upsampling's
-# aten.arange, on constants) or the rule refuses the variant (div's rounding modes: by a runtime divisor).
+# aten.arange, on constants) or the rule refuses the variant (div's rounding modes: by a
+# runtime divisor).
 # Not claimed, every sample refused: nll_loss (aten.scalar_tensor), bilinear
 # (aten._trilinear), flip, index_select
 BY_HAND = ("div.trunc_rounding", "div.floor_rounding", "clamp", "pow",

@@ -44,6 +44,7 @@ STOPS = {
     "gemma": None,
     "phi3": None,
     "phi": None,
+    "mixtral": None,  # router topk; experts' weights picked by computed ids
     "vit": None,
     "deit": None,
     "clip-vision": None,
