@@ -21,6 +21,16 @@ div(x, d, rounding_mode) for a constant d:
   here). d = 0 raises in eager (ZeroDivisionError): refused.
 
 A runtime divisor is refused (x * reciprocal(y) is not the rounded quotient).
+
+histc(x, bins, min, max) of a runtime float tensor, exact: eager puts x in bin
+trunc((x - min) * bins / (max - min)) in fp32 (bins - 1 for that of max; x outside
+[min, max] and NaN in none), a non-decreasing function of x, so bin b holds the x with
+t_b <= x <= max and not x >= t_(b+1), t_b the least fp32 value eager puts in bin b or above.
+The t_b are found at compile time by bisection over the fp32 values of [min, max] with
+eager's histc of one value as the oracle (`bin_starts`); on the fabric, the (bins, n) mask
+(x >= t_b) * (x <= max) (`relation`, exact) is summed per row (c_b, exact counts below
+2^24) and count_b = c_b - c_(b+1). min == max (eager: the data's range) is refused. A
+subnormal x reads as 0 (the fabric's flush, docs/numerics.md).
 """
 
 from __future__ import annotations
@@ -29,12 +39,12 @@ import math
 
 import torch
 
-from frontend.lowering.common import binary, map_, num, out_shape, scalar
+from frontend.lowering.common import binary, map_, num, out_shape, reduce_rows, scalar
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import div, numbers_of_int_words, unary_stage
 from frontend.lowering.embedding import int32_words
 from frontend.lowering.masks import relation
-from frontend.values import Ref
+from frontend.values import Const, Ref
 
 aten = torch.ops.aten
 
@@ -86,6 +96,65 @@ def div_mode(low, node, x, y, *, rounding_mode=None):
         return unary_stage(low, q, "trunc")
     zero = map_(low, q, "mul", 0.0, shape)  # NaN for +-inf (eager's fmod), else +-0
     return binary(low, unary_stage(low, q, "floor"), zero, "add", shape)
+
+
+MAX_BINS = 64  # histc: one mask row per bin
+
+
+def _ordered(v: float) -> int:
+    """An fp32 value's place in the order of fp32 values (an int; -0 and +0 both 0)."""
+    bits = int(torch.tensor([v], dtype=torch.float32).view(torch.int32))
+    return bits if bits >= 0 else -(bits & 0x7FFFFFFF)
+
+
+def _value(o: int) -> float:
+    """The fp32 value at place o of `_ordered`."""
+    bits = o if o >= 0 else (-o) | -0x80000000
+    return float(torch.tensor([bits], dtype=torch.int32).view(torch.float32))
+
+
+def bin_starts(bins: int, lo: float, hi: float) -> list[float]:
+    """t_0 .. t_(bins-1) of the module docstring: t_b the least fp32 x in [lo, hi] that
+    eager's histc puts in bin b or above (t_0 = lo)."""
+    def bin_of(o):
+        counts = torch.histc(torch.tensor([_value(o)]), bins=bins, min=lo, max=hi)
+        return int(counts.argmax())
+
+    first, last = _ordered(lo), _ordered(hi)
+    starts = [_value(first)]
+    for b in range(1, bins):
+        a, z = _ordered(starts[-1]), last  # bin_of(z) = bins - 1 >= b
+        while a < z:
+            mid = (a + z) // 2
+            if bin_of(mid) >= b:
+                z = mid
+            else:
+                a = mid + 1
+        starts.append(_value(a))
+    return starts
+
+
+@rule(aten.histc.default)
+def histc(low, node, x, bins=100, min=0, max=0):
+    """Counts of x's elements per bin of [min, max] (module docstring), a Ref (bins,)."""
+    if not isinstance(x, Ref) or not node.args[0].meta["val"].dtype.is_floating_point:
+        raise low.unsupported("histc of a non-float tensor (a runtime float tensor)")
+    if float(min) >= float(max):
+        raise low.unsupported(f"histc with min={min}, max={max} (a range given, min < max)")
+    if bins > MAX_BINS:
+        raise low.unsupported(f"histc with {bins} bins (at most {MAX_BINS})")
+    flat = x.index.reshape(-1)
+    n = flat.numel()
+    starts = torch.tensor(bin_starts(bins, float(min), float(max)), dtype=torch.float32)
+    hi = float(torch.tensor(float(max), dtype=torch.float32))
+    ge = relation(low, Ref(flat.expand(bins, n)), Const(starts[:, None].expand(bins, n)), "ge",
+                  (bins, n))
+    le = relation(low, Ref(flat), hi, "le", (n,))
+    inside = binary(low, ge, Ref(le.index.expand(bins, n)), "mul", (bins, n))
+    c = reduce_rows(low, inside.index, "sum")
+    above = Ref(torch.cat([c.index[1:], torch.tensor([-1])]))  # c_(b+1), c_bins = 0
+    counts = binary(low, c, above, "sub", (bins,))
+    return Ref(counts.index, node.meta["val"].dtype)
 
 
 def _int_div(low, x: Ref, d: int, mode: str, shape) -> Ref:

@@ -108,7 +108,7 @@ ADDED = (
     "eq", "ne", "gt", "ge", "lt", "le", "logical_or", "logical_xor", "isnan", "isinf",
     "isfinite", "sign", "signbit", "cumsum", "nn.functional.group_norm", "var", "var_mean",
     "argmax", "max.reduction_with_dim", "index_select", "as_strided",
-    "trunc", "floor", "topk", "sort", "argsort", "msort",
+    "trunc", "floor", "topk", "sort", "argsort", "msort", "histc",
 )
 CLAIMED = DERIVED + BY_HAND + ADDED
 # one OpInfo or more for every op family with a rule: the default test run

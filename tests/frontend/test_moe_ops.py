@@ -126,3 +126,26 @@ def test_ranking_refusals():
     with pytest.raises(frontend.UnsupportedOpError, match="sort of 17 elements"):
         frontend.compile(Refused(lambda x, y: torch.sort(x)[0]),
                          (torch.randn(2, 17), torch.randn(2)), config=CONFIG)
+
+
+class Histograms(nn.Module):
+    def forward(self, x):  # (4, 6)
+        return torch.histc(x * 1.0, bins=4, min=0, max=3), torch.histc(x, bins=3, min=-1, max=1)
+
+
+def test_histc_exact_at_the_bin_edges():
+    """Counts exactly as eager's: values at and next to every bin start (eager's own fp32
+    rounding of (x - min) * bins / (max - min)), min and max, outside, +-inf and NaN."""
+    edges = torch.tensor([0.0, 0.75, 1.5, 2.25, 3.0, -1.0, -1 / 3, 1 / 3, 1.0])
+    below = torch.nextafter(edges, torch.tensor(-10.0))
+    below[0] = -(2.0**-126)  # the fp32 value below 0 is subnormal: the fabric reads it as -0
+    x = torch.cat([edges, below, torch.tensor([-2.0, 5.0, INF, -INF, float("nan"), 1.2])])
+    x = x.reshape(4, 6)
+    model = Histograms()
+    _exact(frontend.compile(model, (x,), config=CONFIG), model, x)
+
+
+def test_histc_refuses_the_data_range():
+    with pytest.raises(frontend.UnsupportedOpError, match="histc with min=0, max=0"):
+        frontend.compile(Refused(lambda x, y: torch.histc(x, bins=4)),
+                         (torch.randn(2, 5), torch.randn(2)), config=CONFIG)
