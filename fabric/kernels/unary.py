@@ -19,8 +19,8 @@ synchronous ops over the PE's e elements; `mathlib` gives the formulas):
 | sigmoid | sigmoid_cycles | 30.5 e | SIGMOID_ULPS (3) | +inf: 1, -inf: 0 |
 | rsqrt | rsqrt_cycles(specials=True) | 25 e | RSQRT_ULPS (2) | +-0: +-inf, +inf: 0, x < 0: NaN |
 | sqrt | sqrt_cycles | 19 e | SQRT_ULPS (3) | +-0: +-0, +inf: inf, x < 0: NaN |
-| trunc | c(`trunc_code`) | 9.5 e | exact | +-inf, NaN: themselves, -0.5: -0 |
-| floor | c(`floor_code`) | 12.5 e | exact | +-inf, NaN: themselves, -0: -0 |
+| trunc | c(`trunc_code`) | 12 e | exact | +-inf, NaN: themselves, -0.5: -0 |
+| floor | c(`floor_code`) | 15 e | exact | +-inf, NaN: themselves, -0: -0 |
 
 (*) refined, with specials.
 

@@ -148,9 +148,9 @@ UNARY = {aten.tanh.default: "tanh", aten.exp.default: "exp", aten.sigmoid.defaul
 # single-PE cycles per element of the kernels added here (WSE-2, the kernels' models rounded
 # up: mathlib's log 34 n and log1p 47.5 n, abs two shifts, itof one conversion; maximum and
 # minimum one max at width 2, leaky_relu a mul and a max): what sizes their tiles
-# trunc 9.5 e and floor 12.5 e (`build_unary`)
-CYCLES = {**CYCLES_PER_ELEMENT, "maximum": 1, "minimum": 1, "leaky_relu": 2, "trunc": 10,
-          "floor": 13}
+# trunc 12 e and floor 15 e (`build_unary`)
+CYCLES = {**CYCLES_PER_ELEMENT, "maximum": 1, "minimum": 1, "leaky_relu": 2, "trunc": 12,
+          "floor": 15}
 
 
 @rule(*UNARY)

@@ -63,3 +63,11 @@ def test_fabric_exact_and_cycles(fn):
     assert res.cycles == k.model_cycles
     e = 4 * 5  # the largest block: ceil(7 / 2) x ceil(13 / 3)
     assert k.model_cycles == 2 + unary_cycles(config, fn, e)
+
+
+def test_cycles_per_element_on_wse2():
+    """The module table's figures: 13 ops for trunc (4 shifts, 2 conversions at 1 per cycle,
+    7 fp32 ops), 17 for floor; 12 e and 15 e on WSE-2 for even e."""
+    config = FabricConfig.small(4, 4)
+    assert unary_cycles(config, "trunc", 100) == 1200
+    assert unary_cycles(config, "floor", 100) == 1500
