@@ -43,6 +43,7 @@ from frontend.lowering.common import binary, map_, num, out_shape, reduce_rows, 
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import div, numbers_of_int_words, unary_stage
 from frontend.lowering.embedding import int32_words
+from frontend.lowering.losses import div as runtime_div
 from frontend.lowering.masks import relation
 from frontend.values import Const, Ref
 
@@ -66,9 +67,10 @@ def _power_of_two(d: float) -> bool:
 @rule(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div_mode(low, node, x, y, *, rounding_mode=None):
     """x / y rounded toward zero ("trunc") or down ("floor"); the cases of the module
-    docstring. rounding_mode None: true division (`elementwise.div`)."""
+    docstring. rounding_mode None: true division (`elementwise.div`, by a runtime tensor
+    `losses.div`)."""
     if rounding_mode is None:
-        return div(low, node, x, y)
+        return (runtime_div if isinstance(y, Ref) else div)(low, node, x, y)
     if rounding_mode not in ("trunc", "floor"):
         raise low.unsupported(f"div with rounding_mode={rounding_mode!r}")
     if not isinstance(x, Ref):

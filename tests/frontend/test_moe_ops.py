@@ -4,7 +4,8 @@
   (atol = rtol = 0, NaN where eager's NaN, signed zeros as eager's): float tensors by +-2^k
   (infinities, NaN, +-0, values near integers), by 0; integer inputs and computed integers
   by positive and negative integers (every residue class, negative dividends);
-- trunc and floor of float tensors: exact;
+- trunc and floor of float tensors: exact; rounding_mode=None: true division (by a runtime
+  tensor rtol 3e-7, two roundings);
 - refusals naming the node: a float tensor by 3.0, a runtime divisor, an integer by 2.5.
 """
 
@@ -44,6 +45,22 @@ def test_float_div_modes_trunc_and_floor_exact():
     x[1] = torch.tensor([-0.5, 0.5, -1.0, 2.0, -2.0, 8388607.5, -8388607.5, 16777216.0,
                          -1e-3])
     _exact(frontend.compile(FloatDivs(), (x,), config=CONFIG), FloatDivs(), x)
+
+
+class NoRounding(nn.Module):
+    def forward(self, x, y):
+        return (torch.ops.aten.div.Tensor_mode(x, y, rounding_mode=None),
+                torch.ops.aten.div.Tensor_mode(x, 4.0, rounding_mode=None))
+
+
+def test_div_mode_none_is_true_division():
+    """rounding_mode=None: by a runtime tensor x * reciprocal(y) (2 roundings: rtol 3e-7),
+    by 4.0 exact."""
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(2, 3, generator=g), torch.rand(2, 3, generator=g) + 0.5
+    got, want = frontend.compile(NoRounding(), (x, y), config=CONFIG)(x, y), NoRounding()(x, y)
+    torch.testing.assert_close(got[0], want[0], rtol=3e-7, atol=0)
+    torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
 
 
 class IntDivs(nn.Module):
