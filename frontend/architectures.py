@@ -30,7 +30,8 @@ from fabric.config import FabricConfig
 VOCAB, WIDTH, HEADS, TOKENS, IMAGE = 64, 32, 2, 8, 32
 GRID = (12, 12)  # the fabric most architectures run on: small(12, 12), rows x cols
 # architectures whose stages need a larger fabric: name -> its (rows, cols)
-LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24)}
+LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
+                 "qwen2-moe": (24, 24)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +162,11 @@ _HF = [
     ("mixtral", "decoder", _hf("MixtralConfig", "MixtralModel", _ids, num_local_experts=4,
                                 num_experts_per_tok=2, experts_implementation="batched_mm",
                                 **_DECODER)),
+    # with a shared expert behind a sigmoid gate, and top-2 weights left unnormalized
+    ("qwen2-moe", "decoder", _hf("Qwen2MoeConfig", "Qwen2MoeModel", _ids, num_experts=4,
+                                  num_experts_per_tok=2, moe_intermediate_size=WIDTH,
+                                  shared_expert_intermediate_size=WIDTH,
+                                  experts_implementation="batched_mm", **_DECODER)),
     # vision
     ("vit", "vision", _hf("ViTConfig", "ViTModel", _image, **_VIT)),
     ("deit", "vision", _hf("DeiTConfig", "DeiTModel", _image, **_VIT)),

@@ -45,6 +45,7 @@ STOPS = {
     "phi3": None,
     "phi": None,
     "mixtral": None,  # router topk; experts' weights picked by computed ids
+    "qwen2-moe": None,  # the same, and a gated shared expert
     "vit": None,
     "deit": None,
     "clip-vision": None,
