@@ -51,8 +51,36 @@ from fabric.program import Program, Rect, Tile
 OPS = {"sum": ins.add, "mean": ins.add, "max": ins.max_}
 
 
-def _c(config: FabricConfig, builtin: str, dtype: str, e: int) -> int:
+def op_cycles(config: FabricConfig, builtin: str, dtype: str, e: int) -> int:
+    """ceil(e / w): cycles of one synchronous op of e elements at the builtin's width."""
     return math.ceil(e / config.simd_width(builtin, simd_key(dtype)))
+
+
+
+def row_blocks(name: str, rect: Rect, m: int, r: int) -> tuple[list[tuple[int, int]], int]:
+    """The row layout of the row kernels: (split(m, P) row blocks, mb the largest) for m rows
+    of r on a P x 1 rect, each PE holding its block row major (padded to mb rows)."""
+    if rect.cols != 1:
+        raise ValueError(f"{name}: the rectangle must be one PE wide, got {rect}")
+    if m < rect.rows or r < 1:
+        raise ValueError(f"{name}: {m} rows of {r} on {rect.rows} PEs leaves PEs idle "
+                         "or rows empty")
+    rows = split(m, rect.rows)
+    return rows, rows[0][1]
+
+
+def load_row_blocks(name: str, rect: Rect, m: int, r: int, rows, mb: int):
+    """load(sim, inputs) writing input "x" (m, r) into symbol "x" in `row_blocks`' layout."""
+
+    def load(sim, inputs):
+        x = np.asarray(inputs["x"], np.float32)
+        if x.shape != (m, r):
+            raise ValueError(f"{name}: input x has shape {x.shape}, expected {(m, r)}")
+        words = np.zeros((rect.rows, 1, mb * r), np.float32)
+        for i, (r0, rs) in enumerate(rows):
+            words[i, 0, :rs * r] = x[r0:r0 + rs].reshape(-1)
+        sim.memcpy_h2d("x", words, rect)
+    return load
 
 
 def rowreduce_cycles(config: FabricConfig, mb: int, r: int, op: str, dtype: str = "f32",
@@ -61,12 +89,13 @@ def rowreduce_cycles(config: FabricConfig, mb: int, r: int, op: str, dtype: str 
     fp32_acc = acc_dtype == "f32" and op != "max"  # max runs in dtype (exact)
     convert = dtype != "f32" and fp32_acc
     ops_dtype = "f32" if fp32_acc else dtype
-    c = 1 + (_c(config, "cvt", dtype, mb) if convert else _c(config, "mov", ops_dtype, mb))
+    first = "cvt" if convert else "mov"
+    c = 1 + op_cycles(config, first, dtype if convert else ops_dtype, mb)
     c += mb * (r - 1) + 1
     if op == "mean":
-        c += _c(config, "mul", ops_dtype, mb)
+        c += op_cycles(config, "mul", ops_dtype, mb)
     if convert:
-        c += _c(config, "cvt", dtype, mb)
+        c += op_cycles(config, "cvt", dtype, mb)
     return c
 
 
@@ -86,13 +115,7 @@ def build_rowreduce(config: FabricConfig, rect: Rect, m: int, r: int, op: str = 
     if op not in OPS:
         raise ValueError(f"rowreduce: op must be one of {sorted(OPS)}, got {op!r}")
     check_dtypes("rowreduce", dtype, acc_dtype)
-    if rect.cols != 1:
-        raise ValueError(f"rowreduce: the rectangle must be one PE wide, got {rect}")
-    if m < rect.rows or r < 1:
-        raise ValueError(f"rowreduce: {m} rows of {r} on {rect.rows} PEs leaves PEs idle "
-                         "or rows empty")
-    rows = split(m, rect.rows)
-    mb = rows[0][1]
+    rows, mb = row_blocks("rowreduce", rect, m, r)
     # fp32 accumulator zf apart from z: 16-bit storage with an fp32 sum or mean
     widen = dtype != "f32" and acc_dtype == "f32" and op != "max"
     check_sram(config, "rowreduce", words_for(dtype, mb * r) + words_for(dtype, mb)
@@ -121,14 +144,7 @@ def build_rowreduce(config: FabricConfig, rect: Rect, m: int, r: int, op: str = 
     prog = Program(config)
     prog.place(tile, rect)
 
-    def load(sim, inputs):
-        x = np.asarray(inputs["x"], np.float32)
-        if x.shape != (m, r):
-            raise ValueError(f"rowreduce: input x has shape {x.shape}, expected {(m, r)}")
-        words = np.zeros((rect.rows, 1, mb * r), np.float32)
-        for i, (r0, rs) in enumerate(rows):
-            words[i, 0, :rs * r] = x[r0:r0 + rs].reshape(-1)
-        sim.memcpy_h2d("x", words, rect)
+    load = load_row_blocks("rowreduce", rect, m, r, rows, mb)
 
     def read(sim):
         z = np.asarray(sim.memcpy_d2h("z", rect), np.float32)

@@ -30,27 +30,22 @@ Example:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
-from fabric.kernels.base import Kernel, check_dtypes, check_sram, simd_key, split
+from fabric.kernels.base import Kernel, check_dtypes, check_sram
+from fabric.kernels.rowreduce import load_row_blocks, op_cycles, row_blocks
 from fabric.numerics import round_to, words_for
 from fabric.program import Program, Rect, Tile
 
 
-def _c(config: FabricConfig, builtin: str, dtype: str, e: int) -> int:
-    return math.ceil(e / config.simd_width(builtin, simd_key(dtype)))
-
-
 def cumsum_cycles(config: FabricConfig, mb: int, r: int, dtype: str = "f32") -> int:
     """The module docstring's T for mb rows of r per PE."""
-    first = _c(config, "mov", "f32", mb) if dtype == "f32" else 2 * _c(config, "cvt", dtype,
-                                                                       mb * r)
-    return 1 + first + (r - 1) * _c(config, "add", "f32", mb) + 1
+    first = (op_cycles(config, "mov", "f32", mb) if dtype == "f32"
+             else 2 * op_cycles(config, "cvt", dtype, mb * r))
+    return 1 + first + (r - 1) * op_cycles(config, "add", "f32", mb) + 1
 
 
 def build_cumsum(config: FabricConfig, rect: Rect, m: int, r: int, dtype: str = "f32",
@@ -65,13 +60,7 @@ def build_cumsum(config: FabricConfig, rect: Rect, m: int, r: int, dtype: str = 
         a Kernel: inputs {"x": (m, r)}; output (m, r) float32; model `cumsum_cycles`.
     """
     check_dtypes("cumsum", dtype, acc_dtype, half_acc=False)
-    if rect.cols != 1:
-        raise ValueError(f"cumsum: the rectangle must be one PE wide, got {rect}")
-    if m < rect.rows or r < 1:
-        raise ValueError(f"cumsum: {m} rows of {r} on {rect.rows} PEs leaves PEs idle or "
-                         "rows empty")
-    rows = split(m, rect.rows)
-    mb = rows[0][1]
+    rows, mb = row_blocks("cumsum", rect, m, r)
     widen = dtype != "f32"
     check_sram(config, "cumsum", 2 * words_for(dtype, mb * r) + (mb * r if widen else 0),
                f"{mb} rows of {r} ({m} x {r} on {rect.rows} PEs, {dtype})")
@@ -96,14 +85,7 @@ def build_cumsum(config: FabricConfig, rect: Rect, m: int, r: int, dtype: str = 
     prog = Program(config)
     prog.place(tile, rect)
 
-    def load(sim, inputs):
-        x = np.asarray(inputs["x"], np.float32)
-        if x.shape != (m, r):
-            raise ValueError(f"cumsum: input x has shape {x.shape}, expected {(m, r)}")
-        words = np.zeros((rect.rows, 1, mb * r), np.float32)
-        for i, (r0, rs) in enumerate(rows):
-            words[i, 0, :rs * r] = x[r0:r0 + rs].reshape(-1)
-        sim.memcpy_h2d("x", words, rect)
+    load = load_row_blocks("cumsum", rect, m, r, rows, mb)
 
     def read(sim):
         z = np.asarray(sim.memcpy_d2h("z", rect), np.float32).reshape(rect.rows, mb, r)
