@@ -39,7 +39,7 @@ from frontend.lowering.common import (
     scatter_add,
 )
 from frontend.lowering.core import rule
-from frontend.lowering.embedding import compare_mask, int32_words, lookup
+from frontend.lowering.embedding import compare_mask, lookup
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref, Symbolic
 
@@ -168,7 +168,7 @@ def index_check_as_number(low, node, x, dtype=None, **kwargs):
     source = x.source
     if math.prod(shape) != source.index.numel():
         raise low.unsupported(f"an index check of shape {source.shape} cast at shape {shape}")
-    from_int32 = int32_words(low, source)
+    from_int32 = low.int_words(source)
     checks = x.checks
     negate = x.negated
     if negate and len(checks) == 1:

@@ -17,8 +17,8 @@
   it is), so a bad index shows in the output instead of reading as a zero row.
   Its cost is tokens x vocab x (dim + 1) multiply-adds: fine for position tables.
 
-`int32_words` says which runtime values hold int32 words (an integer user input, as the
-host writes it) rather than fp32 ones (everything a kernel computes)."""
+`Lowering.int_words` says which runtime values hold int32 words (an integer user input, as
+the host writes it) rather than fp32 ones (everything a kernel computes)."""
 
 from __future__ import annotations
 
@@ -44,26 +44,6 @@ EXACT_INTEGERS = 2 ** 24  # fp32 holds every integer of magnitude up to this exa
 # single-PE cycles per element of compare's eq (sub, mul, 2 max at width 1 or 2, mul, min,
 # mul, add): sizes its tile
 EQ_CYCLES_PER_ELEMENT = 7
-
-
-def int32_words(low, value: Ref) -> bool:
-    """True when every element of `value` is an element of an integer user input (int32
-    words in PE memory), False when none is (fp32 words: kernel outputs, integer-valued or
-    not, and float inputs); a mix is refused (UnsupportedOpError)."""
-    flat = value.index.reshape(-1)
-    flags = set()
-    for t in low.tensors.values():
-        mine = (flat >= t.base) & (flat < t.base + t.numel)
-        if bool(mine.any()):
-            flags.add(t.kind == "input" and not _floating_input(low, t.name))
-    if len(flags) > 1:
-        raise low.unsupported("a tensor mixing an integer input's elements with computed ones")
-    return flags == {True}
-
-
-def _floating_input(low, name: str) -> bool:
-    node = next(n for n in low.captured.graph.nodes if n.name == name)
-    return node.meta["val"].dtype.is_floating_point
 
 
 def compare_mask(low, x: Ref, value: float, shape, from_int32: bool = False,
@@ -116,7 +96,7 @@ def lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
     """table[indices] for a (vocab, dim) Const or Ref table and runtime indices: a per-call
     gather from a resident copy of the table when they are an integer input's elements
     (`gather_rows`), the one-hot product when they are computed."""
-    if not int32_words(low, indices):
+    if not low.int_words(indices):
         return one_hot_lookup(low, table, vocab, dim, indices)
     table_base = int(resident(low, table, (vocab, dim), "_table").index.reshape(-1)[0])
     return gather_rows(low, table_base, vocab, dim, indices)
@@ -137,7 +117,7 @@ def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
 def _constant_by_computed_indices(low, node, x, dim, index, sparse_grad=False) -> bool:
     """gather from a constant by indices computed on the fabric (the other gathers, of a
     runtime tensor by class indices: `losses.gather`)."""
-    return isinstance(x, Const) and isinstance(index, Ref) and not int32_words(low, index)
+    return isinstance(x, Const) and isinstance(index, Ref) and not low.int_words(index)
 
 
 @rule(aten.gather.default, case=_constant_by_computed_indices)

@@ -9,7 +9,7 @@ import torch
 
 from frontend.lowering.common import constant, out_shape, relayout, shape_of
 from frontend.lowering.core import rule
-from frontend.lowering.embedding import int32_words, lookup
+from frontend.lowering.embedding import lookup
 from frontend.values import Const, Ref
 
 aten = torch.ops.aten
@@ -60,7 +60,7 @@ def to_copy(low, node, x, dtype=None, **kwargs):
         if dtype != torch.float32:
             raise low.unsupported(f"a cast of a {source} tensor to {dtype} (fp32 only)")
         return x
-    if dtype.is_floating_point and int32_words(low, x):
+    if dtype.is_floating_point and low.int_words(x):
         raise low.unsupported(f"a cast of an integer input to {dtype}")
     return Ref(x.index, dtype)
 

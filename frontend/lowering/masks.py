@@ -4,7 +4,7 @@ masked_fill, which core ATen writes as where(mask, value, x)) with a runtime con
 A mask is a `Ref` of dtype torch.bool whose elements are 0.0 / 1.0 words, computed by the
 exact comparison kernel `build_relation` (IEEE: -0 == +0, NaN unordered, infinities and
 subnormals by value; an integer input is compared as integers). A bool user input is held
-as the int32 words 0 / 1 the host writes (`_int_words`); the select reads any nonzero word
+as the int32 words 0 / 1 the host writes (`Lowering.int_words`); the select reads any nonzero word
 as true, and logical ops first turn such an input into a 0.0 / 1.0 mask.
 
 - eq, ne, gt, ge, lt, le (Tensor overloads, eq / ne Scalar): one `relation` stage. The
@@ -74,17 +74,12 @@ class Pred(Symbolic):
 
 
 # ---- masks on the fabric -------------------------------------------------------------------
-def _int_words(low, x: Ref) -> bool:
-    """True when x's elements are int32 words (`Lowering.int_words`)."""
-    return low.int_words(x)
-
-
 def relation(low, x, other, op: str, shape=None) -> Ref:
     """The mask x op other (a bool Ref of `shape`, default x's): x a Ref, other a Ref, a
     Const (held on a resident tile) or a number (an immediate of the kernel)."""
     shape = tuple(shape if shape is not None else x.shape)
-    kind = "int" if _int_words(low, x) else "float"
-    if isinstance(other, Ref) and _int_words(low, other) != (kind == "int"):
+    kind = "int" if low.int_words(x) else "float"
+    if isinstance(other, Ref) and low.int_words(other) != (kind == "int"):
         raise low.unsupported(f"{op} of an integer and a float tensor")
     s = None
     if scalar(other):
@@ -155,12 +150,12 @@ def float_mask(low, v) -> Ref | Const:
     if isinstance(v, Ref) and v.dtype != torch.bool:
         return relation(low, v, 0, "ne")
     m = as_mask(low, v)
-    return relation(low, m, 0, "ne") if _int_words(low, m) else m
+    return relation(low, m, 0, "ne") if low.int_words(m) else m
 
 
 def not_(low, m: Ref) -> Ref:
     """1 where the mask is 0 (`build_compare` le 0 on its 0.0 / 1.0 words: 5 ops)."""
-    if _int_words(low, m):
+    if low.int_words(m):
         return relation(low, m, 0, "eq")
     return _bool(compare_mask(low, Compare(m, "le", 0.0)))
 
@@ -308,7 +303,7 @@ def where(low, node, cond, a, b):
             raise low.unsupported("the all -inf row guard of a softmax of the model's input")
         return b
     c = as_mask(low, cond)
-    if low.format != "f32" and _int_words(low, c):  # a bool input into 16-bit storage
+    if low.format != "f32" and low.int_words(c):  # a bool input into 16-bit storage
         c = float_mask(low, c)
     shape = out_shape(node)
     dtype = node.meta["val"].dtype
@@ -353,7 +348,7 @@ def _converts_to_float(low, node, x, dtype=None, **kwargs) -> bool:
 def to_float(low, node, x, dtype=None, **kwargs):
     """mask.float(), idx.float(): a computed mask's words are 0.0 / 1.0 already; an input's
     int32 words are converted (`unary` "itof", exact below 2^24)."""
-    if isinstance(x, Ref) and _int_words(low, x):
+    if isinstance(x, Ref) and low.int_words(x):
         return unary_stage(low, x, "itof")
     return Ref(as_mask(low, x).index if not isinstance(x, Ref) else x.index, torch.float32)
 

@@ -28,7 +28,7 @@ from frontend.lowering.common import (
     windows,
 )
 from frontend.lowering.core import Unavailable, rule
-from frontend.lowering.embedding import compare_mask, int32_words
+from frontend.lowering.embedding import compare_mask
 from frontend.stages import Limits
 from frontend.values import Const, Ref
 
@@ -137,7 +137,7 @@ def cumsum(low, node, x, dim, dtype=None):
     a row, scanned by `build_cumsum` (rows over a column of PEs). Integer values (a token
     mask's counts) are exact up to 2^24 in the fp32 words kernels compute in; an integer
     input's int32 words would need a conversion first, and are refused."""
-    if int32_words(low, x):
+    if low.int_words(x):
         raise low.unsupported("cumsum of an integer input (its int32 words; a cumsum of a "
                               "mask of it runs)")
     moved = x.index.movedim(dim, -1)

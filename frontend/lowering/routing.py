@@ -42,7 +42,6 @@ import torch
 from frontend.lowering.common import binary, map_, num, out_shape, reduce_rows, scalar
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import div, numbers_of_int_words, unary_stage
-from frontend.lowering.embedding import int32_words
 from frontend.lowering.losses import div as runtime_div
 from frontend.lowering.masks import relation
 from frontend.values import Const, Ref
@@ -161,7 +160,7 @@ def histc(low, node, x, bins=100, min=0, max=0):
 
 def _int_div(low, x: Ref, d: int, mode: str, shape) -> Ref:
     """floor / trunc of x / d for integer values x (module docstring), a Ref of `shape`."""
-    if int32_words(low, x):
+    if low.int_words(x):
         x = numbers_of_int_words(low, x)
     x = Ref(x.index.expand(shape))
     if abs(d) == 1:
