@@ -63,6 +63,7 @@ import numpy as np
 from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
+from fabric.isa import SIMD_NAME, Op
 from fabric.kernels import mathlib as ml
 from fabric.kernels.base import Blocks, Kernel, check_dtypes, check_sram
 from fabric.numerics.packing import words_for
@@ -110,15 +111,15 @@ FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(confi
     "log1p": (lambda y, x, s: ml.log1p(y, x, s), 6, ml.log1p_cycles),
     # an int32 word as the nearest fp32 (exact below 2^24 in magnitude)
     "itof": (lambda y, x, s: [ins.itof(y, x)], 0,
-             lambda config, e: math.ceil(e / config.simd_width(*ml.SIMD_NAME[ml.Op.ITOF]))),
+             lambda config, e: math.ceil(e / config.simd_width(*SIMD_NAME[Op.ITOF]))),
     # 1.0 where x's sign bit is set (-0, negative NaNs too), else 0.0: exact
     "signbit": (lambda y, x, s: [ins.shr(y, x, 31), ins.itof(y, y)], 0,
-                lambda config, e: (math.ceil(e / config.simd_width(*ml.SIMD_NAME[ml.Op.SHR]))
+                lambda config, e: (math.ceil(e / config.simd_width(*SIMD_NAME[Op.SHR]))
                                    + math.ceil(e / config.simd_width(
-                                       *ml.SIMD_NAME[ml.Op.ITOF])))),
+                                       *SIMD_NAME[Op.ITOF])))),
     # |x|: the sign bit cleared (NaN stays NaN, -0 gives +0), exact
     "abs": (lambda y, x, s: [ins.shl(y, x, 1), ins.shr(y, y, 1)], 0,
-            lambda config, e: 2 * math.ceil(e / config.simd_width(*ml.SIMD_NAME[ml.Op.SHL]))),
+            lambda config, e: 2 * math.ceil(e / config.simd_width(*SIMD_NAME[Op.SHL]))),
     # x's fraction bits cleared, exact (module docstring); floor from it, exact
     "trunc": (trunc_code, 2, _code_cycles(trunc_code, 2)),
     "floor": (floor_code, 3, _code_cycles(floor_code, 3)),
