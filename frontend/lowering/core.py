@@ -203,8 +203,8 @@ class Lowering:
             return False
         first = self.owner(int(ids.min()))
         owners = ([first] if int(ids.max()) < first.base + first.numel
-                  else list({self.owner(int(i)).name: self.owner(int(i))
-                             for i in torch.unique(ids)}.values()))
+                  else [t for t in self.tensors.values()
+                        if bool(((ids >= t.base) & (ids < t.base + t.numel)).any())])
         flags = {t.kind == "input" and not self._input_dtype(t.name).is_floating_point
                  for t in owners}
         if len(flags) > 1:
