@@ -145,12 +145,10 @@ def gelu(low, node, x, approximate="none"):
 UNARY = {aten.tanh.default: "tanh", aten.exp.default: "exp", aten.sigmoid.default: "sigmoid",
          aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt", aten.log.default: "log",
          aten.log1p.default: "log1p", aten.abs.default: "abs"}
-# single-PE cycles per element of the kernels added here (WSE-2, the kernels' models rounded
-# up: mathlib's log 34 n and log1p 47.5 n, abs two shifts, itof one conversion; maximum and
-# minimum one max at width 2, leaky_relu a mul and a max): what sizes their tiles
-# trunc 12 e and floor 15 e (`build_unary`)
-CYCLES = {**CYCLES_PER_ELEMENT, "maximum": 1, "minimum": 1, "leaky_relu": 2, "trunc": 12,
-          "floor": 15}
+# single-PE cycles per element of `build_extremum` (WSE-2: maximum and minimum one max,
+# leaky_relu a mul and a max), beside the unary kernels' (`common.CYCLES_PER_ELEMENT`): what
+# sizes their tiles
+CYCLES = {**CYCLES_PER_ELEMENT, "maximum": 1, "minimum": 1, "leaky_relu": 2}
 
 
 @rule(*UNARY)
