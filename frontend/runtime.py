@@ -73,16 +73,29 @@ class PreparedStage:
     sources: dict[str, list[Source]]  # operand name -> its sources (static operands)
 
 
+@dataclasses.dataclass(frozen=True)
+class Transfer:
+    """One source of a stage's runtime operands in one call: `tensor` (a stage's output, a
+    resident input, or a user input) came in `cycles`, over the mesh (`host` False) or
+    written by the host."""
+
+    tensor: str
+    cycles: int
+    host: bool
+
+
 @dataclasses.dataclass
 class StageResult:
     name: str
     kernel_cycles: int
     move_cycles: int
-    host_cycles: int
+    host_cycles: int  # the load of its constants (weights) and the host's writes of inputs
     moved_words: int
     busy: float  # busy PE-cycles of the kernel run
     sram_bytes: int  # max SRAM bytes used per PE of the tile
     wall_s: float
+    load_cycles: int = 0  # host cycles of its kernel's load (constants; part of host_cycles)
+    transfers: list[Transfer] = dataclasses.field(default_factory=list)
 
 
 def prepare(stages: list[Stage], rects: dict[str, Rect], tensors: dict[str, Tensor],
@@ -184,8 +197,9 @@ class Execution:
         zeros = {op.name: np.zeros(op.shape, np.float32) for op in p.stage.operands
                  if op.const is None}
         p.kernel.load(sim, {**zeros, **p.consts})
-        host = sim.host_cycles
+        host = load = sim.host_cycles
         move, moved = 0, 0
+        transfers = []
         for op in p.stage.operands:
             if op.const is not None:
                 continue
@@ -197,13 +211,15 @@ class Execution:
                     words = src.dst.to_words(values.to(torch.float32).numpy()
                                              if values.dtype.is_floating_point
                                              else values.to(torch.int32).numpy())
-                    host += host_io_cycles(self.config, p.rect, max(
+                    cycles = host_io_cycles(self.config, p.rect, max(
                         src.dst.sram_words(name) for name in words))
+                    host += cycles
                 else:
                     words, cycles, _ = src.plan.run(self.words[src.tensor.name],
                                                     min_table_rows=self.rows)
                     move += cycles
                     moved += src.plan.remote_words + src.plan.local_words
+                transfers.append(Transfer(src.tensor.name, cycles, src.plan is None))
                 write_words(sim, src.dst, words, mapped_only=True)
         p.kernel.launch(sim)
         stats = sim.run(max_cycles=max_cycles, progress=False) if p.stage.kind != "resident" \
@@ -214,7 +230,7 @@ class Execution:
         busy = float(stats.busy[r.row:r.row_end, r.col:r.col_end].sum())
         sram = int(stats.sram_bytes_used[r.row:r.row_end, r.col:r.col_end].max())
         return StageResult(p.stage.name, int(stats.cycles), move, host, moved, busy, sram,
-                           time.perf_counter() - t0)
+                           time.perf_counter() - t0, load, transfers)
 
     def _gather_sources(self, p: PreparedStage, op: Operand) -> list[Source]:
         """An embedding's rows: planned for this call's indices."""
