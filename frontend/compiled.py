@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
+from fabric import host_io_cycles
 from fabric.config import FabricConfig
 from fabric.kernels import WordMap, plan_redistribution
 from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half
@@ -15,6 +16,7 @@ from frontend.errors import FrontendError
 from frontend.lowering import lower
 from frontend.placement import place
 from frontend.runtime import Execution, ResidentTensor, Source, call_programs, prepare
+from frontend.schedule import Timeline, check_mode, timeline
 from frontend.tables import table_rows, widest
 from frontend.validate import golden_values, validate
 from frontend.values import Ref
@@ -22,7 +24,7 @@ from frontend.values import Ref
 
 def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (public name)
             config: FabricConfig | None = None, max_cycles: int = 5_000_000,
-            precision: str = "fp32", half=None) -> CompiledModel:
+            precision: str = "fp32", half=None, mode: str = "sequential") -> CompiledModel:
     """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
     `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
 
@@ -30,6 +32,10 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
         format, see `frontend.amp`.
     half: that format under "mixed" ("float16", "bfloat16", "cbfloat16"); default the one
         of `frontend.amp.set_half_dtype` (float16 unless set), read now.
+    mode: how a call's parts follow one another in time, see `frontend.schedule`:
+        "sequential" (one stage at a time, the rest of the fabric idle: a stage studied
+        alone) or "pipelined" (every stage resident and running as soon as its data is in,
+        samples streamed through with `CompiledModel.stream`). The outputs are the same.
 
     The returned model runs on the simulated fabric when called; shapes are those of the
     example inputs (as `torch.export` captures them)."""
@@ -41,7 +47,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
                                 "the fabric holds every tensor in PE memory, so each needs at "
                                 "least one element (a batch size of at least 1)")
     return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
-                         precision, example_inputs, half)
+                         precision, example_inputs, half, mode)
 
 
 class CompiledModel:
@@ -49,10 +55,14 @@ class CompiledModel:
 
     def __init__(self, captured: Captured, config: FabricConfig, max_cycles: int,
                  precision: str = "fp32", example_inputs: Sequence = (),
-                 half: HalfDtype | None = None):
+                 half: HalfDtype | None = None, mode: str = "sequential"):
         """half: the 16-bit format of a "mixed" model (`frontend.amp.resolve_half`);
-        None in fp32."""
+        None in fp32. mode: "sequential" or "pipelined" (`frontend.schedule`)."""
         t0 = time.perf_counter()
+        try:
+            self.mode = check_mode(mode)
+        except ValueError as exc:
+            raise FrontendError(str(exc)) from None
         self.captured = captured
         self.resident_inputs: set[str] = set()  # inputs that live in PE memory
         self.config = config
@@ -75,9 +85,11 @@ class CompiledModel:
         self.prepared = prepare(self.lowered.stages, self.placement.rects,
                                 self.lowered.tensors, config)
         self.table_rows = table_rows(config, call_programs(self.prepared))
+        self.output_reads = _output_reads(self)
         self.compile_s = time.perf_counter() - t0
         self.last: Execution | None = None
         self.last_inputs: dict[str, torch.Tensor] | None = None
+        self.timeline: Timeline | None = None  # of the last call or stream
 
     # ---- resident inputs ---------------------------------------------------------------------
     def make_resident(self, name: str, home: WordMap) -> int:
@@ -136,11 +148,32 @@ class CompiledModel:
         self.last = Execution(self.config, self.prepared, self.lowered.tensors, inputs,
                               self.max_cycles, self.table_rows, resident)
         self.last_inputs = inputs
+        self.timeline = timeline(self.mode, [self.last.results], self.output_reads)
         return self.last
 
     def __call__(self, *args, resident: dict[str, ResidentTensor] | None = None):
         self.run(*args, resident=resident)
         return self.outputs()
+
+    def stream(self, samples: Iterable[Sequence], resident: dict[str, ResidentTensor] | None
+               = None) -> list:
+        """Feed `samples` (each a tuple of runtime inputs, as a call takes them) one after
+        another and return their outputs in order. The figures (`cycles`, `period`,
+        `utilization`, `timeline`) are those of the whole stream in the model's mode: in
+        "pipelined" mode the samples overlap on the resident stages, so the period is the
+        steady state's cycles per sample."""
+        calls, outputs = [], []
+        for i, args in enumerate(samples):
+            try:
+                self.run(*args, resident=resident)
+            except FrontendError as exc:
+                raise FrontendError(f"sample {i} of the stream: {exc}") from None
+            calls.append(self.last.results)
+            outputs.append(self.outputs())
+        if not calls:
+            raise FrontendError("stream: no samples given")
+        self.timeline = timeline(self.mode, calls, self.output_reads)
+        return outputs
 
     def outputs(self):
         """The model's outputs (torch tensors, the model's structure) of the last call."""
@@ -168,9 +201,36 @@ class CompiledModel:
     # ---- figures ---------------------------------------------------------------------------
     @property
     def cycles(self) -> int:
-        """Simulated cycles of the last call (kernels and data movement; host I/O apart)."""
+        """Simulated cycles of the last call. Sequential: its kernels and data movement
+        summed (host I/O apart, `host_cycles`). Pipelined: its latency, from the first
+        input word the host writes to the last output word it reads, stages overlapping
+        where the dataflow lets them (host I/O on that path included); for a stream, the
+        first sample's (`latency`, and `period` for the rate)."""
         self._need_run()
+        if self.mode == "pipelined":
+            return self.timeline.latency
         return sum(r.kernel_cycles + r.move_cycles for r in self.last.results)
+
+    @property
+    def latency(self) -> int:
+        """Cycles from the first input word written to the first sample's last output word
+        read by the host, in the model's mode."""
+        self._need_run()
+        return self.timeline.latency
+
+    @property
+    def period(self) -> float:
+        """Cycles per sample of the last call or stream in steady state (`frontend.schedule`;
+        one call in pipelined mode: the slowest stage's rate)."""
+        self._need_run()
+        return self.timeline.period
+
+    @property
+    def load_cycles(self) -> int:
+        """Host cycles of loading every stage's constants (weights): once per model in
+        pipelined mode, where the stages stay resident."""
+        self._need_run()
+        return sum(r.load_cycles for r in self.last.results)
 
     @property
     def host_cycles(self) -> int:
@@ -183,11 +243,14 @@ class CompiledModel:
 
     @property
     def utilization(self) -> float:
-        """Useful multiply-adds over the whole fabric's fma peak for the cycles run: the fp32
-        peak, or under mixed precision the 16-bit one (4 per PE-cycle on WSE-2)."""
+        """Useful multiply-adds over the whole fabric's fma peak: the fp32 peak, or under
+        mixed precision the 16-bit one (4 per PE-cycle on WSE-2). Sequential: for the
+        cycles of the call; pipelined: for the period (a sample's multiply-adds per steady
+        state cycles per sample)."""
         dtype = "f16" if self.half else "f32"
         peak = self.config.simd_width("fma", dtype) * self.config.rows * self.config.cols
-        return self.fmas / (peak * max(1, self.cycles))
+        cycles = self.period if self.mode == "pipelined" else self.cycles
+        return self.fmas / (peak * max(1.0, cycles))
 
     def _need_run(self):
         if self.last is None:
@@ -211,6 +274,20 @@ def _output_args(captured: Captured) -> list:
     """The output node's arguments, flattened (FX nodes, or constants)."""
     out = captured.graph.find_nodes(op="output")[0]
     return torch.utils._pytree.tree_flatten(out.args[0])[0]
+
+
+def _output_reads(cm: CompiledModel) -> dict[str, int]:
+    """{stage: host cycles to read its output} for every stage whose output the model
+    returns (in whole: the host reads the stage's output words from its tile)."""
+    wanted = [v.index.reshape(-1) for v in cm.lowered.outputs if isinstance(v, Ref)]
+    gids = torch.cat(wanted) if wanted else torch.zeros(0, dtype=torch.int64)
+    reads = {}
+    for p in cm.prepared:
+        t = p.stage.tensor
+        if bool(((gids >= t.base) & (gids < t.base + t.numel)).any()):
+            words = max(p.out_map.sram_words(name) for name in p.out_map.symbols)
+            reads[p.stage.name] = host_io_cycles(cm.config, p.out_map.rect, words)
+    return reads
 
 
 def _edges(lowered) -> list[tuple[str, str]]:

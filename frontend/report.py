@@ -71,13 +71,55 @@ def report(cm) -> str:
     if half is not None:
         lines.append(f"precision: mixed, {half.name} (nodes in fp32 where CPU autocast keeps "
                      "them; products accumulate in fp32)")
-    if cm.last is not None:
+    if cm.last is not None and cm.mode == "pipelined":
+        lines += ["", *stage_lines(cm), "", _pipelined_summary(cm)]
+    elif cm.last is not None:
         lines.append(f"fabric {cfg.name} {cfg.rows}x{cfg.cols}: {cm.placement.pes_used} of "
                      f"{cfg.rows * cfg.cols} PEs in {len(cm.prepared)} tiles; "
                      f"{cm.cycles} cycles ({cm.cycles / cfg.clock_hz * 1e6:.2f} us at "
                      f"{cfg.clock_hz / 1e6:.0f} MHz), host I/O {cm.host_cycles} cycles; "
                      f"fma utilization {100 * cm.utilization:.2f} %")
     return "\n".join(lines)
+
+
+def stage_rows(cm) -> list[dict]:
+    """One row per stage of the last call: tile, PEs, the kernel model's predicted cycles
+    and the simulated ones, its rate in the pipeline (`frontend.schedule`) and its kernel's
+    busy fraction of the period."""
+    results = {r.name: r for r in cm.last.results}
+    tl = cm.timeline
+    rows = []
+    for p in cm.prepared:
+        r = results[p.stage.name]
+        rows.append({
+            "stage": p.stage.name, "kernel": p.stage.kind, "tile": _rect(p.rect),
+            "pes": p.rect.rows * p.rect.cols, "predicted": p.kernel.model_cycles,
+            "simulated": r.kernel_cycles, "rate": tl.rates[p.stage.name],
+            "busy": r.kernel_cycles / tl.period if tl.period else 0.0,
+        })
+    return rows
+
+
+def stage_lines(cm) -> list[str]:
+    lines = [f"{'stage':24} {'kernel':14} {'tile':14} {'PEs':>4} {'predicted':>9} "
+             f"{'simulated':>9} {'rate':>7} {'busy':>6}"]
+    for r in stage_rows(cm):
+        mark = "  <- bottleneck" if r["stage"] == cm.timeline.bottleneck else ""
+        lines.append(f"{r['stage'][:24]:24} {r['kernel'][:14]:14} {r['tile'][:14]:14} "
+                     f"{r['pes']:4d} {r['predicted']:9d} {r['simulated']:9d} {r['rate']:7d} "
+                     f"{100 * r['busy']:5.1f}%{mark}")
+    return lines
+
+
+def _pipelined_summary(cm) -> str:
+    cfg, tl = cm.config, cm.timeline
+    us = tl.latency / cfg.clock_hz * 1e6
+    return (f"fabric {cfg.name} {cfg.rows}x{cfg.cols}, pipelined: {cm.placement.pes_used} of "
+            f"{cfg.num_pes} PEs in {len(cm.prepared)} tiles; {tl.samples} sample(s): "
+            f"latency {tl.latency} cycles ({us:.2f} us at {cfg.clock_hz / 1e6:.0f} MHz), "
+            f"{tl.period:.0f} cycles per sample in steady state (bottleneck {tl.bottleneck}, "
+            f"rate {tl.bound}); weights loaded once in {cm.load_cycles} host cycles; fma "
+            f"utilization over the steady state {100 * cm.utilization:.2f} %")
 
 
 def plot_placement(cm, path=None):

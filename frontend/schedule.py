@@ -1,0 +1,205 @@
+"""When each part of a call runs: the execution modes' timelines over simulated parts.
+
+A call of a compiled model is simulated in parts (`frontend.runtime.Execution`): every
+stage's kernel on its tile, every move of a tensor from the tile that produced it into the
+layout of a consuming kernel (a redistribution program), every host write of a user input,
+each with its exact cycles. A mode says how those parts follow one another in time:
+
+- "sequential": one part at a time, in graph order (a stage's moves, then its kernel), one
+  sample after another; the rest of the fabric idle.
+- "pipelined": every stage resident on its tile at once, each part starting as soon as the
+  dataflow allows it, and the next sample entering while earlier ones are in flight. Each
+  tile holds one sample's operands and one output (the layout its kernel has, single
+  buffered), so for sample b:
+  * a move of tensor t into stage s starts when t's producer has finished b and s has
+    finished b - 1 (the operand's words are free to overwrite);
+  * stage s starts when all its operands for b are in and its output of b - 1 has been
+    taken by every consumer (moved out, or read by the host);
+  * the host's writes of user inputs go one at a time over the host link, each when its
+    stage's operand is free; the host's reads of the outputs likewise, on the other
+    direction of the link;
+  * resident inputs (weights the tiles hold) are there from the start; their load happens
+    once, before the first sample, and counts apart.
+  What the timeline does not simulate: parts that overlap in time are simulated apart, so
+  a move whose path crosses another tile while that tile's kernel runs, or two moves
+  sharing a link, are not slowed by each other (kernels never share links: tiles are
+  disjoint and a kernel's routes stay in its tile).
+
+Figures: latency (time zero to the first sample's last output word read by the host),
+period (cycles per sample in steady state: between the last outputs of consecutive
+samples, averaged over the stream), and per stage its rate: the cycles a sample holds its
+tile when its neighbours keep up (its kernel plus the longer of its incoming and outgoing
+transfers); the slowest rate, or the host link's, bounds the period.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from frontend.runtime import StageResult
+
+MODES = ("sequential", "pipelined")
+HOST = "host link"  # the bottleneck's name when the host's transfers bound the period
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+    return mode
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    start: int
+    end: int
+
+
+@dataclasses.dataclass
+class StageSpans:
+    """One stage's parts for one sample: its incoming transfers (in the order of
+    `StageResult.transfers`), its kernel run, and when its output was taken."""
+
+    transfers: list[Span]
+    run: Span
+    taken: int
+
+
+@dataclasses.dataclass
+class Timeline:
+    mode: str
+    spans: list[dict[str, StageSpans]]  # per sample: stage name -> its spans
+    outputs_read: list[Span]  # per sample: the host's reads of the model's outputs
+    rates: dict[str, int]  # stage -> cycles per sample it holds its tile
+    host_rate: int  # cycles per sample of the host link's busier direction
+
+    @property
+    def samples(self) -> int:
+        return len(self.spans)
+
+    @property
+    def latency(self) -> int:
+        """Cycles from the first sample's first input word to its last output word read."""
+        return self.outputs_read[0].end
+
+    @property
+    def makespan(self) -> int:
+        return self.outputs_read[-1].end
+
+    @property
+    def period(self) -> float:
+        """Steady-state cycles per sample: measured between consecutive samples' last
+        output words over the stream; with one sample, the bound of the slowest rate.
+        Sequential: the whole call, sample after sample."""
+        if self.mode == "sequential":
+            return self.makespan / self.samples
+        if self.samples < 2:
+            return float(self.bound)
+        first, last = self.outputs_read[0].end, self.outputs_read[-1].end
+        return (last - first) / (self.samples - 1)
+
+    @property
+    def bound(self) -> int:
+        """The slowest stage's rate, or the host link's: what bounds the period."""
+        return max([self.host_rate, *self.rates.values()])
+
+    @property
+    def bottleneck(self) -> str:
+        """The stage (or the host link) whose rate is the bound."""
+        name = max(self.rates, key=self.rates.get, default=HOST)
+        return HOST if self.host_rate > self.rates.get(name, 0) else name
+
+
+def timeline(mode: str, calls: Sequence[Sequence[StageResult]],
+             read_cycles: Mapping[str, int]) -> Timeline:
+    """The timeline of `calls` (one list of stage results per sample, in graph order) in
+    `mode`. read_cycles: {stage: host cycles to read its output} for every stage that
+    produces a model output."""
+    check_mode(mode)
+    if not calls:
+        raise ValueError("a timeline needs at least one sample")
+    place = _sequential if mode == "sequential" else _pipelined
+    spans, reads = place(calls, read_cycles)
+    return Timeline(mode, spans, reads, _rates(calls[-1], read_cycles),
+                    _host_rate(calls[-1], read_cycles))
+
+
+def _sequential(calls, read_cycles):
+    """Every part after the previous one."""
+    now, out, reads = 0, [], []
+    for results in calls:
+        spans = {}
+        for r in results:
+            transfers = []
+            for t in r.transfers:
+                transfers.append(Span(now, now + t.cycles))
+                now += t.cycles
+            spans[r.name] = StageSpans(transfers, Span(now, now + r.kernel_cycles), 0)
+            now += r.kernel_cycles
+        start = now
+        for name, cycles in read_cycles.items():
+            now += cycles
+            spans[name].taken = now
+        for s in spans.values():
+            s.taken = max(s.taken, s.run.end)
+        reads.append(Span(start, now))
+        out.append(spans)
+    return out, reads
+
+
+def _pipelined(calls, read_cycles):
+    """Every part as soon as its inputs are ready and its buffers free (module docstring)."""
+    out, reads = [], []
+    write_free = read_free = 0  # the host link's two directions
+    prev: dict[str, StageSpans] = {}
+    for results in calls:
+        spans: dict[str, StageSpans] = {}
+        for r in results:
+            before = prev.get(r.name)
+            operands_free = before.run.end if before else 0
+            output_free = before.taken if before else 0
+            transfers = []
+            for t in r.transfers:
+                if t.host:
+                    start = max(write_free, operands_free)
+                    write_free = start + t.cycles
+                elif t.tensor in spans:  # a stage's output of this sample
+                    start = max(spans[t.tensor].run.end, operands_free)
+                else:  # a resident input: in PE memory from the start
+                    start = operands_free
+                span = Span(start, start + t.cycles)
+                if t.tensor in spans and not t.host:
+                    spans[t.tensor].taken = max(spans[t.tensor].taken, span.end)
+                transfers.append(span)
+            start = max([operands_free, output_free, *(s.end for s in transfers)])
+            run = Span(start, start + r.kernel_cycles)
+            spans[r.name] = StageSpans(transfers, run, run.end)
+        first = None
+        for name, cycles in read_cycles.items():
+            start = max(read_free, spans[name].run.end)
+            read_free = start + cycles
+            first = start if first is None else first
+            spans[name].taken = max(spans[name].taken, read_free)
+        reads.append(Span(first if first is not None else read_free, read_free))
+        out.append(spans)
+        prev = spans
+    return out, reads
+
+
+def _rates(results: Sequence[StageResult], read_cycles: Mapping[str, int]) -> dict[str, int]:
+    """Cycles per sample each stage holds its tile when its neighbours keep up: its kernel
+    and the longer of its incoming transfers and its outgoing ones (moves out of it and
+    the host's read of its output run at once, after its kernel; its next sample's
+    operands come in meanwhile)."""
+    outgoing: dict[str, int] = {r.name: read_cycles.get(r.name, 0) for r in results}
+    for r in results:
+        for t in r.transfers:
+            if not t.host and t.tensor in outgoing:
+                outgoing[t.tensor] = max(outgoing[t.tensor], t.cycles)
+    return {r.name: r.kernel_cycles + max([outgoing[r.name], *(t.cycles for t in r.transfers)])
+            for r in results}
+
+
+def _host_rate(results: Sequence[StageResult], read_cycles: Mapping[str, int]) -> int:
+    writes = sum(t.cycles for r in results for t in r.transfers if t.host)
+    return max(writes, sum(read_cycles.values()))

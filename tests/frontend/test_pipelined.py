@@ -1,0 +1,138 @@
+"""Execution modes: the pipelined timeline of streamed samples against the sequential one,
+and the schedule's rules on hand-made stage results (theory: a chain's period is its
+slowest stage's kernel plus its longer transfer)."""
+
+import pytest
+import torch
+
+import frontend
+from fabric import FabricConfig
+from frontend.errors import FrontendError
+from frontend.runtime import StageResult, Transfer
+from frontend.schedule import HOST, timeline
+
+CONFIG = FabricConfig.small(8, 8)
+
+
+def _stage(name, kernel, *transfers):
+    return StageResult(name, kernel, sum(c for _, c, h in transfers if not h),
+                       sum(c for _, c, h in transfers if h), 0, 0.0, 0, 0.0, 0,
+                       [Transfer(t, c, h) for t, c, h in transfers])
+
+
+def _chain(k1=100, k2=40, move=10, write=5):
+    """input --host--> a --move--> b, the host reading b."""
+    return [_stage("a", k1, ("x", write, True)), _stage("b", k2, ("a", move, False))]
+
+
+def test_sequential_timeline_adds_every_part():
+    tl = timeline("sequential", [_chain()] * 3, {"b": 7})
+    one = 5 + 100 + 10 + 40 + 7
+    assert tl.latency == one and tl.makespan == 3 * one and tl.period == one
+
+
+def test_pipelined_chain_runs_at_its_slowest_stage():
+    tl = timeline("pipelined", [_chain()] * 6, {"b": 7})
+    assert tl.latency == 5 + 100 + 10 + 40 + 7  # one sample alone: nothing to overlap
+    # a: its kernel, then its output moved out (its operand comes in meanwhile)
+    assert tl.rates == {"a": 100 + 10, "b": 40 + 10}
+    assert tl.bottleneck == "a" and tl.period == 110 == tl.bound
+    # sample 1 starts on a once sample 0's output has left it
+    assert tl.spans[1]["a"].run.start == tl.spans[0]["a"].taken == 5 + 100 + 10
+
+
+def test_pipelined_stage_waits_for_its_consumer_to_free_its_operand():
+    tl = timeline("pipelined", [_chain(k1=10, k2=100)] * 5, {"b": 7})
+    assert tl.bottleneck == "b" and tl.period == pytest.approx(100 + 10)
+    for b in range(1, 5):  # the move into b waits for b's previous sample to finish
+        assert tl.spans[b]["b"].transfers[0].start >= tl.spans[b - 1]["b"].run.end
+
+
+def test_independent_branches_overlap_in_one_sample():
+    branches = [_stage("a", 100, ("x", 5, True)), _stage("b", 100, ("x", 5, True)),
+                _stage("c", 10, ("a", 3, False), ("b", 3, False))]
+    seq = timeline("sequential", [branches], {"c": 2})
+    pipe = timeline("pipelined", [branches], {"c": 2})
+    assert seq.latency == 5 + 100 + 5 + 100 + 3 + 3 + 10 + 2
+    assert pipe.latency == 5 + 5 + 100 + 3 + 10 + 2  # b's write waits for a's on the host link
+
+
+def test_host_link_can_be_the_bottleneck():
+    stages = [_stage("a", 10, ("x", 500, True)), _stage("b", 10, ("y", 500, True))]
+    tl = timeline("pipelined", [stages] * 4, {"a": 3, "b": 3})
+    assert tl.rates == {"a": 510, "b": 510}  # each alone would take a sample per 510
+    assert tl.bottleneck == HOST and tl.period == 1000 == tl.bound  # the writes queue
+
+
+def test_resident_inputs_are_there_from_the_start():
+    stages = [_stage("a", 50, ("w", 20, False))]  # "w" is no stage: a resident input
+    tl = timeline("pipelined", [stages] * 3, {"a": 0})
+    assert tl.spans[0]["a"].run.start == 20 and tl.period == 70
+
+
+def test_bad_mode_is_refused_with_the_modes():
+    with pytest.raises(FrontendError, match=r"mode must be one of \['sequential', "
+                                            r"'pipelined'\], got 'streamed'"):
+        frontend.compile(torch.nn.Linear(4, 4), (torch.randn(2, 4),), CONFIG,
+                         mode="streamed")
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                               torch.nn.Linear(32, 8)).eval()
+
+
+@pytest.fixture(scope="module")
+def streamed():
+    """The MLP compiled in both modes, 4 samples streamed through each."""
+    model = _mlp()
+    torch.manual_seed(1)
+    samples = [(torch.randn(4, 16),) for _ in range(4)]
+    out = {}
+    for mode in ("sequential", "pipelined"):
+        cm = frontend.compile(model, samples[0], CONFIG, mode=mode)
+        out[mode] = (cm, cm.stream(samples))
+    return model, samples, out
+
+
+def test_stream_gives_each_samples_outputs_in_both_modes(streamed):
+    model, samples, out = streamed
+    for _, outputs in out.values():
+        assert len(outputs) == len(samples)
+        for x, y in zip(samples, outputs):
+            torch.testing.assert_close(y, model(*x), rtol=1e-5, atol=1e-5)  # fp32 GEMMs of 32
+    for a, b in zip(out["sequential"][1], out["pipelined"][1]):
+        assert torch.equal(a, b)  # the same stage runs: the modes differ in time only
+
+
+def test_pipelined_stream_overlaps_samples(streamed):
+    _, samples, out = streamed
+    seq, pipe = out["sequential"][0], out["pipelined"][0]
+    # one sample's path is the same in a chain; samples then overlap
+    assert pipe.latency == seq.latency
+    assert pipe.period < 0.75 * seq.period
+    assert pipe.period == pytest.approx(pipe.timeline.bound, rel=0.10)
+    assert pipe.utilization > 1.3 * seq.utilization
+    assert pipe.cycles == pipe.latency  # pipelined: cycles are the latency
+    text = pipe.report()
+    assert "<- bottleneck" in text and "steady state" in text and "predicted" in text
+
+
+def test_sequential_cycles_keep_their_meaning(streamed):
+    _, _, out = streamed
+    seq = out["sequential"][0]
+    parts = sum(r.kernel_cycles + r.move_cycles for r in seq.last.results)
+    assert seq.cycles == parts
+    # latency: those parts plus the host's writes of the inputs and read of the output
+    assert seq.latency == parts + sum(t.cycles for r in seq.last.results
+                                      for t in r.transfers if t.host) + \
+        sum(seq.output_reads.values())
+
+
+def test_empty_stream_is_refused():
+    cm = frontend.compile(_mlp(), (torch.randn(4, 16),), CONFIG, mode="pipelined")
+    with pytest.raises(FrontendError, match="no samples"):
+        cm.stream([])
+    with pytest.raises(FrontendError, match="sample 1 of the stream"):
+        cm.stream([(torch.randn(4, 16),), (torch.randn(3, 16),)])
