@@ -6,8 +6,14 @@ precision), PEs and SRAM used, the largest error of any graph node against eager
 against fp32 for every dtype), and the wall time of the simulation: `frontend.compile`
 apart, a warm-up call (the engine compile) apart, then the median of --repeats calls.
 
+Execution modes (fp32): each model compiled in "sequential" and "pipelined" mode and
+--samples samples streamed through (`CompiledModel.stream`): latency (first input word to
+the first sample's last output word), steady-state cycles per sample, fma utilization over
+it, PEs used, wall seconds of the stream's simulation; plus the issue-size GPT block
+(TinyGPT d=64, 4 heads, 32 tokens) on small(32, 32) unless --quick.
+
     python benchmarks/models.py --json benchmarks/results/models.json [--quick] [--png P]
-        [--dtypes fp32,float16,bfloat16,cbfloat16]
+        [--dtypes fp32,float16,bfloat16,cbfloat16] [--samples 8]
 """
 
 from __future__ import annotations
@@ -63,6 +69,53 @@ def measure(name, model, inputs, config, repeats, dtype="fp32") -> dict:
             "repeats": repeats}
 
 
+def mode_cases(quick: bool):
+    """(name, model, a sample's inputs, config): the models of `cases` on the benchmark's
+    fabric (config None), and the GPT block of the pipelined mode's targets."""
+    for name, model, inputs in cases(quick):
+        yield name, model, inputs, None
+    if not quick:
+        torch.manual_seed(0)
+        yield "gpt-d64-t32", TinyGPT(vocab=64, d=64, heads=4, layers=1, block=32), \
+            (torch.randint(0, 64, (1, 32)),), FabricConfig.small(32, 32)
+
+
+def measure_mode(name, model, inputs, config, mode, samples) -> dict:
+    """`samples` samples like `inputs` (the first one `inputs`) streamed in `mode`; every
+    node of the last one validated against eager."""
+    model.eval()
+    t0 = time.perf_counter()
+    cm = frontend.compile(model, inputs, config=config, mode=mode)
+    compile_s = time.perf_counter() - t0
+    torch.manual_seed(1)
+    stream = [inputs] + [tuple(_like(x) for x in inputs) for _ in range(samples - 1)]
+    t0 = time.perf_counter()
+    outputs = cm.stream(stream)
+    simulate_s = time.perf_counter() - t0
+    rows = cm.validate(*stream[-1], raise_on_mismatch=False)
+    with torch.no_grad():
+        worst = max(float((y - model(*x)).abs().max()) for x, y in zip(stream, outputs))
+    tl = cm.timeline
+    return {"model": name, "mode": mode, "config": cm.config.name, "samples": samples,
+            "latency_cycles": tl.latency, "cycles_per_sample": tl.period,
+            "bottleneck": tl.bottleneck, "bottleneck_rate": tl.bound,
+            "utilization": cm.utilization, "pes_used": cm.placement.pes_used,
+            "fabric_pes": cm.config.num_pes, "tiles": len(cm.prepared),
+            "weights_load_host_cycles": cm.load_cycles,
+            "max_abs_error_last_sample": max(r.max_abs for r in rows),
+            "output_error_stream": worst,
+            "all_nodes_within_tolerance": all(r.ok for r in rows),
+            "compile_s": compile_s, "simulate_s": simulate_s}
+
+
+def _like(x: torch.Tensor) -> torch.Tensor:
+    """Another sample of the same kind: random tokens below the first's largest id + 1,
+    or normal floats."""
+    if x.dtype.is_floating_point:
+        return torch.randn_like(x)
+    return torch.randint(0, int(x.max()) + 1, tuple(x.shape), dtype=x.dtype)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", required=True)
@@ -70,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="a one-layer GPT instead of two")
     ap.add_argument("--grid", type=int, default=12, help="fabric is small(grid, grid)")
     ap.add_argument("--repeats", type=int, default=None, help="timed calls (1 quick, else 3)")
+    ap.add_argument("--samples", type=int, default=None,
+                    help="samples streamed per model and mode (default 8; 3 with --quick)")
     ap.add_argument("--dtypes", default=None,
                     help=f"comma-separated, of {', '.join(DTYPES)} (default: all; with "
                     "--quick fp32,float16)")
@@ -91,14 +146,31 @@ def main(argv=None) -> int:
     headline = [f"{r['model']} {r['dtype']}: {r['cycles']} cycles, "
                 f"{100 * r['utilization']:.2f} % fma utilization, max error "
                 f"{r['max_abs_error']:.1e}" for r in results]
+    samples = args.samples or (3 if args.quick else 8)
+    modes = [measure_mode(name, m, x, cfg or config, mode, samples)
+             for name, m, x, cfg in mode_cases(args.quick)
+             for mode in ("sequential", "pipelined")]
+    mode_columns = ["model", "mode", "fabric", "latency", "cycles/sample", "util %", "PEs",
+                    "bottleneck", "max abs err", "sim s"]
+    mode_rows = [[r["model"], r["mode"], r["config"], r["latency_cycles"],
+                  round(r["cycles_per_sample"]), round(100 * r["utilization"], 3),
+                  r["pes_used"], r["bottleneck"], f"{r['max_abs_error_last_sample']:.2e}",
+                  round(r["simulate_s"], 1)] for r in modes]
+    headline += [f"{r['model']} {r['mode']}: latency {r['latency_cycles']} cycles, "
+                 f"{r['cycles_per_sample']:.0f} cycles per sample over {r['samples']} samples, "
+                 f"{100 * r['utilization']:.2f} % fma utilization on {r['pes_used']} PEs"
+                 for r in modes]
     png = Path(args.png) if args.png else Path(args.json).with_suffix(".png")
     _plot(results, png)
     write_json(args.json, {"benchmark": "models", "config": config.name, "results": results,
                            "headline": headline, "table": {"columns": columns, "rows": rows},
+                           "modes": modes, "modes_table": {"columns": mode_columns,
+                                                           "rows": mode_rows},
                            "pngs": [str(png)]})
     for line in headline:
         print(line)
-    return 0 if all(r["all_nodes_within_tolerance"] for r in results) else 1
+    ok = all(r["all_nodes_within_tolerance"] for r in results + modes)
+    return 0 if ok else 1
 
 
 def _plot(results, path: Path):
