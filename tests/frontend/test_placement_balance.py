@@ -65,8 +65,8 @@ def test_default_objective_keeps_the_work_tiles(gpt):
 
 def test_cycles_spends_an_ample_fabric():
     torch.manual_seed(0)
-    model = MLP(d_in=32, hidden=64, d_out=16)
-    cm = frontend.compile(model, (torch.randn(16, 32),), config=GPT_FABRIC)
+    model = MLP(d_in=64, hidden=64, d_out=64)
+    cm = frontend.compile(model, (torch.randn(64, 64),), config=GPT_FABRIC)
     work = cm.placement
     cycles = place(cm.lowered.stages, GPT_FABRIC, cm.edges, balance="cycles")
     _check_tiles(cm, cycles)
