@@ -99,7 +99,7 @@ def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: li
     for ahead in _steps(stage, shapes[i], config, lookahead):
         for shape in ahead:
             fit = model_cycles(stage, shape, config)
-            if fit is None:  # colors or blocks: a tile further on will not fit either
+            if fit is None:  # SRAM, colors or blocks: further on in this way, likely too
                 break
             if fit >= cycles[i]:
                 continue

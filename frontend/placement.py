@@ -139,8 +139,8 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
         "work": a model run one stage at a time; shares of PEs follow each stage's work and
             add up to `SHARE` of the fabric, shrunk until they pack.
         "cycles": a pipelined run, all stages at once, at the rate of the slowest; tiles
-            grow to make the largest predicted cycles as small as the fabric allows
-            (`frontend.balance`), up to the whole fabric for a small model.
+            grow to make the largest predicted cycles as small as the kernels and the
+            fabric allow (`frontend.balance`); the other stages keep small tiles.
     Raises ValueError for another `balance`, PlacementError when the stages do not fit."""
     if balance not in OBJECTIVES:
         raise ValueError(f"balance must be one of {', '.join(map(repr, OBJECTIVES))}; "
