@@ -23,6 +23,7 @@ from frontend.errors import PlacementError
 from frontend.stages import Stage
 
 SHARE = 0.6  # fraction of the fabric the work-proportional shares add up to at first
+OBJECTIVES = ("work", "cycles")  # place()'s `balance`: see its docstring
 
 
 @dataclasses.dataclass
@@ -30,6 +31,8 @@ class Placement:
     config: FabricConfig
     rects: dict[str, Rect]  # stage name -> tile
     edges: list[tuple[str, str]]  # (producer stage, consumer stage) pairs
+    # stage name -> its kernel's analytic cycles on its tile (`model_cycles`; 0: resident)
+    predicted: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def pes_used(self) -> int:
@@ -128,10 +131,39 @@ def _pack(shapes: list[tuple[int, int]], config: FabricConfig) -> list[Rect] | N
     return rects
 
 
-def place(stages: list[Stage], config: FabricConfig, edges) -> Placement:
-    total = config.rows * config.cols
+def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work") -> Placement:
+    """A tile for every stage of `stages` (graph order) on `config`; `edges`: (producer,
+    consumer) stage names, kept on the result.
+
+    balance: what the tiles' sizes serve.
+        "work": a model run one stage at a time; shares of PEs follow each stage's work and
+            add up to `SHARE` of the fabric, shrunk until they pack.
+        "cycles": a pipelined run, all stages at once, at the rate of the slowest; tiles
+            grow to make the largest predicted cycles as small as the kernels and the
+            fabric allow (`frontend.balance`); the other stages keep small tiles.
+    Raises ValueError for another `balance`, PlacementError when the stages do not fit."""
+    if balance not in OBJECTIVES:
+        raise ValueError(f"balance must be one of {', '.join(map(repr, OBJECTIVES))}; "
+                         f"got {balance!r}")
     if not stages:  # a graph of layout-only ops: nothing to place
         return Placement(config, {}, list(edges))
+    if balance == "cycles":
+        from frontend.balance import balance_cycles  # it builds on this module's helpers
+        shapes = balance_cycles(stages, config)
+    else:
+        shapes = _work_shapes(stages, config)
+    if shapes is None:
+        raise _does_not_fit(stages, config)
+    rects = _pack(shapes, config)
+    return Placement(config, {s.name: r for s, r in zip(stages, rects)}, list(edges),
+                     {s.name: model_cycles(s, shape, config) or 0
+                      for s, shape in zip(stages, shapes)})
+
+
+def _work_shapes(stages: list[Stage], config: FabricConfig) -> list[tuple[int, int]] | None:
+    """Tile shapes from work-proportional shares that pack onto `config`; None if even the
+    minimum shares do not."""
+    total = config.rows * config.cols
     floor = [min_pes(s, config) for s in stages]
     work = [max(1, s.work) for s in stages]
     scale = SHARE * total / sum(work)
@@ -143,17 +175,15 @@ def place(stages: list[Stage], config: FabricConfig, edges) -> Placement:
             shapes = None
         if shapes is None:
             if all(p >= total for p in want):
-                break
+                return None
             scale /= 0.7  # the minimum shares are too small for some kernel's SRAM
             floor = [min(total, 2 * f) for f in floor]
             continue
-        rects = _pack(shapes, config)
-        if rects is not None:
-            return Placement(config, {s.name: r for s, r in zip(stages, rects)}, list(edges))
+        if _pack(shapes, config) is not None:
+            return shapes
         if all(p <= f for p, f in zip(want, floor)):
-            break
+            return None
         scale *= 0.7
-    raise _does_not_fit(stages, config)
 
 
 # ---- what a model that does not fit needs ----------------------------------------------

@@ -1,0 +1,163 @@
+"""Tiles sized for a pipelined run: every stage resident and samples streamed through them
+all at once, so the rate is set by the slowest stage. The objective is min-max: the largest
+predicted kernel cycles (`kernel_fit`, the kernel's `model_cycles`) over all stages.
+
+Greedy: every stage starts on the best tile for its smallest share (`tile_shape` at
+`min_pes`), then the slowest stage moves, one step at a time, to a tile that its model
+predicts faster and that still packs (`_pack`: shelves in graph order, so producer and
+consumer tiles stay neighbours), until the slowest stage cannot get faster. Until then a
+stage that is never the slowest keeps its small tile, and one whose kernel does not get
+faster with more PEs stays where it is. Then, with `spare`, the other stages move the same
+way, slowest first, into the PEs left over: the rate stays, the latency through the
+pipeline (the sum of the stages' cycles) drops.
+
+A step grows the tile's rows, its columns or both, or reshapes it (more rows and fewer
+columns, or the reverse: out of a thin start, and along gemm_summa's colors, one per tile
+row and column), to the next count that gives each PE a different block of the stage's
+tensor (more PEs within a block size only add communication), looking at most `lookahead`
+counts ahead in each direction: a few kernel builds per step, not every shape of the fabric.
+Deterministic: ties go to the stage first in graph order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from fabric.config import FabricConfig
+from frontend.errors import PlacementError
+from frontend.placement import _pack, min_pes, model_cycles, summa_colors, tile_shape
+from frontend.stages import Stage
+
+LOOKAHEAD = 2  # counts tried past a step that predicts no fewer cycles, per direction
+
+
+def next_split(n: int, parts: int, most: int) -> int | None:
+    """The fewest parts, more than `parts` and at most `most`, that cut `n` elements into
+    smaller blocks than `parts` does; None if there are none.
+
+    >>> next_split(32, 11, 32)  # 11 parts: blocks of 3; 16 parts: blocks of 2
+    16
+    """
+    block = math.ceil(n / parts)
+    if block <= 1:
+        return None
+    fewer = math.ceil(n / (block - 1))  # the first count with blocks of at most block - 1
+    return fewer if fewer <= most else None
+
+
+def previous_split(n: int, parts: int) -> int | None:
+    """The fewest parts, fewer than `parts`, that cut `n` elements into blocks of the size
+    the count just below `parts` gives; None for one part.
+
+    >>> previous_split(192, 20)  # 19 parts: blocks of 11, as from 18 parts on
+    18
+    """
+    if parts <= 1:
+        return None
+    return math.ceil(n / math.ceil(n / (parts - 1)))
+
+
+# the directions a tile grows or reshapes in: rows, columns, both, taller, wider; a
+# reshape walks along the colors gemm_summa allows (rows + cols) and out of a thin tile
+_DIRECTIONS = ((1, 0), (0, 1), (1, 1), (1, -1), (-1, 1))
+
+
+def _steps(stage: Stage, shape: tuple[int, int], config: FabricConfig,
+           lookahead: int) -> list[list[tuple[int, int]]]:
+    """Per direction (`_DIRECTIONS`), the next `lookahead` tiles in it that the stage's
+    kernel accepts (its limits, gemm_summa's colors), nearest first."""
+    lim = stage.limits
+    most_rows = min(lim.rows, config.rows)
+    most_cols = min(lim.cols, config.cols)
+
+    def move(n, parts, most, way):
+        return parts if way == 0 else (next_split(n, parts, most) if way > 0
+                                       else previous_split(n, parts))
+    steps = []
+    for way_r, way_c in _DIRECTIONS:
+        if lim.cols_fixed and way_c:
+            continue
+        ahead, (r, c) = [], shape
+        while len(ahead) < lookahead:
+            r, c = move(lim.rows, r, most_rows, way_r), move(lim.cols, c, most_cols, way_c)
+            if r is None or c is None or (stage.kind == "gemm_summa" and summa_colors(
+                    stage, r, c) > len(config.program_colors)):
+                break
+            ahead.append((r, c))
+        steps.append(ahead)
+    return steps
+
+
+def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: list[int],
+          config: FabricConfig, lookahead: int) -> tuple[tuple[int, int], int] | None:
+    """Stage i's next tile and its cycles: of the first faster tile in each direction that
+    still packs, one with no more PEs if any (the fastest), else the one that saves the
+    most cycles per added PE; None if none is faster."""
+    stage, (r0, c0) = stages[i], shapes[i]
+    best = None
+    for ahead in _steps(stage, shapes[i], config, lookahead):
+        for shape in ahead:
+            fit = model_cycles(stage, shape, config)
+            if fit is None:  # SRAM, colors or blocks: further on in this way, likely too
+                break
+            if fit >= cycles[i]:
+                continue
+            if _pack(shapes[:i] + [shape] + shapes[i + 1:], config) is None:
+                break
+            added, saved = shape[0] * shape[1] - r0 * c0, cycles[i] - fit
+            score = (1, saved, -added) if added <= 0 else (0, saved / added, -added)
+            if best is None or score > best[0]:
+                best = (score, shape, fit)
+            break
+    return None if best is None else best[1:]
+
+
+def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = LOOKAHEAD,
+                   spare: bool = False) -> list[tuple[int, int]] | None:
+    """Tile shapes (rows, cols) for `stages`, in their order, that lower the largest
+    predicted cycles as far as growing the slowest stage allows; None if even the starting
+    tiles do not pack onto `config`.
+
+    lookahead: block counts tried per direction past one that predicts no fewer cycles.
+    spare: once the slowest stage is as fast as it gets, keep moving the others, slowest
+        first, while they get faster and still pack (see the module's docstring). Off by
+        default: the rate does not change, and the larger tiles cost compile time outside
+        the placement (TinyGPT on small(64, 64): 2,392 PEs instead of 220, and the plans
+        of the data moved between tiles take several times as long).
+
+    >>> shapes = balance_cycles(compiled.lowered.stages, FabricConfig.small(32, 32))
+    """
+    try:
+        shapes = [_start(s, config) for s in stages]
+    except PlacementError:  # a stage fits no tile of the fabric
+        return None
+    if _pack(shapes, config) is None:
+        return None
+    cycles = [model_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes)]
+    slowest = [(-c, i) for i, c in enumerate(cycles)]  # a max-heap; ties: graph order
+    heapq.heapify(slowest)
+    while slowest and slowest[0][0] < 0:
+        _, i = slowest[0]
+        step = _grow(i, stages, shapes, cycles, config, lookahead)
+        if step is None:  # the slowest stage is as fast as it gets: so is the pipeline
+            if not spare:
+                break
+            heapq.heappop(slowest)  # it stays as it is; the next slowest grows
+            continue
+        shapes[i], cycles[i] = step
+        heapq.heapreplace(slowest, (-cycles[i], i))
+    return shapes
+
+
+def _start(stage: Stage, config: FabricConfig) -> tuple[int, int]:
+    """The best tile for the stage's smallest share: `min_pes`, doubled until its kernel
+    fits (SRAM)."""
+    pes, total = min_pes(stage, config), config.num_pes
+    while True:
+        try:
+            return tile_shape(stage, pes, config)
+        except PlacementError:
+            if pes >= total:
+                raise
+            pes = min(total, 2 * pes)

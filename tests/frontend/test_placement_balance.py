@@ -1,0 +1,90 @@
+"""place()'s objectives: "work" (the default, a model run one stage at a time) keeps its
+tiles; "cycles" (a pipelined run) lowers the largest predicted stage cycles, with tiles that
+stay disjoint and inside the fabric, and spends an ample fabric's PEs."""
+
+import pytest
+import torch
+
+import frontend
+from fabric import FabricConfig
+from frontend.balance import next_split, previous_split
+from frontend.placement import OBJECTIVES, model_cycles, place
+from tests.frontend.models import MLP, TinyGPT
+
+GPT_FABRIC = FabricConfig.small(32, 32)
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    """TinyGPT compiled as usual (the default objective) on a 32 x 32 fabric."""
+    torch.manual_seed(0)
+    model = TinyGPT(vocab=64, d=64, heads=4, layers=1, block=32)
+    return frontend.compile(model, (torch.randint(0, 64, (1, 32)),), config=GPT_FABRIC)
+
+
+def _check_tiles(cm, placement):
+    """Every stage has a tile inside the fabric, no PE is in two tiles, and the predicted
+    cycles are its kernel's model on that tile."""
+    cfg = placement.config
+    assert set(placement.rects) == {s.name for s in cm.lowered.stages}
+    seen = set()
+    for stage in cm.lowered.stages:
+        rect = placement.rects[stage.name]
+        assert rect.row >= 0 and rect.col >= 0
+        assert rect.row_end <= cfg.rows and rect.col_end <= cfg.cols
+        pes = set(rect.pes())
+        assert not pes & seen, f"{stage.name}'s tile {rect} overlaps another"
+        seen |= pes
+        assert placement.predicted[stage.name] == \
+            (model_cycles(stage, (rect.rows, rect.cols), cfg) or 0)
+    assert placement.pes_used == len(seen)
+
+
+def test_cycles_lowers_the_slowest_stage_of_tinygpt(gpt):
+    work = place(gpt.lowered.stages, GPT_FABRIC, gpt.edges, balance="work")
+    cycles = place(gpt.lowered.stages, GPT_FABRIC, gpt.edges, balance="cycles")
+    _check_tiles(gpt, work)
+    _check_tiles(gpt, cycles)
+    assert max(cycles.predicted.values()) < max(work.predicted.values())
+    assert cycles.edges == work.edges == gpt.edges
+    # resident stages (0 cycles) keep a tile of their smallest share
+    for stage in gpt.lowered.stages:
+        if stage.kind == "resident":
+            assert cycles.predicted[stage.name] == 0
+            assert cycles.rects[stage.name] == work.rects[stage.name]
+    # deterministic: the same tiles again
+    assert place(gpt.lowered.stages, GPT_FABRIC, gpt.edges, balance="cycles") == cycles
+
+
+def test_default_objective_keeps_the_work_tiles(gpt):
+    work = place(gpt.lowered.stages, GPT_FABRIC, gpt.edges, balance="work")
+    assert place(gpt.lowered.stages, GPT_FABRIC, gpt.edges).rects == work.rects
+    assert gpt.placement.rects == work.rects
+    assert gpt.placement.predicted == work.predicted
+
+
+def test_cycles_spends_an_ample_fabric():
+    torch.manual_seed(0)
+    model = MLP(d_in=64, hidden=64, d_out=64)
+    cm = frontend.compile(model, (torch.randn(64, 64),), config=GPT_FABRIC)
+    work = cm.placement
+    cycles = place(cm.lowered.stages, GPT_FABRIC, cm.edges, balance="cycles")
+    _check_tiles(cm, cycles)
+    assert cycles.pes_used > work.pes_used
+    assert max(cycles.predicted.values()) < max(work.predicted.values())
+
+
+def test_unknown_objective_names_the_accepted_ones():
+    with pytest.raises(ValueError, match="'work', 'cycles'.*'latency'"):
+        place([], GPT_FABRIC, [], balance="latency")
+    assert OBJECTIVES == ("work", "cycles")
+
+
+def test_block_counts_step_to_the_next_block_size():
+    # 32 rows: 11 PEs give blocks of 3, 16 the first blocks of 2, 32 blocks of 1
+    assert next_split(32, 11, 32) == 16
+    assert next_split(32, 16, 32) == 32
+    assert next_split(32, 16, 20) is None  # past `most`
+    assert next_split(32, 32, 64) is None  # one row each already
+    assert previous_split(192, 20) == 18  # 19 PEs give blocks of 11, as 18 do
+    assert previous_split(32, 1) is None
