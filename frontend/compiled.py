@@ -35,7 +35,9 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
     mode: how a call's parts follow one another in time, see `frontend.schedule`:
         "sequential" (one stage at a time, the rest of the fabric idle: a stage studied
         alone) or "pipelined" (every stage resident and running as soon as its data is in,
-        samples streamed through with `CompiledModel.stream`). The outputs are the same.
+        samples streamed through with `CompiledModel.stream`; tiles sized to balance the
+        stages' predicted cycles). The outputs are the same up to the order of sums in
+        kernels placed on other tiles.
 
     The returned model runs on the simulated fabric when called; shapes are those of the
     example inputs (as `torch.export` captures them)."""
@@ -81,7 +83,10 @@ class CompiledModel:
                         if self.half else {})
         self.lowered = lower(captured, self.formats)
         self.edges = _edges(self.lowered)
-        self.placement = place(self.lowered.stages, config, self.edges)
+        # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
+        # at a time, their sum: shares that follow the work
+        self.placement = place(self.lowered.stages, config, self.edges,
+                               balance="cycles" if mode == "pipelined" else "work")
         self.prepared = prepare(self.lowered.stages, self.placement.rects,
                                 self.lowered.tensors, config)
         self.table_rows = table_rows(config, call_programs(self.prepared))
