@@ -9,6 +9,8 @@ to its logical west neighbour (i, j - 1) and B to its logical north neighbour (i
 and receives the next panels from (i, j + 1) and (i + 1, j), into the other half of a double
 buffer while step t computes (`gemm_common`).
 
+With C0 (`with_c0`) every PE's accumulator starts from its block of C0: C = C0 + A @ B.
+
 Placement: a ring of P logical positions folded onto a line, logical l at physical
 position fold(l) = (0, 2, 4, ..., then the odd positions descending, ..., 3, 1), so that
 logical neighbours (P - 1, 0 included) sit one or two hops apart and every link of the line
@@ -23,7 +25,8 @@ its receive.
 
 Cycle model (critical PE: the largest Mb and Nb; w = fma SIMD width; tau =
 max(ceil(Mb / w), CHAIN_CYCLES), the main thread's cost per fma bounding short blocks;
-zero_c = ceil(Mb Nb / w_mov) + 8, main zeroing C and starting):
+zero_c = ceil(Mb Nb / w_mov) + 8, main zeroing C and starting; 8 with C0, which the host
+wrote into the accumulator instead):
 
     T = zero_c + sum_t kb_t * Nb * tau                            (fmas)
         + P * STEP_CYCLES                                         (task switches per step)
@@ -124,29 +127,34 @@ def cannon_order(i: int, j: int, ks: Sequence[tuple[int, int]]) -> list[int]:
 
 
 def cannon_reference(a: np.ndarray, b: np.ndarray, p: int, fused: bool = False,
-                     dtype: str = "f32", acc_dtype: str = "f32") -> np.ndarray:
-    """C = A @ B in fp32 in the kernel's order: block (i, j) sums its k blocks starting at
-    (i + j) mod p, one k at a time; `fused`: one rounding per fma; a 16-bit dtype rounds as
-    the kernel does (`gemm_common.sequential_matmul`)."""
+                     dtype: str = "f32", acc_dtype: str = "f32",
+                     c0: np.ndarray | None = None) -> np.ndarray:
+    """C = C0 + A @ B in fp32 in the kernel's order: block (i, j) starts from its C0
+    (default 0) and sums its k blocks starting at (i + j) mod p, one k at a time; `fused`:
+    one rounding per fma; a 16-bit dtype rounds as the kernel does
+    (`gemm_common.sequential_matmul`)."""
     numerics = Numerics(dtype, acc_dtype)
     m, n = a.shape[0], b.shape[1]
     rows, cols, ks = split(m, p), split(n, p), split(a.shape[1], p)
+    init = np.zeros((m, n), np.float32) if c0 is None else \
+        np.broadcast_to(np.asarray(c0, np.float32), (m, n))
     out = np.zeros((m, n), np.float32)
     for i, (r0, mr) in enumerate(rows):
-        for j, (c0, nc) in enumerate(cols):
-            out[r0:r0 + mr, c0:c0 + nc] = sequential_matmul(
-                a[r0:r0 + mr], b[:, c0:c0 + nc], cannon_order(i, j, ks), fused, numerics)
+        for j, (col0, nc) in enumerate(cols):
+            block = (slice(r0, r0 + mr), slice(col0, col0 + nc))
+            out[block] = sequential_matmul(a[block[0]], b[:, block[1]], cannon_order(i, j, ks),
+                                           fused, numerics, init[block])
     return out
 
 
 def cannon_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
-                 numerics: Numerics = FP32) -> int:
+                 numerics: Numerics = FP32, with_c0: bool = False) -> int:
     """The cycle model of the module docstring, on the P x P `rect`."""
     p = rect.rows
     layout = Blocks.of(rect, m, n)  # C's blocks
     mb, nb = layout.mb, layout.nb
     kbs = [s for _, s in split(k, p)]
-    total = compute_cycles(config, mb, nb, kbs, numerics)
+    total = compute_cycles(config, mb, nb, kbs, numerics, with_c0)
     total += half_cycles(config, numerics, kbs[0] * nb, mb * nb)
     if p > 1:
         # the critical PE's panels: both neighbours of a step are the same k blocks
@@ -177,9 +185,9 @@ def _ring_routes(prog: Program, rect: Rect, colors: Sequence[int], horizontal: b
 
 def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                       dtype: str = "f32", colors: Sequence[int] | None = None,
-                      acc_dtype: str = "f32") -> Kernel:
-    """Cannon C (m x n) = A (m x k) @ B (k x n) on the square `rect` (see the module
-    docstring).
+                      acc_dtype: str = "f32", with_c0: bool = False) -> Kernel:
+    """Cannon C (m x n) = A (m x k) @ B (k x n), or C0 (m x n) + A @ B, on the square
+    `rect` (see the module docstring).
 
     Args:
         config, rect: the fabric and a P x P rectangle of it.
@@ -191,10 +199,12 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
             block to its own RAMP); default the lowest.
         acc_dtype: "f32" (fmachs into fp32, C rounded once) or the 16-bit dtype (fmach,
             every step rounds); see `gemm_common`.
+        with_c0: take a third input "C0", C's initial value instead of zeros (a bias; its
+            words go straight into the accumulator, in its format: `gemm_common`).
 
     Returns:
-        A Kernel with inputs {"A", "B"} and output C (m x n, float32 holding the values of
-        `dtype`).
+        A Kernel with inputs {"A", "B"} (and "C0") and output C (m x n, float32 holding
+        the values of `dtype`).
 
     Raises:
         ValueError: a rectangle that is not square, sizes, dtype, colors, or blocks
@@ -269,6 +279,6 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
         size_b,
         f"gemm_cannon m={m} k={k} n={n} on {p}x{p} PEs (blocks A {mb_max}x{kb_max}, B "
         f"{kb_max}x{nb_max}, C {mb_max}x{nb_max}, double-buffered)", routes,
-        cannon_model(config, rect, m, k, n, numerics),
+        cannon_model(config, rect, m, k, n, numerics, with_c0),
         {"steps": p, "block": (mb_max, nb_max), "fold": pos, "colors": palette},
-        numerics, palette[-1] if n_loop else None)
+        numerics, palette[-1] if n_loop else None, with_c0)

@@ -35,7 +35,16 @@ Tasks (local; lower ids win an idle CE):
     advance           starts step t + 1 once both chains found step t finished (all its
                       fmas complete) and the comm group of step t + 1 is done: loads the
                       compute record, restarts the chains and the next comm group.
-    main              zeroes C, starts comm group 0.
+    main              zeroes C (unless the kernel takes C0, see below), starts comm
+                      group 0.
+
+Initial accumulator (`with_c0`): the kernel takes a third input C0 (m x n) and computes
+C = C0 + A @ B. The host writes C0's blocks where the sums run, in C's layout (the fp32
+`acc` of a 16-bit tile with an fp32 accumulator, else `c`), so `main` skips the zeroing
+and every C element starts its k terms from its C0 word: C0 is held in the accumulator's
+format (fp32 words as they are; a 16-bit accumulator rounds them to nearest even, as the
+load does A and B). A bias row broadcast over m rows is the caller's index map, not the
+kernel's concern.
 
 Registers: mb, cend (= Nb * Mb), ny (1 when Nb >= 2) per PE; tp, cp (table pointers),
 cdone (chains finished), mdone (comm group done), rem (fmas left), ak, bo, cj (A column,
@@ -65,6 +74,9 @@ from fabric.program import Program, Rect, Tile
 COMPUTE_FIELDS = 3  # (A panel address, B panel address, fmas) per step
 COMM_FIELDS = 3  # (mode, length, address) per comm op
 CHAIN_CYCLES = 12  # main-thread cycles per fma: task start + 10 instructions + ret
+# `main` besides its zeroing mov: the task start, its set_regs and the first comm group's
+# start (the mov adds its datapath cycles alone; all of `main` when C0 is given)
+MAIN_START_CYCLES = 8
 # Main-thread cycles between a step's last fma and the next step's first: the chain's exit
 # (start + 7), `advance` (start + 15 + ret), the chain's way to its first fma (start + 4).
 STEP_CYCLES = 30
@@ -212,12 +224,13 @@ def _comm_op(op: CommOp, numerics: Numerics):
 
 
 def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int,
-              loop_color: int | None = None) -> Tile:
+              loop_color: int | None = None, with_c0: bool = False) -> Tile:
     """The GEMM tile: symbols abuf, bbuf, c (and bs, acc of 16-bit tiles, see the module
     docstring) and sched (i32) of `words`, the comm ops `ops` (mode i + 1 of a comm record
     runs ops[i]), comm records from word `comm_base` of sched. Registers mb, cend, ny (and
     y) are per-PE params of the placement; 16-bit tiles copy bbuf into bs on `loop_color`
-    (routed from RAMP back to RAMP on every PE)."""
+    (routed from RAMP back to RAMP on every PE). with_c0: the accumulator holds the
+    host-written C0 when `main` starts, so it is not zeroed."""
     num = words.numerics
     h = num.dtype
     if num.half and loop_color is None:
@@ -278,7 +291,7 @@ def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int
         *([ins.ret(), *finish] if finish else []),
     ])
 
-    main = [ins.mov(acc.dsd(), 0.0, dtype=h if acc is c else "f32")]
+    main = [] if with_c0 else [ins.mov(acc.dsd(), 0.0, dtype=h if acc is c else "f32")]
     if num.half:  # bs = the host-written B block, one 16-bit pattern per word
         main += [
             ins.branch_if_zero("y", "copied"),
@@ -378,7 +391,8 @@ def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, i
                 ops: Sequence[CommOp], pes: Sequence[Sequence[PeSchedule]],
                 blocks: Sequence[Sequence[tuple]], panels: tuple[int, int], own_b: int,
                 fit: str, routes: Callable[[Program], None], model_cycles: int, info: dict,
-                numerics: Numerics = FP32, loop_color: int | None = None) -> Kernel:
+                numerics: Numerics = FP32, loop_color: int | None = None,
+                with_c0: bool = False) -> Kernel:
     """The GEMM C (m x n) = A (m x k) @ B (k x n), shape (m, k, n), on `rect`: the tile
     placed with the schedules `pes` of its PEs ([row][col] of `rect`) and comm ops `ops`.
 
@@ -387,7 +401,9 @@ def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, i
     panels: elements of abuf and of the B panels per PE (bbuf of fp32 tiles, bs of 16-bit
     ones); own_b: elements of the host-written B block (bbuf of 16-bit tiles); fit: the
     kernel as check_fits names it; routes(program) lays the comm colors; info gets m, k, n
-    first, then the formats, then the SRAM use. 16-bit tiles need `loop_color`.
+    first, then the formats, then the SRAM use. 16-bit tiles need `loop_color`. with_c0:
+    C = C0 + A @ B with a third input "C0" (m x n), written into the accumulator's blocks
+    (module docstring).
     """
     m, k, n = shape
     table, comm_base = pack_schedule(pes)
@@ -402,7 +418,9 @@ def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, i
     if half:  # the length of each PE's B copy into bs
         kbs = np.array([[blk[3][1] for blk in row] for row in blocks])
         params["y"] = (kbs * nb).astype(np.int64)
-    prog.place(gemm_tile(name, words, ops, comm_base, loop_color), rect, params=params)
+    prog.place(gemm_tile(name, words, ops, comm_base, loop_color, with_c0), rect,
+               params=params)
+    acc_symbol = "acc" if numerics.wide_acc else "c"  # where C0 goes
     routes(prog)
     if half:
         loop_route(prog, rect, loop_color)
@@ -422,6 +440,16 @@ def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, i
         sim.memcpy_h2d("abuf", abuf, rect)  # 16-bit symbols: rounded to nearest even
         sim.memcpy_h2d("bbuf", bbuf, rect)
         sim.memcpy_h2d("sched", table, rect)
+        if with_c0:
+            init = np.asarray(inputs["C0"], np.float32)
+            if init.shape != (m, n):
+                raise ValueError(f"{name} expects C0 {(m, n)}, got {init.shape}")
+            # each PE's block column major with its own Mb (the chains' C[:, j] at j Mb)
+            acc = np.zeros((rect.rows, rect.cols, words.c), np.float32)
+            for r, row in enumerate(blocks):
+                for c, ((r0, mr), (c0, nc), _, _) in enumerate(row):
+                    acc[r, c] = col_major(init[r0:r0 + mr, c0:c0 + nc], words.c)
+            sim.memcpy_h2d(acc_symbol, acc, rect)
 
     def read(sim):
         c_blocks = np.asarray(sim.memcpy_d2h("c", rect), np.float32)
@@ -437,25 +465,31 @@ def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, i
     return Kernel(
         name=name, config=config, rect=rect, program=prog, load=load, read=read,
         launch=launch, model_cycles=model_cycles, fmas=m * n * k,
-        info={"m": m, "k": k, "n": n, **info, "dtype": numerics.dtype,
+        info={"m": m, "k": k, "n": n, **info, "with_c0": with_c0, "dtype": numerics.dtype,
               "acc_dtype": numerics.acc_dtype, "sram_bytes_per_pe": 4 * words.total})
 
 
 # ---- references and model pieces -------------------------------------------------------------
 def sequential_matmul(a: np.ndarray, b: np.ndarray, order: Sequence[int],
-                      fused: bool = False, numerics: Numerics = FP32) -> np.ndarray:
-    """a[:, order] @ b[order, :] in fp32, summed one k at a time in `order`, starting from
-    0, as the fabric's fma chain does: each step rounds acc + a*b once (`fused`) or rounds
-    the product first (two roundings).
+                      fused: bool = False, numerics: Numerics = FP32,
+                      c0: np.ndarray | None = None) -> np.ndarray:
+    """c0 + a[:, order] @ b[order, :] in fp32, summed one k at a time in `order`, starting
+    from c0 (default 0), as the fabric's fma chain does: each step rounds acc + a*b once
+    (`fused`) or rounds the product first (two roundings).
 
     16-bit `numerics`: a and b rounded to the dtype first (the host's load); their products
     are exact in fp32 (at most 2 x 11 significand bits), so each step rounds acc + a*b to
     fp32 once, then (acc_dtype = dtype, fmach) to 16 bits; an fp32 accumulator is rounded to
-    16 bits once at the end."""
+    16 bits once at the end. c0 starts the accumulator in its format: fp32 as given, or
+    rounded to the 16-bit dtype when that is the accumulator's."""
+    shape = (np.shape(a)[0], np.shape(b)[1])
+    acc = np.zeros(shape, np.float32) if c0 is None else \
+        np.broadcast_to(np.asarray(c0, np.float32), shape).copy()
     if numerics.half:
         h = numerics.dtype
         a, b = round_to(np.asarray(a, np.float32), h), round_to(np.asarray(b, np.float32), h)
-        acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+        if not numerics.wide_acc:
+            acc = round_to(acc, h)
         for k in order:
             acc = acc + np.outer(a[:, k], b[k])
             if not numerics.wide_acc:
@@ -463,7 +497,6 @@ def sequential_matmul(a: np.ndarray, b: np.ndarray, order: Sequence[int],
         return round_to(acc, h)
     a = np.asarray(a, np.float32)
     b = np.asarray(b, np.float32)
-    acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
     for k in order:
         if fused:
             wide = acc.astype(np.float64) + np.outer(a[:, k].astype(np.float64), b[k])
@@ -480,19 +513,23 @@ def fma_cycles(config: FabricConfig, mb: int, numerics: Numerics = FP32) -> int:
     return max(-(-mb // numerics.fma_width(config)), CHAIN_CYCLES)
 
 
-def zero_c_cycles(config: FabricConfig, words: int, numerics: Numerics = FP32) -> int:
+def zero_c_cycles(config: FabricConfig, words: int, numerics: Numerics = FP32,
+                  with_c0: bool = False) -> int:
     """`main`'s zeroing of the accumulator (a synchronous mov of `words` elements at the mov
-    width of its format), its task start and the start of the first comm group."""
+    width of its format, none when the host wrote C0 there), its task start and the start
+    of the first comm group."""
+    if with_c0:
+        return MAIN_START_CYCLES
     fmt = "f16" if numerics.half and not numerics.wide_acc else "f32"
-    return -(-words // config.simd_width("mov", fmt)) + 8
+    return -(-words // config.simd_width("mov", fmt)) + MAIN_START_CYCLES
 
 
 def compute_cycles(config: FabricConfig, mb: int, nb: int, kbs: Sequence[int],
-                   numerics: Numerics = FP32) -> int:
-    """The critical PE's cycles besides its panels: zeroing C, then per step its kb * Nb
-    fmas and the task switches to the next step."""
+                   numerics: Numerics = FP32, with_c0: bool = False) -> int:
+    """The critical PE's cycles besides its panels: zeroing C (unless C0 is given), then
+    per step its kb * Nb fmas and the task switches to the next step."""
     tau = fma_cycles(config, mb, numerics)
-    return (zero_c_cycles(config, mb * nb, numerics)
+    return (zero_c_cycles(config, mb * nb, numerics, with_c0)
             + sum(kb * nb * tau + STEP_CYCLES for kb in kbs))
 
 

@@ -15,9 +15,13 @@ t + 1 land in the other half of a double buffer while step t computes (`gemm_com
 Static routes need one color per owner: Cc colors for A and R for B (a PE is on every
 one of them: the owner sends from RAMP, the others take the color to RAMP and pass it on).
 
+With C0 (`with_c0`) every PE's accumulator starts from its block of C0, so C = C0 + A @ B,
+each element summed from its C0 word over k = 0 .. K-1 in order.
+
 Cycle model (critical PE: the largest Mb and Nb; w = fma SIMD width; tau =
 max(ceil(Mb / w), CHAIN_CYCLES), the main thread's cost per fma bounding short blocks;
-zero_c = ceil(Mb Nb / w_mov) + 8, main zeroing C and starting):
+zero_c = ceil(Mb Nb / w_mov) + 8, main zeroing C and starting; 8 with C0, which the host
+wrote into the accumulator instead):
 
     T = zero_c + sum_t [ kb_t * Nb * tau            (fmas, one op on the datapath at a time)
                        + (Mb + Nb) * kb_t ]         (the A and B panels of the step, sent or
@@ -94,21 +98,21 @@ def summa_steps(k: int, rows: int, cols: int) -> list[tuple[int, int, int, int]]
 
 
 def summa_reference(a: np.ndarray, b: np.ndarray, fused: bool = False, dtype: str = "f32",
-                    acc_dtype: str = "f32") -> np.ndarray:
-    """C = A @ B in fp32, each element summed over k = 0 .. K-1 in order (the kernel's
-    order); `fused`: one rounding per fma instead of two; a 16-bit dtype rounds as the
-    kernel does (`gemm_common.sequential_matmul`)."""
-    return sequential_matmul(a, b, range(a.shape[1]), fused, Numerics(dtype, acc_dtype))
+                    acc_dtype: str = "f32", c0: np.ndarray | None = None) -> np.ndarray:
+    """C = C0 + A @ B in fp32, each element summed from its C0 (default 0) over k = 0 ..
+    K-1 in order (the kernel's order); `fused`: one rounding per fma instead of two; a
+    16-bit dtype rounds as the kernel does (`gemm_common.sequential_matmul`)."""
+    return sequential_matmul(a, b, range(a.shape[1]), fused, Numerics(dtype, acc_dtype), c0)
 
 
 def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
-                numerics: Numerics = FP32) -> int:
+                numerics: Numerics = FP32, with_c0: bool = False) -> int:
     """The cycle model of the module docstring."""
     R, Cc = rect.rows, rect.cols
     layout = Blocks.of(rect, m, n)  # C's blocks
     mb, nb = layout.mb, layout.nb
     kbs = [k1 - k0 for k0, k1, _, _ in summa_steps(k, R, Cc)]
-    total = compute_cycles(config, mb, nb, kbs, numerics) + (R - 1) + (Cc - 1) + 2
+    total = compute_cycles(config, mb, nb, kbs, numerics, with_c0) + (R - 1) + (Cc - 1) + 2
     total += half_cycles(config, numerics, split(k, R)[0][1] * nb, mb * nb)
     return total + sum(a_wavelets(numerics, mb * kb) * (Cc > 1) + nb * kb * (R > 1)
                        for kb in kbs)
@@ -134,8 +138,9 @@ def _routes(prog: Program, rect: Rect, color: int, owner: int, horizontal: bool)
 
 def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                      dtype: str = "f32", colors: Sequence[int] | None = None,
-                     acc_dtype: str = "f32") -> Kernel:
-    """SUMMA C (m x n) = A (m x k) @ B (k x n) on `rect` (see the module docstring).
+                     acc_dtype: str = "f32", with_c0: bool = False) -> Kernel:
+    """SUMMA C (m x n) = A (m x k) @ B (k x n), or C0 (m x n) + A @ B, on `rect` (see the
+    module docstring).
 
     Args:
         config, rect: the fabric and the rectangle the kernel occupies (R x Cc PEs).
@@ -147,10 +152,12 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
             PE's copy of its B block to its own RAMP); default the lowest.
         acc_dtype: "f32" (fmachs into fp32, C rounded once) or the 16-bit dtype (fmach,
             every step rounds); see `gemm_common`.
+        with_c0: take a third input "C0", C's initial value instead of zeros (a bias; its
+            words go straight into the accumulator, in its format: `gemm_common`).
 
     Returns:
-        A Kernel with inputs {"A", "B"} and output C (m x n, float32 holding the values of
-        `dtype`).
+        A Kernel with inputs {"A", "B"} (and "C0") and output C (m x n, float32 holding
+        the values of `dtype`).
 
     Raises:
         ValueError: sizes, dtype, colors, or blocks exceeding a PE's SRAM.
@@ -220,7 +227,7 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
         (pan_a + 2 * size_a, pan_b + 2 * size_b), pan_b,
         f"gemm_summa m={m} k={k} n={n} on {R}x{Cc} PEs (blocks A {mb_max}x{ka_max}, B "
         f"{kb_max}x{nb_max}, C {mb_max}x{nb_max}, panels double-buffered)", routes,
-        summa_model(config, rect, m, k, n, numerics),
+        summa_model(config, rect, m, k, n, numerics, with_c0),
         {"steps": len(steps), "block": (mb_max, nb_max),
          "k_steps": [k1 - k0 for k0, k1, _, _ in steps], "colors": palette},
-        numerics, palette[-1] if n_loop else None)
+        numerics, palette[-1] if n_loop else None, with_c0)

@@ -251,14 +251,20 @@ def scatter_rows(contrib: torch.Tensor, target: torch.Tensor, numel: int) -> tor
 
 
 # ---- matrices and resident tiles -----------------------------------------------------------
-def gemm(low, a, b, suffix="") -> Ref:
-    """a @ b by SUMMA (`build_gemm_summa`) for 2D Consts or Refs a (m, k) and b (k, n); a Ref
-    of shape (m, n). Its work is the m k n multiply-adds."""
+def gemm(low, a, b, suffix="", c0=None) -> Ref:
+    """a @ b by SUMMA (`build_gemm_summa`) for 2D Consts or Refs a (m, k) and b (k, n); with
+    `c0` (a Const or Ref that broadcasts to (m, n), e.g. a bias (n,)) c0 + a @ b, the sums
+    starting from c0's elements in the kernel's accumulator (its input "C0": one stage, no
+    add after it). A Ref of shape (m, n). Its work is the m k n multiply-adds."""
     (m, k), (_, n) = shape_of(a), shape_of(b)
+    operands = [low.operand("A", a, (m, k)), low.operand("B", b, (k, n))]
+    if c0 is not None:  # an expanded index map: a bias element moves to each of its rows
+        operands.append(low.operand("C0", expand_to(c0, (m, n)), (m, n)))
+    with_c0 = c0 is not None
     return low.stage(
-        "gemm_summa", (m, n), lambda cfg, rect, **fmt: build_gemm_summa(cfg, rect, m, k, n, **fmt),
-        [low.operand("A", a, (m, k)), low.operand("B", b, (k, n))], m * k * n,
-        Limits(m, n), fmas=m * k * n,
+        "gemm_summa", (m, n),
+        lambda cfg, rect, **fmt: build_gemm_summa(cfg, rect, m, k, n, with_c0=with_c0, **fmt),
+        operands, m * k * n, Limits(m, n), fmas=m * k * n,
         words_per_element=max(3, 2 * k // max(1, min(m, n))), suffix=suffix)
 
 

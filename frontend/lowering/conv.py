@@ -6,7 +6,8 @@ index map of the input's receptive fields (padding reads as 0):
 
 - groups = 1: a GEMM over im2col. The im2col matrix (N OH OW, C kh kw) is an index map of
   the input (its duplicated and padded elements are laid out by the data movement into the
-  GEMM's tile), the weight a (C kh kw, C_out) matrix, the bias a broadcast add.
+  GEMM's tile), the weight a (C kh kw, C_out) matrix, the bias (broadcast over the rows)
+  the GEMM's initial accumulator, so no add follows it.
 - groups = G > 1 (C_in / G = c input and C_out / G = c' output channels per group):
   either one GEMM per group over its channels (`_group_gemms`), or, when c' <= G (depthwise
   c = c' = 1 above all), weighted sums of the windows (`_weighted_windows`): every output
@@ -25,7 +26,6 @@ from __future__ import annotations
 import torch
 
 from frontend.lowering.common import (
-    binary,
     gemm,
     out_shape,
     pair,
@@ -113,8 +113,9 @@ def conv2d(low, x, weight, bias, stride, padding, dilation, groups, oh, ow) -> R
 
 
 def _group_gemms(low, win, weight, bias, groups: int) -> Ref:
-    """One GEMM over im2col per group: (N OH OW, c kh kw) @ (c kh kw, c'); the groups'
-    outputs side by side are the (N OH OW, C_out) matrix the bias is added to."""
+    """One GEMM over im2col per group: (N OH OW, c kh kw) @ (c kh kw, c') + the group's c'
+    biases (its initial accumulator, a row broadcast over the N OH OW rows); the groups'
+    outputs side by side are the (N OH OW, C_out) output matrix."""
     n, _, oh, ow, k = shape_of(win)
     cout, cin_g = shape_of(weight)[:2]
     cout_g, m = cout // groups, n * oh * ow
@@ -125,10 +126,10 @@ def _group_gemms(low, win, weight, bias, groups: int) -> Ref:
                         .permute(0, 2, 3, 1, 4).reshape(m, cin_g * k))
         w = relayout(weight, lambda t, g=g: t[g * cout_g:(g + 1) * cout_g]
                      .reshape(cout_g, cin_g * k).t().contiguous())
-        ys.append(gemm(low, cols, w, suffix="_gemm").index)
+        b = None if bias is None else relayout(
+            bias, lambda t, g=g: t[g * cout_g:(g + 1) * cout_g].reshape(1, cout_g))
+        ys.append(gemm(low, cols, w, suffix="_gemm", c0=b).index)
     y = Ref(torch.cat(ys, dim=1))
-    if bias is not None:
-        y = binary(low, y, relayout(bias, lambda t: t.reshape(1, cout)), "add", (m, cout))
     return Ref(y.index.reshape(n, oh, ow, cout).permute(0, 3, 1, 2))
 
 

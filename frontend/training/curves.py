@@ -6,12 +6,11 @@ Tolerances (relative difference of the loss at every step, |fabric - eager| / |e
   the fabric (rows of a GEMM split over PEs, tree reductions), about 1e-7 relative per
   operation, and training compounds them over the steps: measured at most 2.1e-7 over 50
   MLP steps and 20 GPT steps (tests/frontend/test_training_curves.py).
-- mixed: 3e-2. A 16-bit node's result may differ from autocast's by an ulp (the fabric
-  rounds a linear layer's product before its bias add; fp32 sums in another order cross
-  rounding boundaries): 2^-11 for float16, 2^-8 for bfloat16; cbfloat16 (no torch dtype) is
-  compared with eager fp32, a difference of its own rounding, 2^-10 per value. These
-  differences reach the weights every step; measured at most 4.2e-3 (bfloat16; float16
-  5.7e-4, cbfloat16 1.2e-3) over the same runs.
+- mixed: 3e-2. A 16-bit node's result may differ from autocast's by an ulp (fp32 sums in
+  another order cross rounding boundaries): 2^-11 for float16, 2^-8 for bfloat16;
+  cbfloat16 (no torch dtype) is compared with eager fp32, a difference of its own
+  rounding, 2^-10 per value. These differences reach the weights every step; measured at
+  most 4.2e-3 (bfloat16; float16 5.7e-4, cbfloat16 1.2e-3) over the same runs.
 """
 
 from __future__ import annotations

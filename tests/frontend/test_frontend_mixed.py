@@ -4,9 +4,9 @@ Tolerances (stated in `frontend.validate`): every node within MIXED_ULPS = 8 eps
 its half format of the reference, relative to the node's largest magnitude; the reference
 is eager PyTorch under CPU autocast for float16 and bfloat16, fp32 eager for cbfloat16
 (torch has no such dtype). 8 epsilons: the fabric and autocast both round every node to
-the half format, but the fabric rounds a GEMM's product before its bias add (two roundings
-where autocast's addmm has one) and sums in another order, and such 1-ulp differences
-pass through the following layers.
+the half format, but the fabric sums a GEMM's products in another order (a linear
+layer's bias is its GEMM's initial accumulator: one rounding, as autocast's addmm), and
+such 1-ulp differences pass through the following layers.
 """
 
 import pytest

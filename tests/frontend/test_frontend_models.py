@@ -64,3 +64,60 @@ def test_zero_dim_input():
 
     torch.manual_seed(0)
     _check(Scaled(), (torch.randn(2, 4), torch.tensor(1.5)))
+
+
+class Addmm(torch.nn.Module):
+    """torch.addmm with a runtime or parameter bias and ATen's beta and alpha."""
+
+    def __init__(self, bias_shape, beta=1, alpha=1):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(6, 5))
+        self.b = torch.nn.Parameter(torch.randn(bias_shape))
+        self.beta, self.alpha = beta, alpha
+
+    def forward(self, x, bias=None):
+        bias = self.b if bias is None else bias
+        return torch.addmm(bias, x, self.w, beta=self.beta, alpha=self.alpha)
+
+
+def _stages(cm):
+    """(kernel, operand names) of every stage."""
+    return [(p.stage.kind, [op.name for op in p.stage.operands]) for p in cm.prepared]
+
+
+FUSED = ("gemm_summa", ["A", "B", "C0"])
+
+
+@pytest.mark.parametrize("shape", [(3, 16), (2, 3, 16)])
+def test_linear_with_bias_is_one_gemm_stage(shape):
+    """aten.addmm (nn.Linear with a bias, a 3-D input viewed as rows) lowers to one GEMM
+    whose accumulator starts from the bias, broadcast over the rows (its operand "C0"):
+    no add stage after it (frontend/lowering/matmul.py)."""
+    torch.manual_seed(1)
+    cm = _check(torch.nn.Linear(16, 7), (torch.randn(*shape),))
+    assert _stages(cm) == [FUSED]
+    c0 = cm.prepared[0].consts["C0"]  # the parameter, loaded with the weights
+    assert c0.shape == (shape[-2] * (shape[0] if len(shape) == 3 else 1), 7)
+    assert (c0 == c0[:1]).all()
+
+
+@pytest.mark.parametrize("bias_shape, beta, alpha, stages", [
+    ((5,), 0.5, 1, [FUSED]),  # a constant bias's beta is folded
+    ((3, 1), 1, 1, [FUSED]),  # a column broadcast over n
+    ((3, 5), 0, 1, [("gemm_summa", ["A", "B"])]),  # beta = 0: no bias at all
+    ((5,), 1, 2.0, [("gemm_summa", ["A", "B"]), ("map", ["x"]),  # alpha scales the
+                    ("elementwise", ["x", "y"])]),               # product alone
+])
+def test_addmm_scales_and_bias_shapes(bias_shape, beta, alpha, stages):
+    torch.manual_seed(2)
+    cm = _check(Addmm(bias_shape, beta, alpha), (torch.randn(3, 6),))
+    assert _stages(cm) == stages
+
+
+def test_addmm_runtime_bias_moves_into_the_accumulator():
+    """A bias computed at runtime (an input here, scaled by beta on the fabric) arrives in
+    the GEMM's accumulator like any runtime operand."""
+    torch.manual_seed(3)
+    cm = _check(Addmm((1, 5), beta=2.0), (torch.randn(4, 6), torch.randn(1, 5)))
+    assert _stages(cm) == [("map", ["x"]), FUSED]
+    assert cm.prepared[1].stage.operands[2].runtime

@@ -172,7 +172,7 @@ def test_mixed_precision_matches_autocast(_float16):
         want = model(*inputs)
     got = cm(*inputs)
     # the mask of h > x, exact given h; h itself may differ from autocast's by an ulp (the
-    # fabric rounds the product before the bias add), which flips no element of this input
+    # fabric sums the product in another order), which flips no element of this input
     assert got[2].dtype == torch.bool
     torch.testing.assert_close(got[2], want[2], **EXACT)
 

@@ -116,6 +116,49 @@ def test_cannon_gaussian_4x4():
     np.testing.assert_allclose(result.output, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
 
+# ---- an initial accumulator C0 (C = C0 + A @ B) ----------------------------------------------
+@pytest.mark.parametrize("kind, rect, m, k, n", [
+    ("summa", Rect(0, 0, 2, 2), 32, 32, 32),
+    ("summa", Rect(0, 0, 3, 4), 50, 37, 45),  # non-square, uneven M, N and K blocks
+    ("cannon", Rect(1, 0, 3, 3), 40, 29, 35),  # offset, uneven blocks, odd ring
+])
+def test_c0_starts_the_sums_and_saves_the_zeroing(kind, rect, m, k, n):
+    """C0 + A @ B, each element summed from its C0 word in the kernel's k order: bit for bit
+    with exact products (fp32 C0 of any value; its sums round as the reference's do), a
+    bias row broadcast over the m rows too. Against the same kernel without C0, the
+    simulated cycles drop by exactly what the model drops: the zeroing mov of ceil(Mb Nb /
+    w_mov) cycles (zero_c's 8 stay)."""
+    rng = np.random.default_rng(m + 2 * k + n)
+    a, b = exact_product_data(rng, (m, k)), exact_product_data(rng, (k, n))
+    c0 = rng.standard_normal((m, n), dtype=np.float32)
+    bias = np.broadcast_to(rng.standard_normal(n, dtype=np.float32), (m, n))
+    build = build_gemm_summa if kind == "summa" else build_gemm_cannon
+    plain, fused = build(CONFIG, rect, m, k, n), build(CONFIG, rect, m, k, n, with_c0=True)
+    assert fused.info["with_c0"] and not plain.info["with_c0"]
+
+    def reference(init):
+        if kind == "summa":
+            return summa_reference(a, b, c0=init)
+        return cannon_reference(a, b, rect.rows, c0=init)
+
+    base = run(plain, a, b)
+    for init in (c0, bias):
+        result = run_kernel(fused, {"A": a, "B": b, "C0": init})
+        np.testing.assert_array_equal(result.output, reference(init))
+        assert abs(result.cycles - fused.model_cycles) <= MODEL_TOLERANCE * fused.model_cycles
+        mb, nb = fused.info["block"]
+        saved = -(-mb * nb // CONFIG.simd_width("mov", "f32"))
+        assert base.cycles - result.cycles == plain.model_cycles - fused.model_cycles == saved
+    # gaussian A and B: within the dot-product bound of [A | C0] @ [B ; I] (C0 as terms of
+    # weight 1, a K + N term bound, looser than the K + 1 terms each element sums)
+    ga, gb = (rng.standard_normal(s, dtype=np.float32) for s in ((m, k), (k, n)))
+    got = run_kernel(fused, {"A": ga, "B": gb, "C0": c0}).output
+    assert_within_dot_bound(got, np.hstack([ga, c0]),
+                            np.vstack([gb, np.eye(n, dtype=np.float32)]))
+    with pytest.raises(ValueError, match="expects C0"):
+        fused.load(Simulator(CONFIG, fused.program), {"A": a, "B": b, "C0": c0[:, :-1]})
+
+
 @pytest.mark.parametrize("p", [2, 3, 4, 5, 8, 11])
 def test_folded_ring_neighbours_and_colors(p):
     pos = fold(p)

@@ -97,6 +97,47 @@ def test_cannon_half_bit_exact_cycles_efficiency(dtype, acc, rect, m, k, n):
     check_half_efficiency(result, kernel)
 
 
+@pytest.mark.parametrize("kind, dtype, acc, rect, m, k, n", [
+    ("summa", "f16", "f32", Rect(0, 0, 2, 2), 64, 16, 32),
+    ("summa", "bf16", "bf16", Rect(0, 0, 3, 4), 50, 37, 45),  # non-square, uneven blocks
+    ("cannon", "cb16", "f32", Rect(1, 0, 3, 3), 40, 29, 35),  # uneven blocks, odd ring
+    ("cannon", "f16", "f16", Rect(0, 0, 2, 2), 96, 16, 16),
+])
+def test_half_c0_bit_exact_bounded_and_cycles(kind, dtype, acc, rect, m, k, n):
+    """C = C0 + A @ B with C0 in the accumulator's format: an fp32 accumulator starts from
+    the fp32 C0 as given (rounded to 16 bits once, with the sums, at the end); a 16-bit one
+    from C0 rounded to the dtype (the load), then rounds after every step. Bit for bit
+    against the emulation; against float64 C0 + A16 @ B16 within gamma_{K+1} (fp32 u, or
+    the dtype's eps / 2) of |C0| + |A16||B16|, plus the final rounding (eps / 2 relative)
+    of an fp32 accumulator. The cycles drop by the zeroing mov, exactly as the model's."""
+    a, b, c0 = gaussian(m + k, m, k), gaussian(k + n, k, n), gaussian(m * n, m, n)
+    build = build_gemm_summa if kind == "summa" else build_gemm_cannon
+    plain = build(CONFIG, rect, m, k, n, dtype=dtype, acc_dtype=acc)
+    kernel = build(CONFIG, rect, m, k, n, dtype=dtype, acc_dtype=acc, with_c0=True)
+    result = run_kernel(kernel, {"A": a, "B": b, "C0": c0})
+    want = (summa_reference(a, b, dtype=dtype, acc_dtype=acc, c0=c0) if kind == "summa" else
+            cannon_reference(a, b, rect.rows, dtype=dtype, acc_dtype=acc, c0=c0))
+    np.testing.assert_array_equal(result.output, want)
+
+    a16, b16 = (round_to(v, dtype).astype(np.float64) for v in (a, b))
+    exact = c0.astype(np.float64) + a16 @ b16
+    scale = np.abs(c0).astype(np.float64) + np.abs(a16) @ np.abs(b16)
+    u16 = EPS[dtype] / 2
+    if acc == "f32":
+        u32 = 2.0**-24
+        bound = (k + 1) * u32 / (1 - (k + 1) * u32) * scale * (1 + u16) + u16 * np.abs(exact)
+    else:
+        bound = (k + 1) * u16 / (1 - (k + 1) * u16) * scale
+    assert (np.abs(result.output - exact) <= bound).all()
+
+    check_gemm_cycles(result, kernel)
+    fmt = "f32" if acc == "f32" else "f16"  # the zeroing's mov width: the accumulator's
+    mb, nb = kernel.info["block"]
+    saved = -(-mb * nb // CONFIG.simd_width("mov", fmt))
+    base = run_kernel(plain, {"A": a, "B": b})
+    assert base.cycles - result.cycles == plain.model_cycles - kernel.model_cycles == saved
+
+
 @pytest.mark.parametrize("dtype", HALVES)
 def test_emulation_is_close_to_the_exact_product(dtype):
     """The reference itself: against float64 A16 @ B16, an fp32 accumulator loses at most
