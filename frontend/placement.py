@@ -49,8 +49,10 @@ def min_pes(stage: Stage, config: FabricConfig) -> int:
 def data_bytes(stage: Stage) -> int:
     """Bytes of the stage's operands and output, which its tile holds at once whatever its
     kernel's layout: a lower bound of its SRAM (buffers come on top). A resident stage's
-    output is its operand, held once. 16-bit stages: 2 B per element."""
-    elements = sum(math.prod(op.shape) for op in stage.operands)
+    output is its operand, held once; so is an fp32 GEMM's initial accumulator "C0",
+    written where its output is summed. 16-bit stages: 2 B per element."""
+    shared = "C0" if stage.dtype == "f32" and stage.kind.startswith("gemm") else None
+    elements = sum(math.prod(op.shape) for op in stage.operands if op.name != shared)
     if stage.kind != "resident":
         elements += stage.tensor.numel
     return (4 if stage.dtype == "f32" else 2) * elements

@@ -65,8 +65,8 @@ def test_a_layer_no_fabric_holds_is_told_with_what_it_needs():
     with pytest.raises(frontend.PlacementError) as info:
         frontend.compile(nn.Linear(4096, 4096), (torch.randn(2, 4096),), config=SMALL)
     first, kernel = str(info.value).splitlines()
-    # A, B (the weight), C0 (the bias rows: the GEMM's initial accumulator), C
-    gemm = 4 * (2 * 4096 + 4096 * 4096 + 2 * 4096 + 2 * 4096)
+    # A, B (the weight), C (the bias rows, C0, are its initial words: held once)
+    gemm = 4 * (2 * 4096 + 4096 * 4096 + 2 * 4096)
     pes = math.ceil(gemm / 49152)  # the GEMM's PEs by its data
     assert first == (
         f"the model does not fit small(4,4): its 1 stages need at least {pes} PEs (16 "
