@@ -35,8 +35,10 @@ def test_window_charges_host_io_as_its_parent():
 def test_window_sizes_and_corners():
     assert window_for(BIG, Rect(0, 0, 3, 3)).rect == Rect(0, 0, 8, 8)
     assert window_for(BIG, Rect(20, 20, 3, 3)).rect == Rect(16, 16, 8, 8)  # moved onto it
-    assert window_for(BIG, Rect(2, 2, 9, 3)).rect == Rect(2, 2, 16, 16)
-    assert window_for(BIG, Rect(2, 2, 17, 3)).whole  # a 32-wide window is the fabric
+    assert window_for(BIG, Rect(2, 2, 9, 3)).rect == Rect(2, 2, 16, 8)  # sides apart
+    assert window_for(BIG, Rect(2, 2, 17, 3)).rect == Rect(0, 2, 24, 8)  # cut to the fabric
+    assert window_for(BIG, Rect(2, 2, 17, 9)).whole  # 24 x 16: more than half the PEs
+    assert window_for(FabricConfig.small(12, 12), Rect(4, 0, 3, 9)).whole  # 8 x 12 of 12 x 12
     assert window_for(FabricConfig.small(8, 8), Rect(0, 0, 1, 1)).whole
     tall = window_for(FabricConfig.small(32, 8), Rect(20, 1, 3, 3))
     assert tall.rect == Rect(20, 0, 8, 8) and not tall.whole
