@@ -91,9 +91,9 @@ class Simulator:
         kernel cycles and words are the window's own.
 
         Example:
-            >>> big = FabricConfig.small(32, 32)                          # doctest: +SKIP
-            >>> sim = Simulator(big.tile(8, 8), program, parent=big, corner=(0, 24))
-            ...                                                           # doctest: +SKIP
+            >>> w = window_for(big_config, Rect(2, 26, 3, 3))      # doctest: +SKIP
+            >>> sim = Simulator(w.config, program, parent=big_config,
+            ...                 corner=w.corner)                       # doctest: +SKIP
         """
         available = len(jax.devices())
         if devices < 1 or devices > available:
