@@ -15,6 +15,8 @@ Public API:
     FabricState, init_state, step, run   the engine itself
     Stats                   counters of a run
     Trace                   a recorded timeline (Simulator.record), Chrome trace-event JSON
+    Window, window_for      a program inside a box of PEs simulated on a smaller grid that
+                            holds it (whole_fabric: the window that is the fabric)
 """
 
 from fabric import instructions, row_demo
@@ -30,6 +32,7 @@ from fabric.program import Program, Rect, Tile
 from fabric.state import FabricState, init_state
 from fabric.stats import Stats
 from fabric.trace import Trace
+from fabric.window import Window, whole_fabric, window_for
 
 __all__ = [
     "BuildError", "CheckpointError", "CycleLimitError", "DeadlockError", "FabricConfig",
@@ -37,5 +40,5 @@ __all__ = [
     "Simulator", "Stats", "Tables", "Tile", "Trace", "build", "edge_channels", "host_io_cycles",
     "host_streams",
     "init_state", "instructions", "load_checkpoint", "row_demo", "run", "save_checkpoint",
-    "step", "write_atomic",
+    "step", "whole_fabric", "Window", "window_for", "write_atomic",
 ]

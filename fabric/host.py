@@ -77,20 +77,36 @@ class Simulator:
     """A loaded program on a simulated fabric."""
 
     def __init__(self, config: FabricConfig, program: Program, devices: int = 1,
-                 min_table_rows: tuple[int, int] = (0, 0)):
+                 min_table_rows: tuple[int, int] = (0, 0),
+                 parent: FabricConfig | None = None, corner: tuple[int, int] = (0, 0)):
         """devices: split the grid's rows over this many devices (1: one device). The
         rows must divide evenly; results are identical whatever the count.
         min_table_rows: (instruction, DSD) table rows the build gives at least: programs of
         different sizes built with the same floor share one compiled engine (the stages of
-        a model, see `fabric.build`); results are identical whatever the floor."""
+        a model, see `fabric.build`); results are identical whatever the floor.
+        parent, corner: `config` is a window of the larger fabric `parent`
+        (`parent.tile(config.rows, config.cols)`, see `fabric.window`) whose PE (0, 0) is
+        the parent's PE `corner`: host transfers cost what they cost on the parent, where
+        their rectangle lies at `corner` + its place here (the fabric's edges decide it);
+        kernel cycles and words are the window's own.
+
+        Example:
+            >>> w = window_for(big_config, Rect(2, 26, 3, 3))      # doctest: +SKIP
+            >>> sim = Simulator(w.config, program, parent=big_config,
+            ...                 corner=w.corner)                       # doctest: +SKIP
+        """
         available = len(jax.devices())
         if devices < 1 or devices > available:
             raise ValueError(f"devices={devices}: this machine has {available} JAX device(s)")
         if config.rows % devices:
             raise ValueError(f"devices={devices} does not divide the {config.rows} rows of "
                              f"{config.name}")
+        if parent is not None:
+            _check_window(config, parent, corner)
         self.devices = devices
         self.config = config
+        self.parent = parent
+        self.corner = corner
         self.program = program
         self.tables, self.info = build(config, program, min_table_rows)
         # programs without 16-bit ops run an engine with the fp32 datapath alone
@@ -199,7 +215,15 @@ class Simulator:
         c_idx = np.arange(rect.col, rect.col_end)[None, :, None]
         # on the host, with numpy: an eager device scatter would compile once per shape
         self.host_sram()[r_idx, c_idx, cols_idx] = words
-        self.host_cycles += host_io_cycles(self.config, rect, n)
+        self.host_cycles += self._host_io_cycles(rect, n)
+
+    def _host_io_cycles(self, rect: Rect, words_per_pe: int) -> int:
+        """A host transfer's cycles, on the parent fabric when this is a window of one."""
+        if self.parent is None:
+            return host_io_cycles(self.config, rect, words_per_pe)
+        r, c = self.corner
+        return host_io_cycles(self.parent, Rect(rect.row + r, rect.col + c, rect.rows,
+                                                rect.cols), words_per_pe)
 
     def memcpy_d2h(self, name: str, rect: Rect | None = None) -> np.ndarray:
         """Read symbol `name` from every PE of `rect`: shape (rect.rows, rect.cols, *shape).
@@ -213,7 +237,7 @@ class Simulator:
         r_idx = np.arange(rect.row, rect.row_end)[:, None, None]
         c_idx = np.arange(rect.col, rect.col_end)[None, :, None]
         words = self.sram_view()[r_idx, c_idx, cols_idx]
-        self.host_cycles += host_io_cycles(self.config, rect, n)
+        self.host_cycles += self._host_io_cycles(rect, n)
         values = from_words(words, sym.dtype, size)
         return values.reshape(rect.rows, rect.cols, *sym.shape).copy()
 
@@ -400,6 +424,16 @@ class Simulator:
     @property
     def state_bytes_per_pe(self) -> float:
         return state_bytes(self.state) / self.config.num_pes
+
+
+def _check_window(config: FabricConfig, parent: FabricConfig, corner: tuple[int, int]):
+    r, c = corner
+    if config != parent.tile(config.rows, config.cols):
+        raise ValueError(f"{config.name} is not a window of {parent.name}: expected "
+                         f"parent.tile({config.rows}, {config.cols})")
+    if r < 0 or c < 0 or r + config.rows > parent.rows or c + config.cols > parent.cols:
+        raise ValueError(f"a {config.rows}x{config.cols} window at corner {corner} leaves the "
+                         f"{parent.rows}x{parent.cols} fabric {parent.name}")
 
 
 def load_checkpoint(path, config: FabricConfig, program: Program,

@@ -14,6 +14,12 @@ moves once), and its move cycles count like any other.
 
 Cycles: kernel cycles of every stage plus the cycles of every movement, summed (one input
 flows through the layers one stage at a time); host I/O cycles apart.
+
+Windows: a stage's program lies on its tile, a move's inside the box of its two tiles, so
+each runs on a window of the fabric that holds it (`fabric.window_for`): the same cycles
+and words, at the engine cost of the window's PEs rather than the wafer's. Host I/O is
+charged as on the whole fabric. `Execution(..., windows=False)` runs every program on the
+whole fabric instead (the reference the windows are tested against).
 """
 
 from __future__ import annotations
@@ -24,7 +30,15 @@ import time
 import numpy as np
 import torch
 
-from fabric import FabricConfig, Program, Simulator, host_io_cycles
+from fabric import (
+    FabricConfig,
+    Program,
+    Simulator,
+    Window,
+    host_io_cycles,
+    whole_fabric,
+    window_for,
+)
 from fabric.kernels import (
     Kernel,
     Redistribution,
@@ -64,6 +78,10 @@ class ResidentTensor:
 
 @dataclasses.dataclass
 class PreparedStage:
+    """A stage ready to run: `kernel` is built on the whole fabric at `rect` (table rows,
+    SRAM per PE); `run_kernel` the same kernel on `window`, where it runs (both None: it
+    runs `kernel` on the whole fabric)."""
+
     stage: Stage
     rect: Rect
     kernel: Kernel
@@ -71,6 +89,8 @@ class PreparedStage:
     out_map: WordMap
     consts: dict[str, np.ndarray]
     sources: dict[str, list[Source]]  # operand name -> its sources (static operands)
+    window: Window | None = None
+    run_kernel: Kernel | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,14 +128,21 @@ def prepare(stages: list[Stage], rects: dict[str, Rect], tensors: dict[str, Tens
         except ValueError as exc:
             raise PlacementError(f"{describe(s.node)}: stage {s.name!r} ({s.kind}) does not "
                                  f"fit its tile {rect}: {exc}") from exc
-        in_maps, out_map = probe_on_tile(s, config, rect)
+        window = window_for(config, rect)
+        if window.whole:  # runs on the fabric: probe on the tile, which costs less
+            run_kernel = kernel
+            in_maps, out_map = probe_on_tile(s, config, rect)
+        else:  # the window's kernel, built once, is probed and run
+            run_kernel = s.build(window.config, window.inner(rect))
+            in_maps, out_map = probe_at(s, run_kernel, rect)
         if out_map.size != s.tensor.numel:
             raise AssertionError(f"{s.name}: kernel output {out_map.shape} vs {s.tensor.shape}")
         out_map = WordMap(s.tensor.shape, out_map.rect, out_map.symbols, out_map.dtypes)
         consts = {op.name: op.const for op in s.operands if op.const is not None}
         sources = {op.name: sources_of(op.index, in_maps[op.name], tensors, out, config)
                    for op in s.operands if op.index is not None}
-        out[s.name] = PreparedStage(s, rect, kernel, in_maps, out_map, consts, sources)
+        out[s.name] = PreparedStage(s, rect, kernel, in_maps, out_map, consts, sources,
+                                    window, run_kernel)
     return list(out.values())
 
 
@@ -126,7 +153,12 @@ def probe_on_tile(stage: Stage, config: FabricConfig, rect: Rect
     memory layout are the ones it has at `rect`, and the maps moved there: the probes' cost
     follows the tile, not the wafer."""
     here = Rect(0, 0, rect.rows, rect.cols)
-    kernel = stage.build(config.tile(rect.rows, rect.cols), here)
+    return probe_at(stage, stage.build(config.tile(rect.rows, rect.cols), here), rect)
+
+
+def probe_at(stage: Stage, kernel: Kernel, rect: Rect) -> tuple[dict[str, WordMap], WordMap]:
+    """(input maps, output map) of `kernel`, `stage`'s kernel built on a tile or a window
+    of the fabric, moved to `rect` of the fabric."""
     in_maps = probe_inputs(kernel, {op.name: op.shape for op in stage.operands})
     return ({k: m.at(rect) for k, m in in_maps.items()}, probe_output(kernel).at(rect))
 
@@ -172,14 +204,24 @@ def sources_of(index: torch.Tensor, dst: WordMap, tensors: dict[str, Tensor],
     return out
 
 
+def _inside(window: Window, m: WordMap) -> WordMap:
+    """`m` (on the fabric) in the window's coordinates."""
+    return m.at(window.inner(m.rect))
+
+
 class Execution:
-    """One call: runs every stage, keeps the words of every materialized tensor."""
+    """One call: runs every stage, keeps the words of every materialized tensor.
+
+    windows: run each stage and each move on its window of the fabric (the prepared
+    stages' `window`, the plans'); False: every program on the whole fabric (the moves
+    planned again there), with the same results, cycles and host cycles."""
 
     def __init__(self, config: FabricConfig, prepared: list[PreparedStage],
                  tensors: dict[str, Tensor], inputs: dict[str, torch.Tensor],
                  max_cycles: int, rows: tuple[int, int] = MIN_TABLE_ROWS,
-                 resident: dict[str, ResidentTensor] | None = None):
+                 resident: dict[str, ResidentTensor] | None = None, windows: bool = True):
         self.config = config
+        self.windows = windows
         self.tensors = tensors
         self.inputs = inputs
         # words of every materialized tensor, resident inputs first (moves read them alike)
@@ -193,10 +235,16 @@ class Execution:
 
     def _run(self, p: PreparedStage, max_cycles: int) -> StageResult:
         t0 = time.perf_counter()
-        sim = Simulator(self.config, p.kernel.program, min_table_rows=self.rows)
+        if self.windows and p.run_kernel is not None:
+            window, kernel = p.window, p.run_kernel
+        else:
+            window, kernel = whole_fabric(self.config), p.kernel
+        # host transfers into the window cost what they cost on the whole fabric
+        sim = Simulator(window.config, kernel.program, min_table_rows=self.rows,
+                        **window.simulator_args())
         zeros = {op.name: np.zeros(op.shape, np.float32) for op in p.stage.operands
                  if op.const is None}
-        p.kernel.load(sim, {**zeros, **p.consts})
+        kernel.load(sim, {**zeros, **p.consts})
         host = load = sim.host_cycles
         move, moved = 0, 0
         transfers = []
@@ -215,18 +263,19 @@ class Execution:
                         src.dst.sram_words(name) for name in words))
                     host += cycles
                 else:
-                    words, cycles, _ = src.plan.run(self.words[src.tensor.name],
-                                                    min_table_rows=self.rows)
+                    plan = self._plan(src.plan)
+                    words, cycles, _ = plan.run(self.words[src.tensor.name],
+                                                min_table_rows=self.rows)
                     move += cycles
-                    moved += src.plan.remote_words + src.plan.local_words
+                    moved += plan.remote_words + plan.local_words
                 transfers.append(Transfer(src.tensor.name, cycles, src.plan is None))
-                write_words(sim, src.dst, words, mapped_only=True)
-        p.kernel.launch(sim)
+                write_words(sim, _inside(window, src.dst), words, mapped_only=True)
+        kernel.launch(sim)
         stats = sim.run(max_cycles=max_cycles, progress=False) if p.stage.kind != "resident" \
             else sim.stats()
-        self.words[p.stage.name] = read_words(sim, p.out_map)
+        self.words[p.stage.name] = read_words(sim, _inside(window, p.out_map))
         self.maps[p.stage.name] = p.out_map
-        r = p.rect
+        r = window.inner(p.rect)
         busy = float(stats.busy[r.row:r.row_end, r.col:r.col_end].sum())
         sram = int(stats.sram_bytes_used[r.row:r.row_end, r.col:r.col_end].max())
         return StageResult(p.stage.name, int(stats.cycles), move, host, moved, busy, sram,
@@ -237,8 +286,16 @@ class Execution:
         gids = op.gather.resolve(self.inputs).reshape(-1).numpy()
         table = next(t for t in self.tensors.values() if t.base == op.gather.table_base)
         dst = _relabel(p.in_maps[op.name], gids, table)
-        plan = plan_redistribution(self.config, self.maps[table.name], dst)
+        plan = plan_redistribution(self.config, self.maps[table.name], dst,
+                                   windowed=self.windows)
         return [Source(table, dst, plan)]
+
+    def _plan(self, plan: Redistribution) -> Redistribution:
+        """The plan as this call runs it: planned again on the whole fabric when the call
+        runs without windows and the plan has one."""
+        if self.windows or plan.window.whole:
+            return plan
+        return plan_redistribution(self.config, plan.src, plan.dst, windowed=False)
 
     def value(self, gids: torch.Tensor) -> torch.Tensor:
         """The tensor whose elements are the global ids `gids` (-1: zero)."""

@@ -19,9 +19,17 @@ MIN_TABLE_ROWS = (512, 512)
 
 def table_rows(config: FabricConfig, programs: Iterable[Program],
                floor: tuple[int, int] = MIN_TABLE_ROWS) -> tuple[int, int]:
-    """The largest (instruction, DSD) table rows of `programs` built for `config`, at
-    least `floor`: built with these rows, they all share one compiled engine."""
-    built = [build(config, program)[0] for program in programs]
+    """The largest (instruction, DSD) table rows of `programs` built for `config` or for a
+    window of it (`fabric.window_for`: a program on a window is built on its own grid; the
+    rows do not depend on the grid), at least `floor`: built with these rows, they all
+    share one compiled engine per grid."""
+    built = []
+    for program in programs:
+        on = program.config
+        if on != config and on != config.tile(on.rows, on.cols):
+            raise ValueError(f"table_rows: a program for {on.name} is not for {config.name} "
+                             "or a window of it")
+        built.append(build(on, program)[0])
     return (max([floor[0], *(t.instr.shape[0] for t in built)]),
             max([floor[1], *(t.dsd.shape[0] for t in built)]))
 

@@ -34,6 +34,13 @@ then "yx" order, lowest free color of the palette) into rounds: a flow that find
 color in round r goes to round r + 1. Each round is its own Program, run after the
 previous one; the local moves run in round 0.
 
+Windows: every route runs inside the bounding box of the two rectangles (L paths between
+their PEs), so the rounds' programs are built and run on a window of the fabric that holds
+the box (`fabric.window.window_for`; `Redistribution.window`), where the engine steps fewer
+PEs for the same cycles and words. The plan's moves and programs are in the window's
+coordinates; its maps, `flows` and `report` in the fabric's. `windowed=False` plans on the
+whole fabric.
+
 No deadlock: every chain issues its ops one at a time in one global order (round, flow,
 run); the lowest unfinished flow has both ends on it, and its receiver's datapath goes to
 it whenever the op holding the datapath stalls (docs/engine.md, datapath).
@@ -89,6 +96,7 @@ from fabric.kernels.redistribute_ops import (
 from fabric.kernels.traffic_routes import XY, YX, Flow, cut_bound, link_loads, route_tree
 from fabric.program import Program, Rect
 from fabric.stats import Stats
+from fabric.window import Window, bounding_box, whole_fabric, window_for
 
 Cell = tuple[int, int]
 
@@ -96,7 +104,7 @@ Cell = tuple[int, int]
 @dataclasses.dataclass
 class Move:
     """One flow of a round: the same `n` words from PE `src` to every PE of `dsts`
-    (absolute; several = a multicast along the L routes' tree) on `color`."""
+    (in the plan's window; several = a multicast along the L routes' tree) on `color`."""
 
     src: Cell
     dsts: tuple
@@ -128,6 +136,8 @@ def _op_wavelets(run: Run, packed: bool) -> int:
 
 @dataclasses.dataclass
 class Round:
+    """One round: its program (on the plan's window), in the window's coordinates."""
+
     program: Program
     tasks: list  # chain tasks to launch
     moves: list  # [Move]
@@ -143,7 +153,9 @@ class Round:
 class Redistribution:
     """A plan moving `src`'s elements into `dst`'s words; see the module docstring.
 
-    rounds: the Programs run one after another (empty when nothing moves).
+    config: the fabric; src, dst: the maps on it.
+    rounds: the Programs run one after another (empty when nothing moves), each on
+        `window.config` with the PEs of `window.rect` (the whole fabric by default).
     model_cycles: the lower bound (sum over rounds); estimate_cycles: with chain overheads.
     """
 
@@ -153,6 +165,11 @@ class Redistribution:
     rounds: list
     local_words: int
     remote_words: int
+    window: Window | None = None  # None: the whole fabric
+
+    def __post_init__(self):
+        if self.window is None:
+            self.window = whole_fabric(self.config)
 
     @property
     def model_cycles(self) -> int:
@@ -171,10 +188,12 @@ class Redistribution:
     def flows(self) -> list[dict]:
         """Every flow: src, dsts (absolute PEs), words (values), wavelets, wire format,
         packed, hops, color, round, ops per end."""
-        return [{"src": m.src, "dsts": list(m.dsts), "words": m.n, "wavelets": m.wavelets,
+        return [{"src": self._outer(m.src), "dsts": [self._outer(d) for d in m.dsts],
+                 "words": m.n, "wavelets": m.wavelets,
                  "wire": m.wire, "packed": m.packed, "hops": m.hops,
                  "color": m.color, "round": m.round, "order": m.order,
-                 "send_ops": len(m.send), "recv_ops": {d: len(v) for d, v in m.recv.items()}}
+                 "send_ops": len(m.send),
+                 "recv_ops": {self._outer(d): len(v) for d, v in m.recv.items()}}
                 for r in self.rounds for m in r.moves]
 
     def report(self) -> dict:
@@ -188,9 +207,19 @@ class Redistribution:
                 "model_cycles": self.model_cycles,
                 "estimate_cycles": self.estimate_cycles,
                 "busiest_link": max((r.busiest_link for r in self.rounds), default=0),
-                "cut_bound": (cut_bound([m.flow(f"f{i}") for i, m in enumerate(moves)],
+                "cut_bound": (cut_bound([self._outer_flow(m, f"f{i}")
+                                         for i, m in enumerate(moves)],
                                         self.config.rows, self.config.cols)["cycles"]
                               if moves else 0)}
+
+    def _outer(self, cell: Cell) -> Cell:
+        """A PE of the window in the fabric's coordinates."""
+        return cell[0] + self.window.rect.row, cell[1] + self.window.rect.col
+
+    def _outer_flow(self, m: Move, name: str) -> Flow:
+        f = m.flow(name)
+        return Flow(name, self._outer(f.src), tuple(self._outer(d) for d in f.dsts), f.n,
+                    f.order)
 
     def run(self, src_words: Mapping[str, np.ndarray], max_cycles: int | None = None,
             min_table_rows: tuple[int, int] = (0, 0),
@@ -210,10 +239,12 @@ class Redistribution:
                          for k, a in self.dst.symbols.items()}, 0, [])
             return zeros, 0, []
         out = zeros
-        src_map, dst_map = _prefixed(SRC, self.src), _prefixed(DST, self.dst)
+        src_map = _prefixed(SRC, _inside(self.window, self.src))
+        dst_map = _prefixed(DST, _inside(self.window, self.dst))
         cycles, stats = 0, []
         for rnd in self.rounds:
-            sim = Simulator(self.config, rnd.program, min_table_rows=min_table_rows)
+            sim = Simulator(self.window.config, rnd.program, min_table_rows=min_table_rows,
+                            **self.window.simulator_args())
             write_words(sim, src_map, {SRC + k: w for k, w in words.items()})
             for task in rnd.tasks:
                 sim.launch(task)
@@ -236,6 +267,11 @@ def _prefixed(prefix: str, m: WordMap) -> WordMap:
                    {prefix + k: f for k, f in m.dtypes.items()})
 
 
+def _inside(window: Window, m: WordMap) -> WordMap:
+    """The map in the window's coordinates."""
+    return m.at(window.inner(m.rect))
+
+
 def _check_words(src: WordMap, src_words: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     out = {}
     for k, a in src.symbols.items():
@@ -254,7 +290,7 @@ def _check_words(src: WordMap, src_words: Mapping[str, np.ndarray]) -> dict[str,
 # ---- planning --------------------------------------------------------------------------------
 def plan_redistribution(config: FabricConfig, src: WordMap, dst: WordMap,
                         colors: Sequence[int] | None = None,
-                        pack: bool = True) -> Redistribution:
+                        pack: bool = True, windowed: bool = True) -> Redistribution:
     """A plan moving every element of `src` to every `dst` slot holding it, converted to
     the dst symbol's format (see the module docstring).
 
@@ -263,6 +299,9 @@ def plan_redistribution(config: FabricConfig, src: WordMap, dst: WordMap,
         src, dst: the maps (same number of elements; dst element e = src element e).
         colors: the palette the flows may use (default: every color of `config`).
         pack: let 16-bit flows carry two values per wavelet where their runs allow it.
+        windowed: plan and run on the window of `config` that holds both rectangles
+            (`fabric.window.window_for`): the same cycles and words as on the whole fabric
+            (False), at the engine cost of the window.
 
     Raises:
         ValueError: sizes differ, a rectangle leaves the fabric, a dst element that no src
@@ -279,20 +318,35 @@ def plan_redistribution(config: FabricConfig, src: WordMap, dst: WordMap,
                else pick_colors(config, len(set(colors)), colors))
     if src.same_placement(dst):
         return Redistribution(config, src, dst, [], 0, 0)
-    local, pairs = _assign(src, dst)
+    src_map, dst_map = src, dst
+    window = (window_for(config, bounding_box(src.rect, dst.rect)) if windowed
+              else whole_fabric(config))
+    local, pairs = _into_window(window, *_assign(src, dst))
+    src, dst = _inside(window, src), _inside(window, dst)  # the rounds' coordinates
     local_runs = {cell: split_best(items, joint=True)
                   for cell, items in local.items()}
     _check_sram(config, src, dst, max((_scratch_words(src, dst, runs)
                                        for runs in local_runs.values()), default=0))
     moves = _color(_moves(pairs, src, dst, pack), palette)
     if not moves and not local:  # dst holds no element
-        return Redistribution(config, src, dst, [], 0, 0)
+        return Redistribution(config, src_map, dst_map, [], 0, 0)
     n_rounds = max((m.round for m in moves), default=0) + 1
-    rounds = [_round(config, src, dst, [m for m in moves if m.round == r],
+    rounds = [_round(window.config, src, dst, [m for m in moves if m.round == r],
                      local_runs if r == 0 else {}) for r in range(n_rounds)]
-    return Redistribution(config, src, dst, rounds,
+    return Redistribution(config, src_map, dst_map, rounds,
                           local_words=sum(len(v) for v in local.values()),
-                          remote_words=sum(m.n * len(m.dsts) for m in moves))
+                          remote_words=sum(m.n * len(m.dsts) for m in moves), window=window)
+
+
+def _into_window(window: Window, local: dict, pairs: dict) -> tuple[dict, dict]:
+    """`_assign`'s cells moved into the window's coordinates (orders kept)."""
+    r0, c0 = window.corner
+
+    def at(cell):
+        return cell[0] - r0, cell[1] - c0
+
+    return ({at(c): v for c, v in local.items()},
+            {(at(s), at(d)): v for (s, d), v in pairs.items()})
 
 
 def _assign(src: WordMap, dst: WordMap):
