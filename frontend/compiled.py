@@ -153,7 +153,8 @@ class CompiledModel:
         self.last = Execution(self.config, self.prepared, self.lowered.tensors, inputs,
                               self.max_cycles, self.table_rows, resident)
         self.last_inputs = inputs
-        self.timeline = timeline(self.mode, [self.last.results], self.output_reads)
+        self.timeline = timeline(self.mode, [self.last.results], self.output_reads,
+                                 self.config.sram_bytes)
         return self.last
 
     def __call__(self, *args, resident: dict[str, ResidentTensor] | None = None):
@@ -177,7 +178,7 @@ class CompiledModel:
             outputs.append(self.outputs())
         if not calls:
             raise FrontendError("stream: no samples given")
-        self.timeline = timeline(self.mode, calls, self.output_reads)
+        self.timeline = timeline(self.mode, calls, self.output_reads, self.config.sram_bytes)
         return outputs
 
     def outputs(self):

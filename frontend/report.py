@@ -119,7 +119,19 @@ def _pipelined_summary(cm) -> str:
             f"latency {tl.latency} cycles ({us:.2f} us at {cfg.clock_hz / 1e6:.0f} MHz), "
             f"{tl.period:.0f} cycles per sample in steady state (bottleneck {tl.bottleneck}, "
             f"rate {tl.bound}); weights loaded once in {cm.load_cycles} host cycles; fma "
-            f"utilization over the steady state {100 * cm.utilization:.2f} %")
+            f"utilization over the steady state {100 * cm.utilization:.2f} %"
+            + _stall(tl))
+
+
+def _stall(tl) -> str:
+    """Why the period exceeds the slowest rate, when a skip connection's buffers hold it."""
+    stall = tl.buffer_stall
+    if tl.samples < 2 or tl.period <= 1.1 * tl.bound or stall is None:
+        return ""
+    consumer, tensor, depth = stall
+    return (f"; above the slowest rate: {tensor}'s output waits for {consumer} to free one of "
+            f"its {depth} buffer(s) of it (a skip connection whose path is longer than its "
+            "buffers cover; more PEs on that tile give them more SRAM)")
 
 
 def plot_placement(cm, path=None):

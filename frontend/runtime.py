@@ -97,11 +97,12 @@ class PreparedStage:
 class Transfer:
     """One source of a stage's runtime operands in one call: `tensor` (a stage's output, a
     resident input, or a user input) came in `cycles`, over the mesh (`host` False) or
-    written by the host."""
+    written by the host, into `words` 32-bit words per PE of the stage's tile (at most)."""
 
     tensor: str
     cycles: int
     host: bool
+    words: int = 0
 
 
 @dataclasses.dataclass
@@ -268,7 +269,8 @@ class Execution:
                                                 min_table_rows=self.rows)
                     move += cycles
                     moved += plan.remote_words + plan.local_words
-                transfers.append(Transfer(src.tensor.name, cycles, src.plan is None))
+                transfers.append(Transfer(src.tensor.name, cycles, src.plan is None,
+                                          max(src.dst.sram_words(k) for k in src.dst.symbols)))
                 write_words(sim, _inside(window, src.dst), words, mapped_only=True)
         kernel.launch(sim)
         stats = sim.run(max_cycles=max_cycles, progress=False) if p.stage.kind != "resident" \

@@ -10,9 +10,13 @@ each with its exact cycles. A mode says how those parts follow one another in ti
 - "pipelined": every stage resident on its tile at once, each part starting as soon as the
   dataflow allows it, and the next sample entering while earlier ones are in flight. Each
   tile holds one sample's operands and one output (the layout its kernel has, single
-  buffered), so for sample b:
+  buffered, its operands as many times as its free SRAM holds), so for sample b:
   * a move of tensor t into stage s starts when t's producer has finished b and s has
-    finished b - 1 (the operand's words are free to overwrite);
+    finished b - d, d the operand's buffers (the words it overwrites are read); a kernel
+    reads sample b's operand from buffer b mod d. An operand gets d - 1 more buffers from
+    the SRAM its tile leaves free (`sram_bytes` less the stage's use), shared evenly by the
+    stage's operands: a skip connection (a residual added many stages later) then holds
+    several samples in flight instead of stalling every stage between its two ends;
   * stage s starts when all its operands for b are in and its output of b - 1 has been
     taken by every consumer (moved out, or read by the host);
   * the host's writes of user inputs go one at a time over the host link, each when its
@@ -29,7 +33,9 @@ Figures: latency (time zero to the first sample's last output word read by the h
 period (cycles per sample in steady state: between the last outputs of consecutive
 samples, averaged over the stream), and per stage its rate: the cycles a sample holds its
 tile when its neighbours keep up (its kernel plus the longer of its incoming and outgoing
-transfers); the slowest rate, or the host link's, bounds the period.
+transfers: its incoming ones only where an operand is single buffered); the slowest
+rate, or the host link's, bounds the period, unless a path between a skip connection's
+ends takes longer than its buffers cover.
 """
 
 from __future__ import annotations
@@ -72,6 +78,18 @@ class Timeline:
     outputs_read: list[Span]  # per sample: the host's reads of the model's outputs
     rates: dict[str, int]  # stage -> cycles per sample it holds its tile
     host_rate: int  # cycles per sample of the host link's busier direction
+    buffers: dict[str, list[int]]  # stage -> buffers of each transfer's operand
+    # (consumer, tensor, its buffers) -> cycles moves of `tensor` waited, ready, for the
+    # consumer to free a buffer (pipelined); the largest names what holds the period above
+    # the bound
+    buffer_waits: dict[tuple[str, str, int], int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def buffer_stall(self) -> tuple[str, str, int] | None:
+        """(consumer, tensor, buffers) of the operand whose moves waited longest for a free
+        buffer; None if none waited."""
+        waits = {k: v for k, v in self.buffer_waits.items() if v > 0}
+        return max(waits, key=waits.get) if waits else None
 
     @property
     def samples(self) -> int:
@@ -111,17 +129,29 @@ class Timeline:
 
 
 def timeline(mode: str, calls: Sequence[Sequence[StageResult]],
-             read_cycles: Mapping[str, int]) -> Timeline:
+             read_cycles: Mapping[str, int], sram_bytes: int = 0) -> Timeline:
     """The timeline of `calls` (one list of stage results per sample, in graph order) in
     `mode`. read_cycles: {stage: host cycles to read its output} for every stage that
-    produces a model output."""
+    produces a model output. sram_bytes: a PE's SRAM (0: every operand single buffered)."""
     check_mode(mode)
     if not calls:
         raise ValueError("a timeline needs at least one sample")
-    place = _sequential if mode == "sequential" else _pipelined
-    spans, reads = place(calls, read_cycles)
-    return Timeline(mode, spans, reads, _rates(calls[-1], read_cycles),
-                    _host_rate(calls[-1], read_cycles))
+    buffers = {r.name: operand_buffers(r, sram_bytes, len(calls)) for r in calls[-1]}
+    if mode == "sequential":
+        (spans, reads), waits = _sequential(calls, read_cycles), {}
+    else:
+        spans, reads, waits = _pipelined(calls, read_cycles, buffers)
+    return Timeline(mode, spans, reads, _rates(calls[-1], read_cycles, buffers),
+                    _host_rate(calls[-1], read_cycles), buffers, waits)
+
+
+def operand_buffers(r: StageResult, sram_bytes: int, most: int) -> list[int]:
+    """Buffers of each of the stage's transfers' operands: one, and as many more as its
+    share of the SRAM the stage leaves free holds (shares even over its operands), at most
+    `most` (the samples of the stream)."""
+    free = max(0, sram_bytes - r.sram_bytes) // max(1, len(r.transfers))
+    return [max(1, min(most, 1 + free // (4 * t.words))) if t.words else 1
+            for t in r.transfers]
 
 
 def _sequential(calls, read_cycles):
@@ -147,31 +177,35 @@ def _sequential(calls, read_cycles):
     return out, reads
 
 
-def _pipelined(calls, read_cycles):
-    """Every part as soon as its inputs are ready and its buffers free (module docstring)."""
-    out, reads = [], []
+def _pipelined(calls, read_cycles, buffers):
+    """Every part as soon as its inputs are ready and its buffers free (module docstring).
+    Also the cycles each move waited, its tensor ready, for its consumer's buffer."""
+    out, reads, waits = [], [], {}
     write_free = read_free = 0  # the host link's two directions
-    prev: dict[str, StageSpans] = {}
-    for results in calls:
+    for b, results in enumerate(calls):
         spans: dict[str, StageSpans] = {}
         for r in results:
-            before = prev.get(r.name)
-            operands_free = before.run.end if before else 0
+            before = out[b - 1].get(r.name) if b else None
             output_free = before.taken if before else 0
             transfers = []
-            for t in r.transfers:
+            for t, depth in zip(r.transfers, buffers[r.name]):
+                # the buffer it fills held sample b - depth, read by that sample's run
+                operands_free = out[b - depth][r.name].run.end if b >= depth else 0
                 if t.host:
                     start = max(write_free, operands_free)
                     write_free = start + t.cycles
                 elif t.tensor in spans:  # a stage's output of this sample
                     start = max(spans[t.tensor].run.end, operands_free)
+                    key = (r.name, t.tensor, depth)  # the producer waits on this consumer
+                    waits[key] = waits.get(key, 0) + start - spans[t.tensor].run.end
                 else:  # a resident input: in PE memory from the start
                     start = operands_free
                 span = Span(start, start + t.cycles)
                 if t.tensor in spans and not t.host:
                     spans[t.tensor].taken = max(spans[t.tensor].taken, span.end)
                 transfers.append(span)
-            start = max([operands_free, output_free, *(s.end for s in transfers)])
+            start = max([before.run.end if before else 0, output_free,
+                         *(s.end for s in transfers)])
             run = Span(start, start + r.kernel_cycles)
             spans[r.name] = StageSpans(transfers, run, run.end)
         first = None
@@ -182,22 +216,27 @@ def _pipelined(calls, read_cycles):
             spans[name].taken = max(spans[name].taken, read_free)
         reads.append(Span(first if first is not None else read_free, read_free))
         out.append(spans)
-        prev = spans
-    return out, reads
+    return out, reads, waits
 
 
-def _rates(results: Sequence[StageResult], read_cycles: Mapping[str, int]) -> dict[str, int]:
+def _rates(results: Sequence[StageResult], read_cycles: Mapping[str, int],
+           buffers: Mapping[str, list[int]]) -> dict[str, int]:
     """Cycles per sample each stage holds its tile when its neighbours keep up: its kernel
-    and the longer of its incoming transfers and its outgoing ones (moves out of it and
-    the host's read of its output run at once, after its kernel; its next sample's
-    operands come in meanwhile)."""
+    and the longer of its outgoing transfers (moves out of it and the host's read of its
+    output run at once, after its kernel) and its incoming single-buffered ones (its next
+    sample's operands come in meanwhile); an operand with more buffers comes in during
+    the kernel, so only its own length bounds the rate."""
     outgoing: dict[str, int] = {r.name: read_cycles.get(r.name, 0) for r in results}
     for r in results:
         for t in r.transfers:
             if not t.host and t.tensor in outgoing:
                 outgoing[t.tensor] = max(outgoing[t.tensor], t.cycles)
-    return {r.name: r.kernel_cycles + max([outgoing[r.name], *(t.cycles for t in r.transfers)])
-            for r in results}
+    rates = {}
+    for r in results:
+        single = [t.cycles for t, d in zip(r.transfers, buffers[r.name]) if d == 1]
+        multi = [t.cycles for t, d in zip(r.transfers, buffers[r.name]) if d > 1]
+        rates[r.name] = max([r.kernel_cycles + max([outgoing[r.name], *single]), *multi])
+    return rates
 
 
 def _host_rate(results: Sequence[StageResult], read_cycles: Mapping[str, int]) -> int:

@@ -163,3 +163,40 @@ def test_attention_heads_overlap_in_one_pipelined_sample():
     heads = list(cm.timeline.spans[0].values())
     assert any(a.run.start < b.run.end and b.run.start < a.run.end
                for i, a in enumerate(heads) for b in heads[i + 1:])  # two stages at once
+
+
+def _skip(words):
+    """a -> b -> c -> d, and a's output also into d (a residual): the skip operand of d
+    takes `words` words per PE; the stages use 1000 B of their PEs' SRAM."""
+    def stage(name, kernel, *transfers):
+        r = _stage(name, kernel, *transfers)
+        r.sram_bytes = 1000
+        r.transfers = [Transfer(t.tensor, t.cycles, t.host, words) for t in r.transfers]
+        return r
+    return [stage("a", 10, ("x", 1, True)), stage("b", 100, ("a", 5, False)),
+            stage("c", 100, ("b", 5, False)), stage("d", 10, ("c", 5, False), ("a", 5, False))]
+
+
+def test_a_skip_connection_single_buffered_stalls_the_pipeline():
+    tl = timeline("pipelined", [_skip(words=10)] * 6, {"d": 1}, sram_bytes=0)
+    assert tl.buffers["d"] == [1, 1]
+    # a cannot take sample b + 1 before d has taken a's sample b: the path a-b-c-d
+    assert tl.period > 1.1 * tl.bound
+
+
+def test_free_sram_buffers_a_skip_connection():
+    # 1000 B used of 2000: 500 B per operand of d, 40 B each -> 1 + 12 buffers (at most
+    # the 6 samples)
+    tl = timeline("pipelined", [_skip(words=10)] * 6, {"d": 1}, sram_bytes=2000)
+    assert tl.buffers["d"] == [6, 6]
+    assert tl.period == pytest.approx(tl.bound) and tl.bottleneck in ("b", "c")
+    # an operand too large for the free SRAM stays single buffered
+    big = timeline("pipelined", [_skip(words=200)] * 6, {"d": 1}, sram_bytes=2000)
+    assert big.buffers["d"] == [1, 1]
+
+
+def test_the_stalling_skip_connection_is_named():
+    tl = timeline("pipelined", [_skip(words=10)] * 6, {"d": 1}, sram_bytes=0)
+    assert tl.buffer_stall == ("d", "a", 1)
+    assert timeline("pipelined", [_skip(words=10)] * 6, {"d": 1},
+                    sram_bytes=2000).buffer_stall is None
