@@ -18,6 +18,7 @@ from frontend.errors import (
     CheckpointError,
     FrontendError,
     PlacementError,
+    StageRunError,
     UnsupportedOpError,
     UserCodeError,
     ValidationError,
@@ -25,5 +26,5 @@ from frontend.errors import (
 from frontend.training import Trainer, backend
 
 __all__ = ["amp", "backend", "CheckpointError", "CompiledModel", "FrontendError",
-           "PlacementError", "Trainer", "UnsupportedOpError", "UserCodeError", "ValidationError",
-           "compile"]
+           "PlacementError", "StageRunError", "Trainer", "UnsupportedOpError", "UserCodeError",
+           "ValidationError", "compile"]

@@ -22,6 +22,12 @@ class PlacementError(FrontendError):
     """The model does not fit the fabric (PEs, SRAM or colors)."""
 
 
+class StageRunError(FrontendError, RuntimeError):
+    """A stage's run on the fabric (or a move into it) did not finish: a deadlock or the
+    cycle limit; the message names the stage and its FX node, the engine's error (with its
+    report) is the cause."""
+
+
 class ValidationError(FrontendError):
     """Outputs of the simulated fabric differ from eager PyTorch beyond tolerance."""
 

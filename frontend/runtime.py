@@ -33,6 +33,7 @@ import torch
 from fabric import (
     FabricConfig,
     Program,
+    RunError,
     Simulator,
     Window,
     host_io_cycles,
@@ -50,7 +51,7 @@ from fabric.kernels import (
     write_words,
 )
 from fabric.program import Rect
-from frontend.errors import PlacementError
+from frontend.errors import PlacementError, StageRunError
 from frontend.sources import describe
 from frontend.stages import Operand, Stage
 from frontend.tables import MIN_TABLE_ROWS
@@ -173,6 +174,19 @@ def call_programs(prepared: list[PreparedStage]) -> list[Program]:
     return programs
 
 
+def _stage_failure(p: PreparedStage, exc: RunError, windows: bool) -> str:
+    """The engine's message on a stage's run (or a move into it), prefixed with the stage,
+    its FX node and the user's source line; PEs of the engine's report are in the
+    coordinates of the grid it ran, which the message places on the fabric."""
+    where = ""
+    if windows and p.window is not None and not p.window.whole:
+        r, c = p.window.corner
+        where = (f" (the run's PEs are numbered in its {p.window.rect.rows} x "
+                 f"{p.window.rect.cols} window, whose PE (0, 0) is PE ({r}, {c}) of the fabric)")
+    return (f"{describe(p.stage.node)}: stage {p.stage.name!r} ({p.stage.kind}) on its tile "
+            f"{p.rect} did not finish{where}: {exc}")
+
+
 def _relabel(dst: WordMap, gids: np.ndarray, tensor: Tensor) -> WordMap | None:
     """`dst` (in the operand's elements) re-labelled in `tensor`'s elements, keeping only the
     words `tensor` supplies; None when it supplies none."""
@@ -232,7 +246,10 @@ class Execution:
         self.rows = rows  # every Simulator of the call: one compiled engine
         self.results: list[StageResult] = []
         for p in prepared:
-            self.results.append(self._run(p, max_cycles))
+            try:
+                self.results.append(self._run(p, max_cycles))
+            except RunError as exc:
+                raise StageRunError(_stage_failure(p, exc, self.windows)) from exc
 
     def _run(self, p: PreparedStage, max_cycles: int) -> StageResult:
         t0 = time.perf_counter()

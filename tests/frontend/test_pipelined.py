@@ -200,3 +200,15 @@ def test_the_stalling_skip_connection_is_named():
     assert tl.buffer_stall == ("d", "a", 1)
     assert timeline("pipelined", [_skip(words=10)] * 6, {"d": 1},
                     sram_bytes=2000).buffer_stall is None
+
+
+def test_a_stage_that_does_not_finish_is_named_with_its_node():
+    """The cycle limit (as a deadlock would) stops a stage's run: the error names the stage,
+    its FX node and the user's line, and keeps the engine's error as its cause."""
+    from fabric import CycleLimitError
+
+    cm = frontend.compile(_mlp(), (torch.randn(4, 16),), CONFIG, max_cycles=200)
+    with pytest.raises(frontend.StageRunError, match=r"FX node 'addmm' .*stage 'addmm' "
+                       r"\(gemm_summa\) on its tile Rect\(.*\) did not finish") as info:
+        cm(torch.randn(4, 16))
+    assert isinstance(info.value.__cause__, CycleLimitError)
