@@ -114,17 +114,17 @@ def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: li
 
 
 def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = LOOKAHEAD,
-                   spare: bool = False) -> list[tuple[int, int]] | None:
+                   spare: bool = True) -> list[tuple[int, int]] | None:
     """Tile shapes (rows, cols) for `stages`, in their order, that lower the largest
     predicted cycles as far as growing the slowest stage allows; None if even the starting
     tiles do not pack onto `config`.
 
     lookahead: block counts tried per direction past one that predicts no fewer cycles.
     spare: once the slowest stage is as fast as it gets, keep moving the others, slowest
-        first, while they get faster and still pack (see the module's docstring). Off by
-        default: the rate does not change, and the larger tiles cost compile time outside
-        the placement (TinyGPT on small(64, 64): 2,392 PEs instead of 220, and the plans
-        of the data moved between tiles take several times as long).
+        first, while they get faster and still pack (see the module's docstring): the
+        rate stays, the latency drops (TinyGPT d=64 on small(32, 32): one sample in 68,182
+        cycles on 853 PEs instead of 146,643 on 216), and the larger tiles have more SRAM
+        for buffers. False: the slowest stage alone grows.
 
     >>> shapes = balance_cycles(compiled.lowered.stages, FabricConfig.small(32, 32))
     """
