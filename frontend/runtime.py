@@ -118,6 +118,7 @@ class StageResult:
     wall_s: float
     load_cycles: int = 0  # host cycles of its kernel's load (constants; part of host_cycles)
     transfers: list[Transfer] = dataclasses.field(default_factory=list)
+    out_words: int = 0  # 32-bit words per PE its output takes (at most)
 
 
 def prepare(stages: list[Stage], rects: dict[str, Rect], tensors: dict[str, Tensor],
@@ -297,8 +298,9 @@ class Execution:
         r = window.inner(p.rect)
         busy = float(stats.busy[r.row:r.row_end, r.col:r.col_end].sum())
         sram = int(stats.sram_bytes_used[r.row:r.row_end, r.col:r.col_end].max())
+        out_words = max(p.out_map.sram_words(k) for k in p.out_map.symbols)
         return StageResult(p.stage.name, int(stats.cycles), move, host, moved, busy, sram,
-                           time.perf_counter() - t0, load, transfers)
+                           time.perf_counter() - t0, load, transfers, out_words)
 
     def _gather_sources(self, p: PreparedStage, op: Operand) -> list[Source]:
         """An embedding's rows: planned for this call's indices."""

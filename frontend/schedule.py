@@ -10,15 +10,18 @@ each with its exact cycles. A mode says how those parts follow one another in ti
 - "pipelined": every stage resident on its tile at once, each part starting as soon as the
   dataflow allows it, and the next sample entering while earlier ones are in flight. Each
   tile holds one sample's operands and one output (the layout its kernel has, single
-  buffered, its operands as many times as its free SRAM holds), so for sample b:
+  buffered, or as many times as its free SRAM holds), so for sample b:
   * a move of tensor t into stage s starts when t's producer has finished b and s has
     finished b - d, d the operand's buffers (the words it overwrites are read); a kernel
-    reads sample b's operand from buffer b mod d. An operand gets d - 1 more buffers from
-    the SRAM its tile leaves free (`sram_bytes` less the stage's use), shared evenly by the
-    stage's operands: a skip connection (a residual added many stages later) then holds
-    several samples in flight instead of stalling every stage between its two ends;
-  * stage s starts when all its operands for b are in and its output of b - 1 has been
-    taken by every consumer (moved out, or read by the host);
+    reads sample b's operand from buffer b mod d. An operand (or the output) gets d - 1
+    more buffers from the SRAM its tile leaves free (`sram_bytes` less the stage's use),
+    shared evenly by the stage's operands and output: a skip connection (a residual added
+    many stages later) then holds several samples in flight instead of stalling every
+    stage between its two ends;
+  * stage s starts when all its operands for b are in and its output of b - e has been
+    taken by every consumer (moved out, or read by the host), e its output's buffers
+    (more than one where the free SRAM holds them, as for operands: the kernel then
+    writes sample b + 1 while sample b's output is still moving out);
   * the host's writes of user inputs go one at a time over the host link, each when its
     stage's operand is free; the host's reads of the outputs likewise, on the other
     direction of the link;
@@ -78,7 +81,7 @@ class Timeline:
     outputs_read: list[Span]  # per sample: the host's reads of the model's outputs
     rates: dict[str, int]  # stage -> cycles per sample it holds its tile
     host_rate: int  # cycles per sample of the host link's busier direction
-    buffers: dict[str, list[int]]  # stage -> buffers of each transfer's operand
+    buffers: dict[str, list[int]]  # stage -> buffers of each transfer's operand, then output
     # (consumer, tensor, its buffers) -> cycles moves of `tensor` waited, ready, for the
     # consumer to free a buffer (pipelined); the largest names what holds the period above
     # the bound
@@ -136,7 +139,7 @@ def timeline(mode: str, calls: Sequence[Sequence[StageResult]],
     check_mode(mode)
     if not calls:
         raise ValueError("a timeline needs at least one sample")
-    buffers = {r.name: operand_buffers(r, sram_bytes, len(calls)) for r in calls[-1]}
+    buffers = {r.name: stage_buffers(r, sram_bytes, len(calls)) for r in calls[-1]}
     if mode == "sequential":
         (spans, reads), waits = _sequential(calls, read_cycles), {}
     else:
@@ -145,13 +148,13 @@ def timeline(mode: str, calls: Sequence[Sequence[StageResult]],
                     _host_rate(calls[-1], read_cycles), buffers, waits)
 
 
-def operand_buffers(r: StageResult, sram_bytes: int, most: int) -> list[int]:
-    """Buffers of each of the stage's transfers' operands: one, and as many more as its
-    share of the SRAM the stage leaves free holds (shares even over its operands), at most
-    `most` (the samples of the stream)."""
-    free = max(0, sram_bytes - r.sram_bytes) // max(1, len(r.transfers))
-    return [max(1, min(most, 1 + free // (4 * t.words))) if t.words else 1
-            for t in r.transfers]
+def stage_buffers(r: StageResult, sram_bytes: int, most: int) -> list[int]:
+    """Buffers of each of the stage's transfers' operands, then of its output: one, and as
+    many more as its share of the SRAM the stage leaves free holds (shares even over its
+    operands and output), at most `most` (the samples of the stream)."""
+    free = max(0, sram_bytes - r.sram_bytes) // (len(r.transfers) + 1)
+    return [max(1, min(most, 1 + free // (4 * words))) if words else 1
+            for words in [*(t.words for t in r.transfers), r.out_words]]
 
 
 def _sequential(calls, read_cycles):
@@ -186,7 +189,9 @@ def _pipelined(calls, read_cycles, buffers):
         spans: dict[str, StageSpans] = {}
         for r in results:
             before = out[b - 1].get(r.name) if b else None
-            output_free = before.taken if before else 0
+            # the output buffer it writes held sample b - e, taken by then
+            e = buffers[r.name][-1]
+            output_free = out[b - e][r.name].taken if b >= e else 0
             transfers = []
             for t, depth in zip(r.transfers, buffers[r.name]):
                 # the buffer it fills held sample b - depth, read by that sample's run
@@ -225,7 +230,8 @@ def _rates(results: Sequence[StageResult], read_cycles: Mapping[str, int],
     and the longer of its outgoing transfers (moves out of it and the host's read of its
     output run at once, after its kernel) and its incoming single-buffered ones (its next
     sample's operands come in meanwhile); an operand with more buffers comes in during
-    the kernel, so only its own length bounds the rate."""
+    the kernel, and so does a multi-buffered output go out, so only their own lengths
+    bound the rate."""
     outgoing: dict[str, int] = {r.name: read_cycles.get(r.name, 0) for r in results}
     for r in results:
         for t in r.transfers:
@@ -233,9 +239,14 @@ def _rates(results: Sequence[StageResult], read_cycles: Mapping[str, int],
                 outgoing[t.tensor] = max(outgoing[t.tensor], t.cycles)
     rates = {}
     for r in results:
-        single = [t.cycles for t, d in zip(r.transfers, buffers[r.name]) if d == 1]
-        multi = [t.cycles for t, d in zip(r.transfers, buffers[r.name]) if d > 1]
-        rates[r.name] = max([r.kernel_cycles + max([outgoing[r.name], *single]), *multi])
+        *ins, out_buffers = buffers[r.name]
+        single = [t.cycles for t, d in zip(r.transfers, ins) if d == 1]
+        multi = [t.cycles for t, d in zip(r.transfers, ins) if d > 1]
+        if out_buffers == 1:
+            rates[r.name] = max([r.kernel_cycles + max([outgoing[r.name], *single]), *multi])
+        else:  # its outputs move out while it computes the next sample
+            rates[r.name] = max([r.kernel_cycles + max([0, *single]), outgoing[r.name],
+                                 *multi])
     return rates
 
 

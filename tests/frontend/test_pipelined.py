@@ -179,20 +179,20 @@ def _skip(words):
 
 def test_a_skip_connection_single_buffered_stalls_the_pipeline():
     tl = timeline("pipelined", [_skip(words=10)] * 6, {"d": 1}, sram_bytes=0)
-    assert tl.buffers["d"] == [1, 1]
+    assert tl.buffers["d"] == [1, 1, 1]  # its two operands, its output
     # a cannot take sample b + 1 before d has taken a's sample b: the path a-b-c-d
     assert tl.period > 1.1 * tl.bound
 
 
 def test_free_sram_buffers_a_skip_connection():
-    # 1000 B used of 2000: 500 B per operand of d, 40 B each -> 1 + 12 buffers (at most
-    # the 6 samples)
+    # 1000 B used of 2000: 333 B per operand and output of d, 40 B each -> 1 + 8 buffers
+    # (at most the 6 samples); its output takes no words here
     tl = timeline("pipelined", [_skip(words=10)] * 6, {"d": 1}, sram_bytes=2000)
-    assert tl.buffers["d"] == [6, 6]
+    assert tl.buffers["d"] == [6, 6, 1]
     assert tl.period == pytest.approx(tl.bound) and tl.bottleneck in ("b", "c")
     # an operand too large for the free SRAM stays single buffered
     big = timeline("pipelined", [_skip(words=200)] * 6, {"d": 1}, sram_bytes=2000)
-    assert big.buffers["d"] == [1, 1]
+    assert big.buffers["d"] == [1, 1, 1]
 
 
 def test_the_stalling_skip_connection_is_named():
@@ -212,3 +212,15 @@ def test_a_stage_that_does_not_finish_is_named_with_its_node():
                        r"\(gemm_summa\) on its tile Rect\(.*\) did not finish") as info:
         cm(torch.randn(4, 16))
     assert isinstance(info.value.__cause__, CycleLimitError)
+
+
+def test_a_buffered_output_moves_out_while_the_next_sample_computes():
+    chain = _chain(k1=100, k2=40, move=60)
+    for r in chain:
+        r.sram_bytes, r.out_words = 1000, 10
+        r.transfers = [Transfer(t.tensor, t.cycles, t.host, 10) for t in r.transfers]
+    single = timeline("pipelined", [chain] * 6, {"b": 7})
+    double = timeline("pipelined", [chain] * 6, {"b": 7}, sram_bytes=2000)
+    assert single.rates["a"] == 100 + 60 and single.period == 160
+    assert double.buffers["a"][-1] > 1 and double.rates["a"] == 100
+    assert double.period == pytest.approx(100)
