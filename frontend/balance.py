@@ -4,7 +4,7 @@ predicted kernel cycles (`kernel_fit`, the kernel's `model_cycles`) over all sta
 
 Greedy: every stage starts on the best tile for its smallest share (`tile_shape` at
 `min_pes`), then the slowest stage moves, one step at a time, to a tile that its model
-predicts faster and that still packs (`_pack`: shelves in graph order, so producer and
+predicts faster and that still packs (`pack`: shelves in graph order, so producer and
 consumer tiles stay neighbours), until the slowest stage cannot get faster. Until then a
 stage that is never the slowest keeps its small tile, and one whose kernel does not get
 faster with more PEs stays where it is. Then, with `spare`, the other stages move the same
@@ -26,8 +26,8 @@ import math
 
 from fabric.config import FabricConfig
 from frontend.errors import PlacementError
-from frontend.placement import _pack, min_pes, model_cycles, summa_colors, tile_shape
 from frontend.stages import Stage
+from frontend.tile_shapes import min_pes, model_cycles, pack, summa_colors, tile_shape
 
 LOOKAHEAD = 2  # counts tried past a step that predicts no fewer cycles, per direction
 
@@ -103,7 +103,7 @@ def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: li
                 break
             if fit >= cycles[i]:
                 continue
-            if _pack(shapes[:i] + [shape] + shapes[i + 1:], config) is None:
+            if pack(shapes[:i] + [shape] + shapes[i + 1:], config) is None:
                 break
             added, saved = shape[0] * shape[1] - r0 * c0, cycles[i] - fit
             score = (1, saved, -added) if added <= 0 else (0, saved / added, -added)
@@ -132,7 +132,7 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
         shapes = [_start(s, config) for s in stages]
     except PlacementError:  # a stage fits no tile of the fabric
         return None
-    if _pack(shapes, config) is None:
+    if pack(shapes, config) is None:
         return None
     cycles = [model_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes)]
     slowest = [(-c, i) for i, c in enumerate(cycles)]  # a max-heap; ties: graph order

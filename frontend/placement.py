@@ -19,8 +19,10 @@ import math
 
 from fabric.config import FabricConfig
 from fabric.program import Rect
+from frontend.balance import balance_cycles
 from frontend.errors import PlacementError
 from frontend.stages import Stage
+from frontend.tile_shapes import kernel_fit, min_pes, model_cycles, pack, summa_colors, tile_shape
 
 SHARE = 0.6  # fraction of the fabric the work-proportional shares add up to at first
 OBJECTIVES = ("work", "cycles")  # place()'s `balance`: see its docstring
@@ -39,13 +41,6 @@ class Placement:
         return sum(r.rows * r.cols for r in self.rects.values())
 
 
-def min_pes(stage: Stage, config: FabricConfig) -> int:
-    """A first share of PEs for sizing (from `words_per_element`, an estimate per kernel);
-    not a bound: see `data_bytes` and `smallest_tile` for what a stage needs at least."""
-    words = stage.words_per_element * stage.tensor.numel
-    return max(1, math.ceil(words / (0.8 * config.sram_words)))
-
-
 def data_bytes(stage: Stage) -> int:
     """Bytes of the stage's operands and output, which its tile holds at once whatever its
     kernel's layout: a lower bound of its SRAM (buffers come on top). A resident stage's
@@ -56,81 +51,6 @@ def data_bytes(stage: Stage) -> int:
     if stage.kind != "resident":
         elements += stage.tensor.numel
     return (4 if stage.dtype == "f32" else 2) * elements
-
-
-def summa_colors(stage: Stage, rows: int, cols: int) -> int:
-    """Colors gemm_summa takes on a rows x cols tile: one per owner column and row (a side
-    of one PE needs none), one more for a 16-bit dtype's B scalars."""
-    return (cols if cols > 1 else 0) + (rows if rows > 1 else 0) + (stage.dtype != "f32")
-
-
-def _candidates(stage: Stage, pes: int, config: FabricConfig):
-    lim = stage.limits
-    if lim.cols_fixed:
-        for rows in range(1, max(1, min(lim.rows, pes)) + 1):
-            yield rows, lim.cols_fixed
-        return
-    for rows in range(1, max(1, min(lim.rows, pes, config.rows)) + 1):
-        widest = max(1, min(lim.cols, pes // rows))
-        # and the fabric's width: a GEMM of one row (a 1x1 convolution at 1x1 pixels) would
-        # otherwise try only widths past the fabric's and 1
-        for cols in {widest, max(1, widest // 2), 1, min(widest, config.cols)}:
-            if stage.kind == "gemm_summa" and \
-                    summa_colors(stage, rows, cols) > len(config.program_colors):
-                continue
-            yield rows, cols
-
-
-def kernel_fit(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> int | str:
-    """The stage's kernel's analytic cycles on a tile of `shape`, or why it cannot run there
-    (its ValueError's message: SRAM, colors). Cached per stage and shape."""
-    cache = stage.__dict__.setdefault("_model_cache", {})
-    if shape not in cache:
-        try:
-            cache[shape] = stage.build(config, Rect(0, 0, *shape)).model_cycles
-        except ValueError as e:
-            cache[shape] = str(e)
-    return cache[shape]
-
-
-def model_cycles(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> int | None:
-    """The stage's kernel's analytic cycles on a tile of `shape`; None if it cannot run
-    there (SRAM, colors)."""
-    fit = kernel_fit(stage, shape, config)
-    return None if isinstance(fit, str) else fit
-
-
-def tile_shape(stage: Stage, pes: int, config: FabricConfig) -> tuple[int, int]:
-    """The tile of at most `pes` PEs (at least one) on which the stage's kernel model
-    predicts the fewest cycles; the smaller tile on ties. More PEs are not always faster:
-    a small GEMM spread thin spends its time in per-step broadcasts."""
-    best = None
-    for shape in _candidates(stage, pes, config):
-        cycles = model_cycles(stage, shape, config)
-        if cycles is None:
-            continue
-        score = (cycles, shape[0] * shape[1])
-        if best is None or score < best[0]:
-            best = (score, shape)
-    if best is None:
-        raise PlacementError(f"stage {stage.name!r} ({stage.kind}) fits no tile of at most "
-                             f"{pes} PEs on {config.name}")
-    return best[1]
-
-
-def _pack(shapes: list[tuple[int, int]], config: FabricConfig) -> list[Rect] | None:
-    rects, row, col, shelf = [], 0, 0, 0
-    for r, c in shapes:
-        if c > config.cols:
-            return None
-        if col + c > config.cols:
-            row, col, shelf = row + shelf, 0, 0
-        if row + r > config.rows:
-            return None
-        rects.append(Rect(row, col, r, c))
-        col += c
-        shelf = max(shelf, r)
-    return rects
 
 
 def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work") -> Placement:
@@ -150,13 +70,12 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
     if not stages:  # a graph of layout-only ops: nothing to place
         return Placement(config, {}, list(edges))
     if balance == "cycles":
-        from frontend.balance import balance_cycles  # it builds on this module's helpers
         shapes = balance_cycles(stages, config)
     else:
         shapes = _work_shapes(stages, config)
     if shapes is None:
         raise _does_not_fit(stages, config)
-    rects = _pack(shapes, config)
+    rects = pack(shapes, config)
     return Placement(config, {s.name: r for s, r in zip(stages, rects)}, list(edges),
                      {s.name: model_cycles(s, shape, config) or 0
                       for s, shape in zip(stages, shapes)})
@@ -181,7 +100,7 @@ def _work_shapes(stages: list[Stage], config: FabricConfig) -> list[tuple[int, i
             scale /= 0.7  # the minimum shares are too small for some kernel's SRAM
             floor = [min(total, 2 * f) for f in floor]
             continue
-        if _pack(shapes, config) is not None:
+        if pack(shapes, config) is not None:
             return shapes
         if all(p <= f for p, f in zip(want, floor)):
             return None
