@@ -92,16 +92,17 @@ def measure_mode(name, model, inputs, config, mode, samples) -> dict:
     t0 = time.perf_counter()
     outputs = cm.stream(stream)
     simulate_s = time.perf_counter() - t0
-    rows = cm.validate(*stream[-1], raise_on_mismatch=False)
+    tl = cm.timeline
+    figures = {"model": name, "mode": mode, "config": cm.config.name, "samples": samples,
+               "latency_cycles": tl.latency, "cycles_per_sample": tl.period,
+               "bottleneck": tl.bottleneck, "bottleneck_rate": tl.bound,
+               "utilization": cm.utilization, "pes_used": cm.placement.pes_used,
+               "fabric_pes": cm.config.num_pes, "tiles": len(cm.prepared),
+               "weights_load_host_cycles": cm.load_cycles}
+    rows = cm.validate(*stream[-1], raise_on_mismatch=False)  # a call: figures of its own
     with torch.no_grad():
         worst = max(float((y - model(*x)).abs().max()) for x, y in zip(stream, outputs))
-    tl = cm.timeline
-    return {"model": name, "mode": mode, "config": cm.config.name, "samples": samples,
-            "latency_cycles": tl.latency, "cycles_per_sample": tl.period,
-            "bottleneck": tl.bottleneck, "bottleneck_rate": tl.bound,
-            "utilization": cm.utilization, "pes_used": cm.placement.pes_used,
-            "fabric_pes": cm.config.num_pes, "tiles": len(cm.prepared),
-            "weights_load_host_cycles": cm.load_cycles,
+    return {**figures,
             "max_abs_error_last_sample": max(r.max_abs for r in rows),
             "output_error_stream": worst,
             "all_nodes_within_tolerance": all(r.ok for r in rows),
