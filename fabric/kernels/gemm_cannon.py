@@ -220,7 +220,8 @@ def cannon_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     ready = main_end(config, numerics, with_c0, c_words, kb(0) * nbs) + GROUP_CLOSE_CYCLES
     for t in range(p):
         ready = step_end(config, ready, mbs, nbs, kb(t),
-                         lambda r, t=t: group(t, r, True), wavelets(t), numerics)
+                         lambda r, t=t: group(t, r, True), wavelets(t), wavelets(t),
+                         numerics)  # each shift reaches one receiver
     return finish_cycles(config, ready, numerics, c_words)
 
 

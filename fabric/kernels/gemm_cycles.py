@@ -33,7 +33,7 @@ A step as the engine runs it (from advance's start to the next advance's start):
     a transfer then advances only while neither its sender's nor its receiver's datapath
     runs an fma (a receiver that finds no wavelet when its fma ends starts the next; a
     sender stalls once the path's buffers are full): about one `backlog` of a one-hop path
-    per fma. If the fmas let the group's wavelets through that way (`interleaves`), the
+    per fma and receiver (a multicast waits for its slowest receiver). If the fmas let the group's wavelets through that way (`interleaves`), the
     datapath's path is the step's; if not, the group ends after the fmas and its later ops
     follow one by one, and the main thread's path (the group after the chains) stands for
     that. The switch between the two is what the model does not count exactly: a panel
@@ -150,25 +150,26 @@ def backlog(config: FabricConfig, hops) -> np.ndarray:
     return (np.asarray(hops) + 2) * (config.queue_depth - 1)
 
 
-def interleaves(config: FabricConfig, mb, nb, kb, wavelets,
-                numerics: Numerics) -> np.ndarray:
+def interleaves(config: FabricConfig, mb, nb, kb, reach, numerics: Numerics) -> np.ndarray:
     """Whether comm group t + 1 runs during the step's fmas: the CE idles between chain
-    tasks (an fma is longer than CHAIN_CYCLES) and the fmas let the group's wavelets
-    through, one backlog of a one-hop path per fma (a transfer advances only while neither
-    end runs an fma: the sender fills the buffers, the receiver drains them)."""
+    tasks (an fma is longer than CHAIN_CYCLES) and the fmas let the group's streams through.
+    A stream advances only while neither its sender nor a receiver runs an fma: the
+    sender fills the path's buffers, stalls and runs its fma, each receiver drains them
+    between its own fmas, so about one `backlog` of a one-hop path passes per fma and
+    receiver. reach: the group's wavelets times the receivers each must reach."""
     fmas = np.asarray(kb) * np.asarray(nb)
     return ((fma_cycles(config, mb, numerics) > CHAIN_CYCLES)
-            & (wavelets <= fmas * backlog(config, 1)))
+            & (reach <= fmas * backlog(config, 1)))
 
 
-def step_end(config: FabricConfig, start: np.ndarray, mb, nb, kb, group, wavelets,
+def step_end(config: FabricConfig, start: np.ndarray, mb, nb, kb, group, wavelets, reach,
              numerics: Numerics) -> np.ndarray:
     """Next advance's start per PE, the step starting at `start` (module docstring): the
     datapath's path, and the main thread's unless the group interleaves with the fmas.
     group(ready) runs the next comm group from `ready` (serially, the clocks of all PEs)
-    and returns its end; `wavelets`: its wavelets per PE."""
+    and returns its end; `wavelets`: its wavelets per PE; `reach`: as `interleaves`'."""
     chains = paced_end(start, nb, kb)
-    overlap = interleaves(config, mb, nb, kb, wavelets, numerics)
+    overlap = interleaves(config, mb, nb, kb, reach, numerics)
     paced = chains if overlap.all() else np.where(overlap, chains, group(chains))
     return np.maximum(paced, datapath_end(config, start, mb, nb, kb, wavelets, numerics))
 

@@ -133,12 +133,14 @@ def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     steps = summa_steps(k, R, Cc)
     n_a = Cc if Cc > 1 else 0  # A colors (ops 2 c and 2 c + 1 receive and send on a[c])
 
-    def wavelets(g: int) -> np.ndarray:
-        """Of group g (the panels of step g) on every PE."""
+    def wavelets(g: int, reach: bool = False) -> np.ndarray:
+        """Of group g (the panels of step g) on every PE; `reach`: times the receivers of
+        each multicast (Cc - 1 for A, R - 1 for B)."""
         if g >= len(steps):
             return np.zeros_like(mbs)
         kb = steps[g][1] - steps[g][0]
-        return a_wavelets(numerics, mbs * kb) * (Cc > 1) + nbs * kb * (R > 1)
+        fan_a, fan_b = (Cc - 1, R - 1) if reach else (Cc > 1, R > 1)
+        return a_wavelets(numerics, mbs * kb) * fan_a + nbs * kb * fan_b
 
     def group(g: int, ready: np.ndarray, after_chains: bool) -> np.ndarray:
         """Comm group g from `ready`: the A multicast along the rows from column oc, then
@@ -165,7 +167,8 @@ def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     t = group(0, main_end(config, numerics, with_c0, c_words, own_b), False)
     for g, (k0, k1, _, _) in enumerate(steps):
         t = step_end(config, t, mbs, nbs, k1 - k0,
-                     lambda ready, g=g: group(g + 1, ready, True), wavelets(g + 1), numerics)
+                     lambda ready, g=g: group(g + 1, ready, True), wavelets(g + 1),
+                     wavelets(g + 1, reach=True), numerics)
     return finish_cycles(config, t, numerics, c_words)
 
 
