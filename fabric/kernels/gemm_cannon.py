@@ -23,27 +23,24 @@ B rings (columns). A PE sends and receives a panel by two ops run one after the 
 logical parity orders them (even: send first; odd: receive first) so that every send meets
 its receive.
 
-Cycle model (critical PE: the largest Mb and Nb; w = fma SIMD width; tau =
-max(ceil(Mb / w), CHAIN_CYCLES), the main thread's cost per fma bounding short blocks;
-zero_c = ceil(Mb Nb / w_mov) + 8, main zeroing C and starting; 8 with C0, which the host
-wrote into the accumulator instead):
+Cycle model (`gemm_cycles`, per PE, as `gemm_summa`'s): every PE's clock through main,
+the empty comm group 0 (the host placed the step-0 panels) and the P steps, each the later
+of the main thread's path (its chains, then comm group t + 1) and the datapath's (its fmas
+and the group's wavelets). Group t + 1 runs two shifts, A along the row, then B down the
+column, each a send to the previous logical position and a receive from the next in the
+parity's order (COMM_DISPATCH_CYCLES + the op's index each): a receive waits for its
+neighbour's wavelets ((hops + 1) hop latencies + 1 after the last), and a send waits for
+its receiver when it is longer than the path's buffers hold (`gemm_cycles.sent`: on an odd
+ring logical 0 and P - 1 both send first).
 
-    T = zero_c + sum_t kb_t * Nb * tau                            (fmas)
-        + P * STEP_CYCLES                                         (task switches per step)
-        + sum_{t < P-1} (Mb + Nb) * (kb_t + kb_{t+1})            (panels sent and received,
-                                                                  one wavelet per cycle on
-                                                                  the same datapath)
-        + 6 (P - 1)                                               (hops of each shift)
-
-For 32 x 32 blocks on 8 x 8 PEs the bound is P Mb Nb kb / (P Mb Nb kb + (P - 1) 2 (Mb + Nb)
-kb) = 90 % of the fma peak (measured 89.8 %, the model within 0.3 %). The model holds
-within a few % for blocks of 12 rows or more; tiny blocks (a few elements) are dominated by
-task switches and comm dispatch, which it counts only in part.
+Accuracy as `gemm_summa`'s: within 0.5 % on the tested small blocks (ceil(Mb / w) <= CHAIN_CYCLES),
+within 3 % for larger ones (2 x 2 to 4 x 4 PEs, fp32 and 16-bit). For 32 x 32 blocks on
+8 x 8 PEs the bound is P Mb Nb kb / (P Mb Nb kb + (P - 1) 2 (Mb + Nb) kb) = 90 % of the fma
+peak (measured 89.8 %).
 
 16-bit dtypes: as in `gemm_summa` (A shifts packed, two values per wavelet; B shifts one
-value per wavelet, from bs; w of fmachs or fmach; `half_cycles` for the copy of the step-0
-B block into bs and the final to_half), with the same accuracy: within 2 % when ceil(Mb / w)
-> CHAIN_CYCLES, a lower bound within 15 % on the tested sizes below that.
+value per wavelet, from bs; w of fmachs or fmach; the copy of the step-0 B block into bs
+and the final to_half).
 
 Example:
     >>> config = FabricConfig.small(4, 4)                                # doctest: +SKIP
@@ -67,14 +64,20 @@ from fabric.kernels.gemm_common import (
     a_wavelets,
     check_numerics,
     comm_ops,
-    compute_cycles,
     gemm_kernel,
-    half_cycles,
     sequential_matmul,
 )
+from fabric.kernels.gemm_cycles import (
+    GROUP_CLOSE_CYCLES,
+    dispatched,
+    finish_cycles,
+    first_op_end,
+    main_end,
+    received,
+    sent,
+    step_end,
+)
 from fabric.program import Program, Rect
-
-SHIFT_HOPS_CYCLES = 6  # per shift: two hops, the RAMP hop and the start of the next op
 
 
 def fold(p: int) -> list[int]:
@@ -147,23 +150,79 @@ def cannon_reference(a: np.ndarray, b: np.ndarray, p: int, fused: bool = False,
     return out
 
 
+def _shift(config: FabricConfig, ready: np.ndarray, axis: int, send: tuple, recv: tuple,
+           hops: np.ndarray, after_chains: bool) -> np.ndarray:
+    """One ring shift of a comm group on every logical PE [i, j] from `ready`: the send to
+    the previous position along `axis` and the receive from the next, in the parity's order
+    (even positions send first). send, recv: (op index, wavelets) arrays; hops: to the next
+    position. Returns when comm can run the group's next op."""
+    even = (np.indices(ready.shape)[axis] % 2) == 0
+
+    def nxt(a):  # the value of the PE a receive is from: the next position
+        return np.roll(a, -1, axis=axis)
+
+    def prev(a):  # the value of the PE a send goes to: the previous position
+        return np.roll(a, 1, axis=axis)
+
+    first = dispatched(ready, np.where(even, send[0], recv[0]))
+    recv_issue = np.where(even, np.iinfo(np.int64).min // 2, first)
+    for _ in range(2):  # an even position's first send may wait for an even receiver
+        first_end = np.where(
+            even, sent(config, first, send[1], prev(recv_issue), prev(hops)),
+            received(config, first, recv[1], nxt(first), hops))  # odd from even: its 1st
+        end = first_op_end(first, first_end) if after_chains else first_end
+        second = dispatched(end, np.where(even, recv[0], send[0]))
+        recv_issue = np.where(even, second, first)
+    send_issue = np.where(even, first, second)
+    return np.where(even, received(config, second, recv[1], nxt(send_issue), hops),
+                    sent(config, second, send[1], prev(recv_issue), prev(hops)))
+
+
 def cannon_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                  numerics: Numerics = FP32, with_c0: bool = False) -> int:
-    """The cycle model of the module docstring, on the P x P `rect`."""
+    """The cycle model of the module docstring, on the P x P `rect`: every PE's clock (by
+    logical position [i, j]) through main, the empty group 0 and the steps
+    (`gemm_cycles`), each shift waiting for its neighbour's send."""
     p = rect.rows
     layout = Blocks.of(rect, m, n)  # C's blocks
-    mb, nb = layout.mb, layout.nb
-    kbs = [s for _, s in split(k, p)]
-    total = compute_cycles(config, mb, nb, kbs, numerics, with_c0)
-    total += half_cycles(config, numerics, kbs[0] * nb, mb * nb)
-    if p > 1:
-        # the critical PE's panels: both neighbours of a step are the same k blocks
-        total += max(sum(a_wavelets(numerics, mb * kbs[(s + t) % p])
-                         + a_wavelets(numerics, mb * kbs[(s + t + 1) % p])
-                         + nb * (kbs[(s + t) % p] + kbs[(s + t + 1) % p])
-                         for t in range(p - 1)) for s in range(p))
-        total += SHIFT_HOPS_CYCLES * (p - 1)
-    return total
+    ks = [s for _, s in split(k, p)]
+    mbs = np.array([s for _, s in layout.rows])[:, None].repeat(p, 1)  # [i, j]
+    nbs = np.array([s for _, s in layout.cols])[None, :].repeat(p, 0)
+    ii, jj = np.indices((p, p))
+
+    def kb(t: int) -> np.ndarray:
+        return np.array(ks)[(ii + jj + t) % p]
+
+    pos = fold(p)
+    hops = [abs(pos[x] - pos[(x + 1) % p]) for x in range(p)]
+
+    def group(t: int, ready: np.ndarray, after_chains: bool) -> np.ndarray:
+        """Comm group t + 1 (the shifts after step t) from `ready`."""
+        if t >= p - 1:
+            return ready + GROUP_CLOSE_CYCLES
+        ring_index = np.array(ring_colors(p))  # the op indices (a search: only if needed)
+        n_ring = ring_index.max() + 1
+        a_send = (2 * ring_index[(jj - 1) % p] + 1, a_wavelets(numerics, mbs * kb(t)))
+        a_recv = (2 * ring_index[jj], a_wavelets(numerics, mbs * kb(t + 1)))
+        b_send = (2 * n_ring + 2 * ring_index[(ii - 1) % p] + 1, kb(t) * nbs)
+        b_recv = (2 * n_ring + 2 * ring_index[ii], kb(t + 1) * nbs)
+        t_a = _shift(config, ready, 1, a_send, a_recv, np.array(hops)[jj], after_chains)
+        t_b = _shift(config, t_a, 0, b_send, b_recv, np.array(hops)[ii], False)
+        return t_b + GROUP_CLOSE_CYCLES
+
+    def wavelets(t: int) -> np.ndarray:
+        if t >= p - 1:
+            return np.zeros_like(mbs)
+        return (a_wavelets(numerics, mbs * kb(t)) + a_wavelets(numerics, mbs * kb(t + 1))
+                + nbs * (kb(t) + kb(t + 1)))
+
+    c_words = layout.mb * layout.nb
+    ready = main_end(config, numerics, with_c0, c_words, kb(0) * nbs) + GROUP_CLOSE_CYCLES
+    for t in range(p):
+        ready = step_end(config, ready, mbs, nbs, kb(t),
+                         lambda r, t=t: group(t, r, True), wavelets(t), wavelets(t),
+                         numerics)  # each shift reaches one receiver
+    return finish_cycles(config, ready, numerics, c_words)
 
 
 def _ring_routes(prog: Program, rect: Rect, colors: Sequence[int], horizontal: bool) -> None:

@@ -1,5 +1,5 @@
 """The tile program shared by the GEMM kernels (`gemm_summa`, `gemm_cannon`), its per-PE
-schedule table, the SRAM check, the fp32 references and the cycle-model pieces.
+schedule table, the SRAM check and the fp32 references; its cycle model is `gemm_cycles`.
 
 Every PE of a GEMM rectangle runs the same tile. It owns one block C_blk (Mb x Nb, column
 major: column j at word j*Mb of symbol `c`) and computes, step after step,
@@ -74,12 +74,6 @@ from fabric.program import Program, Rect, Tile
 COMPUTE_FIELDS = 3  # (A panel address, B panel address, fmas) per step
 COMM_FIELDS = 3  # (mode, length, address) per comm op
 CHAIN_CYCLES = 12  # main-thread cycles per fma: task start + 10 instructions + ret
-# `main` besides its zeroing mov: the task start, its set_regs and the first comm group's
-# start (the mov adds its datapath cycles alone; all of `main` when C0 is given)
-MAIN_START_CYCLES = 8
-# Main-thread cycles between a step's last fma and the next step's first: the chain's exit
-# (start + 7), `advance` (start + 15 + ret), the chain's way to its first fma (start + 4).
-STEP_CYCLES = 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -506,36 +500,6 @@ def sequential_matmul(a: np.ndarray, b: np.ndarray, order: Sequence[int],
     return acc
 
 
-def fma_cycles(config: FabricConfig, mb: int, numerics: Numerics = FP32) -> int:
-    """Cycles per fma of the chains: the datapath's ceil(Mb / w) (w: the width of the fma,
-    fmachs or fmach the tile issues) or the main thread's CHAIN_CYCLES, whichever is
-    longer."""
-    return max(-(-mb // numerics.fma_width(config)), CHAIN_CYCLES)
-
-
-def zero_c_cycles(config: FabricConfig, words: int, numerics: Numerics = FP32,
-                  with_c0: bool = False) -> int:
-    """`main`'s zeroing of the accumulator (a synchronous mov of `words` elements at the mov
-    width of its format, none when the host wrote C0 there), its task start and the start
-    of the first comm group."""
-    if with_c0:
-        return MAIN_START_CYCLES
-    fmt = "f16" if numerics.half and not numerics.wide_acc else "f32"
-    return -(-words // config.simd_width("mov", fmt)) + MAIN_START_CYCLES
-
-
-def compute_cycles(config: FabricConfig, mb: int, nb: int, kbs: Sequence[int],
-                   numerics: Numerics = FP32, with_c0: bool = False) -> int:
-    """The critical PE's cycles besides its panels: zeroing C (unless C0 is given), then
-    per step its kb * Nb fmas and the task switches to the next step."""
-    tau = fma_cycles(config, mb, numerics)
-    return (zero_c_cycles(config, mb * nb, numerics, with_c0)
-            + sum(kb * nb * tau + STEP_CYCLES for kb in kbs))
-
-
-FINISH_CYCLES = 2  # the to_half's issue after `advance` branches, and its set_reg
-
-
 def copy_cycles(n) -> np.ndarray:
     """Cycles of a PE's copy of n 16-bit values into one-per-word form through its own
     router, with the branch that skips it when n = 0: the send and the receive share the
@@ -543,18 +507,6 @@ def copy_cycles(n) -> np.ndarray:
     no earlier than three cycles after the send's issue (4 for n = 1)."""
     n = np.asarray(n, np.int64)
     return np.where(n > 0, np.maximum(2 * n + 1, 4), 1)
-
-
-def half_cycles(config: FabricConfig, numerics: Numerics, own_b: int, c_elems: int) -> int:
-    """The extra cycles of a 16-bit tile on its critical PE: copying its B block of `own_b`
-    values into bs (`copy_cycles`) and, with an fp32 accumulator, rounding C (`c_elems`)
-    once at the ("cvt", "f16") width."""
-    if not numerics.half:
-        return 0
-    total = int(copy_cycles(own_b))
-    if numerics.wide_acc:
-        total += -(-c_elems // config.simd_width("cvt", "f16")) + FINISH_CYCLES
-    return total
 
 
 def a_wavelets(numerics: Numerics, elems: int) -> int:

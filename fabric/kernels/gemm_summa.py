@@ -18,41 +18,49 @@ one of them: the owner sends from RAMP, the others take the color to RAMP and pa
 With C0 (`with_c0`) every PE's accumulator starts from its block of C0, so C = C0 + A @ B,
 each element summed from its C0 word over k = 0 .. K-1 in order.
 
-Cycle model (critical PE: the largest Mb and Nb; w = fma SIMD width; tau =
-max(ceil(Mb / w), CHAIN_CYCLES), the main thread's cost per fma bounding short blocks;
-zero_c = ceil(Mb Nb / w_mov) + 8, main zeroing C and starting; 8 with C0, which the host
-wrote into the accumulator instead):
+Cycle model (`gemm_cycles`, per PE; w = fma SIMD width): the tile's tasks as the engine
+runs them, every PE's clock advanced through main, comm group 0 and the S steps; the kernel
+ends with the latest PE:
 
-    T = zero_c + sum_t [ kb_t * Nb * tau            (fmas, one op on the datapath at a time)
-                       + (Mb + Nb) * kb_t ]         (the A and B panels of the step, sent or
-                                                     received at one wavelet per cycle on the
-                                                     same datapath; overlap with the fmas of
-                                                     the previous step hides their latency but
-                                                     not their datapath cycles)
-        + S * STEP_CYCLES                           (S steps: task switches between steps)
-        + (R - 1) + (Cc - 1) + 2                    (hops of the first panels)
+    main        MAIN_CYCLES + ceil(Mb Nb / w_mov) zeroing C (none with C0, which the host
+                wrote into the accumulator)
+    group g     per op (A, then B), serially: COMM_DISPATCH_CYCLES + the op's index (comm
+                branches once per mode: A colors first, receive before send), then its
+                wavelets (Mb kb_g of A along the row, kb_g Nb of B down the column); a
+                receive ends no earlier than (hops + 1) hop latencies + 1 after its owner's
+                last wavelet, so the PEs farthest from the owners fall behind step by step;
+                GROUP_CLOSE_CYCLES
+    step t      the later of the main thread's path, ADVANCE_CYCLES + kb_t Nb CHAIN_CYCLES
+                + kb_t WRAP_CYCLES + FIN_CYCLES, then group t + 1 (the chains hold the CE,
+                comm's runs come after them), and the datapath's, ADVANCE_CYCLES +
+                FIRST_FMA_CYCLES + kb_t Nb ceil(Mb / w) + the wavelets of group t + 1 +
+                LAST_FIN_CYCLES
+    end         LAST_ADVANCE_CYCLES after the last step's empty group
 
-Efficiency (useful fmas over R Cc PEs at w fmas per cycle): with tau = Mb / w, a step
+Small blocks (ceil(Mb / w) <= CHAIN_CYCLES) run the main thread's path: 12 cycles per fma,
+the panels after the fmas, and per op a dispatch of 7 to 7 + 2 (Cc + R) cycles; the model
+is within 0.5 % there on the tested sizes (tiles 1 x 2 to 4 x 8, m 2 to 64, k and n 4 to 256).
+Larger blocks run the datapath's path: within 1 % for 16 x 16 blocks and up, and up to 6 %
+low where a panel is as long as the step's fmas (Nb <= 2), whose transfer the fmas of both
+ends interleave (`gemm_cycles`).
+
+Efficiency (useful fmas over R Cc PEs at w fmas per cycle): on the datapath's path a step
 costs Mb Nb kb fma cycles out of (Mb Nb + Mb + Nb) kb datapath cycles, so the bound is
 Mb Nb / (Mb Nb + Mb + Nb): 94 % for 32 x 32 blocks (measured 93.8 % on 8 x 8 PEs,
-M = N = K = 256, the model within 0.2 %). The receives cannot hide behind the fmas: a PE's
-datapath advances one op per cycle, and a fabric operand moves one element per cycle. The
-model holds within a few % for blocks of 12 rows or more; tiny blocks (a few elements) are
-dominated by task switches and comm dispatch, which it counts only in part.
+M = N = K = 256). The receives cannot hide behind the fmas: a PE's datapath advances one op
+per cycle, and a fabric operand moves one element per cycle.
 
 16-bit dtypes (the tile and which op rounds where: `gemm_common`): A, B and C in 16 bits,
 C accumulated by fmachs in fp32 and rounded once (acc_dtype "f32") or by fmach in 16 bits
 (acc_dtype = dtype). In the model w is the width of that op (("mul_acc32", "f16") = 2 or
 ("fma", "f16") = 4 on wse2); A panels travel packed (ceil(Mb kb_t / 2) wavelets instead of
 Mb kb_t), B panels one value per wavelet (Nb kb_t); a 16-bit C is zeroed at the 16-bit mov
-width; `half_cycles` adds the copy of the PE's B block into bs (`copy_cycles`, about
-2 kb Nb) and, with an fp32 accumulator, the final to_half (ceil(Mb Nb / w_cvt) + 2). The
-model holds within 2 % when the datapath paces the chain (ceil(Mb / w) > CHAIN_CYCLES: Mb >
-24 with fmachs, Mb > 48 with fmach); below that the main thread paces it, each panel that
-takes the datapath costs a refill of the chain, and the model is a lower bound (measured
-2.7 % under at 16 x 16 blocks on 8 x 8 PEs, within 15 % on the tested sizes). Efficiency
-against the 16-bit fma peak (4 per PE and cycle) is then at most Mb / (4 CHAIN_CYCLES): 33 %
-for 16-row blocks (measured 27.8 % with fmachs at M = N = K = 128 on 8 x 8 PEs).
+width; main adds the copy of the PE's B block into bs (`copy_cycles`, about 2 kb Nb) and,
+with an fp32 accumulator, the last advance the to_half (ceil(Mb Nb / w_cvt) + 1). The same
+mechanisms hold: the model is within 0.5 % on the tested sizes. Efficiency against the
+16-bit fma peak (4 per PE and cycle) is at most Mb / (4 CHAIN_CYCLES) while the main thread
+paces the chain: 33 % for 16-row blocks (measured 27.8 % with fmachs at M = N = K = 128 on
+8 x 8 PEs).
 
 Example:
     >>> config = FabricConfig.small(4, 4)                              # doctest: +SKIP
@@ -77,10 +85,17 @@ from fabric.kernels.gemm_common import (
     a_wavelets,
     check_numerics,
     comm_ops,
-    compute_cycles,
     gemm_kernel,
-    half_cycles,
     sequential_matmul,
+)
+from fabric.kernels.gemm_cycles import (
+    GROUP_CLOSE_CYCLES,
+    dispatched,
+    finish_cycles,
+    first_op_end,
+    main_end,
+    received,
+    step_end,
 )
 from fabric.program import Program, Rect
 
@@ -107,15 +122,54 @@ def summa_reference(a: np.ndarray, b: np.ndarray, fused: bool = False, dtype: st
 
 def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                 numerics: Numerics = FP32, with_c0: bool = False) -> int:
-    """The cycle model of the module docstring."""
+    """The cycle model of the module docstring: every PE's clock through main, comm group
+    0 and the steps (`gemm_cycles`), each group's ops in the tile's order, each receive
+    waiting for its owner's send."""
     R, Cc = rect.rows, rect.cols
     layout = Blocks.of(rect, m, n)  # C's blocks
-    mb, nb = layout.mb, layout.nb
-    kbs = [k1 - k0 for k0, k1, _, _ in summa_steps(k, R, Cc)]
-    total = compute_cycles(config, mb, nb, kbs, numerics, with_c0) + (R - 1) + (Cc - 1) + 2
-    total += half_cycles(config, numerics, split(k, R)[0][1] * nb, mb * nb)
-    return total + sum(a_wavelets(numerics, mb * kb) * (Cc > 1) + nb * kb * (R > 1)
-                       for kb in kbs)
+    mbs = np.array([s for _, s in layout.rows])[:, None].repeat(Cc, 1)  # (R, Cc)
+    nbs = np.array([s for _, s in layout.cols])[None, :].repeat(R, 0)
+    rows, cols = np.indices((R, Cc))
+    steps = summa_steps(k, R, Cc)
+    n_a = Cc if Cc > 1 else 0  # A colors (ops 2 c and 2 c + 1 receive and send on a[c])
+
+    def wavelets(g: int, reach: bool = False) -> np.ndarray:
+        """Of group g (the panels of step g) on every PE; `reach`: times the receivers of
+        each multicast (Cc - 1 for A, R - 1 for B)."""
+        if g >= len(steps):
+            return np.zeros_like(mbs)
+        kb = steps[g][1] - steps[g][0]
+        fan_a, fan_b = (Cc - 1, R - 1) if reach else (Cc > 1, R > 1)
+        return a_wavelets(numerics, mbs * kb) * fan_a + nbs * kb * fan_b
+
+    def group(g: int, ready: np.ndarray, after_chains: bool) -> np.ndarray:
+        """Comm group g from `ready`: the A multicast along the rows from column oc, then
+        the B multicast along the columns from row orow; each PE sends or receives."""
+        ops = []
+        if g < len(steps):
+            k0, k1, oc, orow = steps[g]
+            if Cc > 1:
+                ops.append((cols == oc, 2 * oc, a_wavelets(numerics, mbs * (k1 - k0)),
+                            lambda t, oc=oc: t[:, oc:oc + 1], np.abs(cols - oc)))
+            if R > 1:
+                ops.append((rows == orow, 2 * n_a + 2 * orow, nbs * (k1 - k0),
+                            lambda t, orow=orow: t[orow:orow + 1, :], np.abs(rows - orow)))
+        t = ready
+        for i, (owner, index, count, owners, hops) in enumerate(ops):
+            issue = dispatched(t, index + owner)  # the send is the op after the receive
+            end = np.where(owner, issue + count,
+                           received(config, issue, count, owners(issue), hops))
+            t = first_op_end(issue, end) if after_chains and i == 0 else end
+        return t + GROUP_CLOSE_CYCLES
+
+    c_words = layout.mb * layout.nb
+    own_b = np.array([s for _, s in split(k, R)])[:, None] * nbs  # a 16-bit tile copies it
+    t = group(0, main_end(config, numerics, with_c0, c_words, own_b), False)
+    for g, (k0, k1, _, _) in enumerate(steps):
+        t = step_end(config, t, mbs, nbs, k1 - k0,
+                     lambda ready, g=g: group(g + 1, ready, True), wavelets(g + 1),
+                     wavelets(g + 1, reach=True), numerics)
+    return finish_cycles(config, t, numerics, c_words)
 
 
 def _routes(prog: Program, rect: Rect, color: int, owner: int, horizontal: bool) -> None:
