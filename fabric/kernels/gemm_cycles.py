@@ -28,17 +28,17 @@ A step as the engine runs it (from advance's start to the next advance's start):
         datapath = ADVANCE_CYCLES + FIRST_FMA_CYCLES + kb Nb ceil(Mb / w) + wavelets
                    + LAST_FIN_CYCLES
 
-    A step ends at the later of the two. With longer fmas (ceil(Mb / w) > CHAIN_CYCLES)
-    the CE idles between chain tasks and comm issues the group's ops during the fmas, but
-    a transfer then advances only while neither its sender's nor its receiver's datapath
-    runs an fma (a receiver that finds no wavelet when its fma ends starts the next; a
-    sender stalls once the path's buffers are full): about one `backlog` of a one-hop path
-    per fma and receiver (a multicast waits for its slowest receiver). If the fmas let the group's wavelets through that way (`interleaves`), the
-    datapath's path is the step's; if not, the group ends after the fmas and its later ops
-    follow one by one, and the main thread's path (the group after the chains) stands for
-    that. The switch between the two is what the model does not count exactly: a panel
-    about as long as the step's fmas (Nb <= 2 with ceil(Mb / w) > CHAIN_CYCLES) ends up to
-    6 % after the model.
+    A step ends at the later of the two. With longer fmas (ceil(Mb / w) > CHAIN_CYCLES) the
+    CE idles between chain tasks and comm issues the group's ops during the fmas, but a
+    transfer then advances only while neither its sender's nor its receiver's datapath runs
+    an fma (a receiver that finds no wavelet when its fma ends starts the next; a sender
+    stalls once the path's buffers are full): about one `backlog` of a one-hop path per fma
+    and receiver (a multicast waits for its slowest receiver). If the fmas let the group's
+    wavelets through that way (`interleaves`), the datapath's path is the step's; if not,
+    the group ends after the fmas and its later ops follow one by one, and the main thread's
+    path (the group after the chains) stands for that. The switch between the two is what
+    the model does not count exactly: a panel about as long as the step's fmas (Nb <= 2 with
+    ceil(Mb / w) > CHAIN_CYCLES) ends up to 6 % after the model.
 """
 
 from __future__ import annotations
