@@ -139,7 +139,10 @@ def timeline(mode: str, calls: Sequence[Sequence[StageResult]],
     check_mode(mode)
     if not calls:
         raise ValueError("a timeline needs at least one sample")
-    buffers = {r.name: stage_buffers(r, sram_bytes, len(calls)) for r in calls[-1]}
+    # more buffers than samples change nothing; but one call's rates (its period's bound)
+    # are those of the buffers a stream would have
+    most = max(2, len(calls))
+    buffers = {r.name: stage_buffers(r, sram_bytes, most) for r in calls[-1]}
     if mode == "sequential":
         (spans, reads), waits = _sequential(calls, read_cycles), {}
     else:

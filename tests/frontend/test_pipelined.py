@@ -224,3 +224,11 @@ def test_a_buffered_output_moves_out_while_the_next_sample_computes():
     assert single.rates["a"] == 100 + 60 and single.period == 160
     assert double.buffers["a"][-1] > 1 and double.rates["a"] == 100
     assert double.period == pytest.approx(100)
+
+
+def test_one_calls_bound_counts_the_buffers_a_stream_would_have():
+    chain = _chain(k1=100, k2=40, move=60)
+    for r in chain:
+        r.sram_bytes, r.out_words = 1000, 10
+    one = timeline("pipelined", [chain], {"b": 7}, sram_bytes=2000)
+    assert one.buffers["a"][-1] == 2 and one.period == one.bound == 100
