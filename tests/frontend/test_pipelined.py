@@ -230,5 +230,7 @@ def test_one_calls_bound_counts_the_buffers_a_stream_would_have():
     chain = _chain(k1=100, k2=40, move=60)
     for r in chain:
         r.sram_bytes, r.out_words = 1000, 10
+        r.transfers = [Transfer(t.tensor, t.cycles, t.host, 10) for t in r.transfers]
     one = timeline("pipelined", [chain], {"b": 7}, sram_bytes=2000)
-    assert one.buffers["a"][-1] == 2 and one.period == one.bound == 100
+    stream = timeline("pipelined", [chain] * 6, {"b": 7}, sram_bytes=2000)
+    assert one.buffers["a"] == [2, 2] and one.period == one.bound == 100 == stream.period
