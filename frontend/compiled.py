@@ -291,8 +291,8 @@ def _output_reads(cm: CompiledModel) -> dict[str, int]:
     for p in cm.prepared:
         t = p.stage.tensor
         if bool(((gids >= t.base) & (gids < t.base + t.numel)).any()):
-            words = max(p.out_map.sram_words(name) for name in p.out_map.symbols)
-            reads[p.stage.name] = host_io_cycles(cm.config, p.out_map.rect, words)
+            reads[p.stage.name] = host_io_cycles(cm.config, p.out_map.rect,
+                                                 p.out_map.widest_sram_words)
     return reads
 
 

@@ -278,8 +278,7 @@ class Execution:
                     words = src.dst.to_words(values.to(torch.float32).numpy()
                                              if values.dtype.is_floating_point
                                              else values.to(torch.int32).numpy())
-                    cycles = host_io_cycles(self.config, p.rect, max(
-                        src.dst.sram_words(name) for name in words))
+                    cycles = host_io_cycles(self.config, p.rect, src.dst.widest_sram_words)
                     host += cycles
                 else:
                     plan = self._plan(src.plan)
@@ -288,7 +287,7 @@ class Execution:
                     move += cycles
                     moved += plan.remote_words + plan.local_words
                 transfers.append(Transfer(src.tensor.name, cycles, src.plan is None,
-                                          max(src.dst.sram_words(k) for k in src.dst.symbols)))
+                                          src.dst.widest_sram_words))
                 write_words(sim, _inside(window, src.dst), words, mapped_only=True)
         kernel.launch(sim)
         stats = sim.run(max_cycles=max_cycles, progress=False) if p.stage.kind != "resident" \
@@ -298,9 +297,9 @@ class Execution:
         r = window.inner(p.rect)
         busy = float(stats.busy[r.row:r.row_end, r.col:r.col_end].sum())
         sram = int(stats.sram_bytes_used[r.row:r.row_end, r.col:r.col_end].max())
-        out_words = max(p.out_map.sram_words(k) for k in p.out_map.symbols)
         return StageResult(p.stage.name, int(stats.cycles), move, host, moved, busy, sram,
-                           time.perf_counter() - t0, load, transfers, out_words)
+                           time.perf_counter() - t0, load, transfers,
+                           p.out_map.widest_sram_words)
 
     def _gather_sources(self, p: PreparedStage, op: Operand) -> list[Source]:
         """An embedding's rows: planned for this call's indices."""

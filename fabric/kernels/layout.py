@@ -138,6 +138,12 @@ class WordMap:
         """32-bit SRAM words per PE that symbol `name`'s slots occupy."""
         return words_for(self.dtypes[name], self.words(name))
 
+    @property
+    def widest_sram_words(self) -> int:
+        """32-bit SRAM words per PE of its largest symbol: what one host transfer or one
+        buffer of the tensor writes per PE at most."""
+        return max(self.sram_words(name) for name in self.symbols)
+
     def is_half(self, name: str) -> bool:
         return self.dtypes[name] in HALF_DTYPES
 
