@@ -122,9 +122,9 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
     lookahead: block counts tried per direction past one that predicts no fewer cycles.
     spare: once the slowest stage is as fast as it gets, keep moving the others, slowest
         first, while they get faster and still pack (see the module's docstring): the
-        rate stays, the latency drops (TinyGPT d=64 on small(32, 32): one sample in 68,182
-        cycles on 853 PEs instead of 146,643 on 216), and the larger tiles have more SRAM
-        for buffers. False: the slowest stage alone grows.
+        rate stays, the latency drops (TinyGPT d=64 on small(32, 32): about half, 68,182
+        cycles on 853 PEs instead of 146,643 on 216 when measured), and the larger tiles
+        have more SRAM for buffers. False: the slowest stage alone grows.
 
     >>> shapes = balance_cycles(compiled.lowered.stages, FabricConfig.small(32, 32))
     """
