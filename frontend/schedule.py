@@ -203,15 +203,14 @@ def _pipelined(calls, read_cycles, buffers):
                     start = max(write_free, operands_free)
                     write_free = start + t.cycles
                 elif t.tensor in spans:  # a stage's output of this sample
-                    start = max(spans[t.tensor].run.end, operands_free)
+                    producer = spans[t.tensor]
+                    start = max(producer.run.end, operands_free)
                     key = (r.name, t.tensor, depth)  # the producer waits on this consumer
-                    waits[key] = waits.get(key, 0) + start - spans[t.tensor].run.end
+                    waits[key] = waits.get(key, 0) + start - producer.run.end
+                    producer.taken = max(producer.taken, start + t.cycles)
                 else:  # a resident input: in PE memory from the start
                     start = operands_free
-                span = Span(start, start + t.cycles)
-                if t.tensor in spans and not t.host:
-                    spans[t.tensor].taken = max(spans[t.tensor].taken, span.end)
-                transfers.append(span)
+                transfers.append(Span(start, start + t.cycles))
             start = max([before.run.end if before else 0, output_free,
                          *(s.end for s in transfers)])
             run = Span(start, start + r.kernel_cycles)
