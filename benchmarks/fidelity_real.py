@@ -112,6 +112,8 @@ def facts() -> list[dict]:
          f"(one-channel-per-row model: {old_column})"),
         ("data task binding WSE-2 / WSE-3", "color / input queue 0..7",
          f"{w2.task_binding} / {w3.task_binding} 0..{w3.num_input_queues - 1}"),
+        ("async microthreads WSE-2 / WSE-3", "queue ids 0..7 in the examples / 8",
+         f"{w2.num_async_slots} / {w3.num_async_slots}"),
     ]
     return [{"fact": f, "public": p, "project": v} for f, p, v in rows]
 

@@ -93,7 +93,9 @@ class FabricConfig:
             convert on WSE-2; 1.1 GHz for WSE-3 is unverified).
         simd: ((builtin, dtype), elements per cycle) pairs.
         num_registers: 32-bit scalar registers per PE.
-        num_async_slots: microthreads that run async DSD ops beside the main thread.
+        num_async_slots: microthreads that run async DSD ops beside the main thread (8:
+            WSE-3 has 8, one per input queue 0..7; the WSE-2 examples use queue ids 0..7,
+            a microthread per queue id).
         deadlock_window: cycles without any progress while work is pending after which
             `run` stops and reports a deadlock.
         edge_bandwidth: wavelets per cycle one host I/O channel carries.
@@ -136,7 +138,7 @@ class FabricConfig:
     clock_hz: float = 850e6
     simd: tuple = _SIMD_WSE2
     num_registers: int = 16
-    num_async_slots: int = 3
+    num_async_slots: int = 8
     deadlock_window: int = 64
     edge_bandwidth: int = 1
     host_channel_spacing: int = 16
