@@ -48,6 +48,7 @@ class Tables(eqx.Module):
     rx_mask: UInt32[Array, "R C 5"]  # bit k: color k is accepted from this port
     task_entry: Int32[Array, "R C T"]  # first instruction row of each task, -1 if none
     task_defined: UInt32[Array, "R C"]  # bit t: the PE has task t
+    task_data: UInt32[Array, "R C"]  # bit t: task t is a data task (bound to color t)
     init_blocked: UInt32[Array, "R C"]
     init_regs: Int32[Array, "R C G"]
 
@@ -118,6 +119,7 @@ def build(config: FabricConfig, program: Program,
     origins: list[tuple] = []
     task_entry = np.full((R, C, config.num_task_ids), -1, np.int32)
     task_defined = np.zeros((R, C), np.uint32)
+    task_data = np.zeros((R, C), np.uint32)
     init_blocked = np.zeros((R, C), np.uint32)
     init_regs = np.zeros((R, C, config.num_registers), np.int32)
     sram_used = np.zeros((R, C), np.int64)
@@ -139,6 +141,8 @@ def build(config: FabricConfig, program: Program,
         for name, tid in ids.items():
             task_entry[r0:r1, c0:c1, tid] = entries[name]
             task_defined[r0:r1, c0:c1] |= np.uint32(1 << tid)
+            if tile.tasks[name].kind == "data":
+                task_data[r0:r1, c0:c1] |= np.uint32(1 << tid)
             if tile.tasks[name].blocked:
                 init_blocked[r0:r1, c0:c1] |= np.uint32(1 << tid)
         for name, arr in placement.params.items():
@@ -164,6 +168,7 @@ def build(config: FabricConfig, program: Program,
         rx_mask=jnp.asarray(_port_masks(_rx_as_sets(rx_port), K)),
         task_entry=jnp.asarray(task_entry),
         task_defined=jnp.asarray(task_defined),
+        task_data=jnp.asarray(task_data),
         init_blocked=jnp.asarray(init_blocked),
         init_regs=jnp.asarray(init_regs),
     )
@@ -231,11 +236,10 @@ def _port_masks(port_sets, K):
     return masks
 
 
-def _check_colors(config, placement: Placement, rx_port, tx_ports):
-    """Every color a tile uses must be routed on at least one of its PEs, and the right way."""
-    tile, rect = placement.tile, placement.rect
-    sl = (slice(rect.row, rect.row_end), slice(rect.col, rect.col_end))
-    used = {}
+def tile_color_uses(tile) -> dict[int, set[tuple[str, str]]]:
+    """color -> {(direction "in" | "out", what)}: the colors `tile`'s data tasks are bound to
+    and its fabric DSDs read ("in") or write ("out")."""
+    used: dict[int, set[tuple[str, str]]] = {}
     for task in tile.tasks.values():
         if task.kind == "data":
             used.setdefault(task.color, set()).add(("in", f"data task {task.name!r}"))
@@ -249,6 +253,14 @@ def _check_colors(config, placement: Placement, rx_port, tx_ports):
                             raise BuildError(f"tile {tile.name!r}, task {task.name!r}: a "
                                              f"FabOut of color {opnd.color} is used as a source")
                         used.setdefault(opnd.color, set()).add(("out", f"task {task.name!r}"))
+    return used
+
+
+def _check_colors(config, placement: Placement, rx_port, tx_ports):
+    """Every color a tile uses must be routed on at least one of its PEs, and the right way."""
+    tile, rect = placement.tile, placement.rect
+    sl = (slice(rect.row, rect.row_end), slice(rect.col, rect.col_end))
+    used = tile_color_uses(tile)
     for color, uses in sorted(used.items()):
         where = ", ".join(sorted(u for _, u in uses))
         if not 0 <= color < config.num_colors:
@@ -283,8 +295,15 @@ def _allocate(config, placement):
 
 
 def _task_ids(config, tile):
-    ids, next_local = {}, config.num_colors
-    by_color = {}
+    """The engine's task id of each task of `tile`: a data task's is its color; local tasks
+    take the ids above the colors (24..30) in declaration order. A tile with more local
+    tasks than those ids takes, in declaration order, the free ids above its highest data
+    task's color instead (as WSE-2 lets a local task take an id whose color no data task
+    is bound to), so every local id stays above every data id. An id is free when its color
+    is not reserved and the tile neither binds a data task to it nor names it in a fabric
+    DSD."""
+    ids, by_color = {}, {}
+    local = []
     for task in tile.tasks.values():
         if task.kind == "data":
             if not 0 <= task.color < config.num_colors:
@@ -300,23 +319,32 @@ def _task_ids(config, tile):
             by_color[task.color] = task.name
             ids[task.name] = task.color
         else:
-            if next_local >= config.num_task_ids:
-                raise BuildError(f"tile {tile.name!r} has more than {config.num_local_tasks} "
-                                 f"local tasks")
-            ids[task.name] = next_local
-            next_local += 1
+            local.append(task.name)
+    free = list(range(config.num_colors, config.num_task_ids))
+    if len(local) > len(free):
+        taken = set(tile_color_uses(tile)) | set(config.reserved_colors)
+        free = [i for i in range(max(by_color, default=-1) + 1, config.num_task_ids)
+                if i >= config.num_colors or i not in taken]
+        if len(local) > len(free):
+            raise BuildError(
+                f"tile {tile.name!r} has {len(local)} local tasks but {len(free)} free task "
+                f"ids: {config.num_local_tasks} above the colors, and colors above its highest "
+                f"data task's color ({max(by_color, default='none')}) that are neither "
+                f"reserved {config.reserved_colors} nor used by the tile")
+    ids.update(zip(local, free))
     return ids
 
 
 def hardware_task_ids(config, tile) -> dict:
     """The task ids `tile`'s tasks have on the hardware of `config.generation`.
 
-    "color" binding (WSE-2): a data task's id is its color; local tasks follow the colors
-    (the engine's own ids). "queue" binding (WSE-3): data tasks are bound to input queues
-    0..num_input_queues-1, which the build gives them in ascending color order, and local
-    tasks take the ids after the queues (8..30 on WSE-3). The engine schedules with its own
-    ids (data id = color, local ids above the colors): both orders agree, since queues follow
-    colors and every local id is above every data id.
+    "color" binding (WSE-2): the engine's own ids: a data task's id is its color, local
+    tasks take the ids above the colors, or free ids above the tile's data tasks when it
+    has more local tasks than that (`_task_ids`). "queue" binding (WSE-3): data tasks are
+    bound to input queues 0..num_input_queues-1, which the build gives them in ascending
+    color order, and local tasks take the ids after the queues (8..30 on WSE-3). The engine
+    schedules with its own ids (data id = color, local ids above the data ids): both orders
+    agree, since queues follow colors and every local id is above every data id.
 
     Raises BuildError when a tile binds more data tasks than there are input queues.
 
@@ -328,14 +356,17 @@ def hardware_task_ids(config, tile) -> dict:
     data = sorted((t.color, t.name) for t in tile.tasks.values() if t.kind == "data")
     local = [t.name for t in tile.tasks.values() if t.kind != "data"]
     if config.task_binding == "color":
-        return {**{name: color for color, name in data},
-                **{name: config.num_colors + i for i, name in enumerate(local)}}
+        return _task_ids(config, tile)
     if len(data) > config.num_input_queues:
         listed = ", ".join(f"{name!r} (color {color})" for color, name in data)
         raise BuildError(
             f"tile {tile.name!r} binds {len(data)} data tasks, but {config.name} binds a data "
             f"task to an input queue and has {config.num_input_queues} "
             f"(0..{config.num_input_queues - 1}): {listed}")
+    if len(local) > config.num_task_ids - config.num_input_queues:
+        raise BuildError(f"tile {tile.name!r} has {len(local)} local tasks, but {config.name} "
+                         f"has {config.num_task_ids - config.num_input_queues} local task ids "
+                         f"({config.num_input_queues}..{config.num_task_ids - 1})")
     return {**{name: q for q, (_, name) in enumerate(data)},
             **{name: config.num_input_queues + i for i, name in enumerate(local)}}
 

@@ -183,8 +183,8 @@ def step(config, tables, state) -> ControlOut:
     whole phase is skipped: the result is the same, computed for free."""
     running = state.pc >= 0
     execute = running & (state.slot_active[..., SYNC_SLOT] == 0)
-    ready = ((queues.nonempty(state.iq_ctl) | state.activated)
-             & ~state.blocked & tables.task_defined)
+    ready = (((queues.nonempty(state.iq_ctl) & tables.task_data)
+              | (state.activated & ~tables.task_data)) & ~state.blocked & tables.task_defined)
     work = (execute | (~running & (ready != 0))).any()
     return lax.cond(work, lambda t, s: _step(config, t, s),
                     lambda t, s: _unchanged(config, s), tables, state)
@@ -367,7 +367,7 @@ def _errors(config, tables, row, ops: _Operands, a, is_dsd, is_mem, bad_task):
         cls = record[..., O_CLS]
         out_bad = (cls == CLS_FABOUT) & ((tables.rx_mask[..., Port.RAMP] & cbit) == 0)
         in_bad = (cls == CLS_FABIN) & ((tables.tx_mask[..., Port.RAMP] & cbit) == 0)
-        task_bad = (cls == CLS_FABIN) & ((tables.task_defined & cbit) != 0)
+        task_bad = (cls == CLS_FABIN) & ((tables.task_data & cbit) != 0)
         for flag, code, val in ((bad, ERR_ADDRESS, where_), (out_bad, ERR_ROUTE_OUT, color),
                                 (in_bad, ERR_ROUTE_IN, color), (task_bad, ERR_FABIN_TASK, color)):
             new = (is_dsd | is_mem) & flag & (error == ERR_NONE)
@@ -448,13 +448,15 @@ def _next_pc(state, row, op, a, b, execute, stalled):
 def _schedule(config, tables, state, activated, blocked, pc, task) -> _Started:
     """An idle CE starts its ready task with the lowest id (after this cycle's task bits)."""
     K = config.num_colors
-    iq_ready = queues.nonempty(state.iq_ctl)
-    local = jnp.uint32(((1 << config.num_task_ids) - 1) & ~((1 << K) - 1))
-    ready = (iq_ready | (activated & local)) & ~blocked & tables.task_defined
+    # a data task is ready when a wavelet of its color waits, a local task when activated;
+    # a local task may hold the id of a color no data task of its PE is bound to
+    data = tables.task_data
+    ready = ((queues.nonempty(state.iq_ctl) & data) | (activated & ~data)) \
+        & ~blocked & tables.task_defined
     chosen = bits.lowest(ready)
     start = (state.pc < 0) & (chosen >= 0)
     entry = _gather(tables.task_entry, chosen)
-    data_start = start & (chosen < K)
+    data_start = start & ((data & bits.bit(chosen)) != 0)
     color = jnp.clip(chosen, 0, K - 1)
     slot_index = color * RING + queues.head_of(state.iq_ctl, color)
     head_data = pe_minor.read(state.iq_data, slot_index)

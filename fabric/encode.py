@@ -74,11 +74,11 @@ def encode_task(config, tile, task, ids, regs, syms, instr_rows, dsd_rows):
         row = [0] * I_FIELDS
         row[I_OP] = int(item.op)
         if item.op in DSD_OPS:
-            _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows)
+            _encode_dsd_op(config, tile, item, row, at, ids, regs, syms, dsd_rows)
         elif item.op in (Op.LOAD, Op.STORE):
             _encode_memory_op(config, item, row, at, regs, syms, dsd_rows)
         else:
-            _encode_scalar_op(config, item, row, at, ids, regs)
+            _encode_scalar_op(config, tile, item, row, at, ids, regs)
         if item.target is not None:
             if item.target not in labels:
                 raise BuildError(f"{at}: undefined label {item.target!r}; "
@@ -89,11 +89,11 @@ def encode_task(config, tile, task, ids, regs, syms, instr_rows, dsd_rows):
     return origins
 
 
-def _encode_scalar_op(config, item, row, at, ids, regs):
+def _encode_scalar_op(config, tile, item, row, at, ids, regs):
     if item.op in (Op.ACTIVATE, Op.BLOCK, Op.UNBLOCK):
         if item.a not in ids:
             raise BuildError(f"{at}: undefined task {item.a!r}; tasks: {sorted(ids)}")
-        if item.op == Op.ACTIVATE and ids[item.a] < config.num_colors:
+        if item.op == Op.ACTIVATE and tile.tasks[item.a].kind == "data":
             raise BuildError(f"{at}: task {item.a!r} is a data task (it runs when a wavelet "
                              "of its color arrives); only local tasks can be activated")
         row[I_A_KIND], row[I_A] = Operand.IMM, ids[item.a]
@@ -144,7 +144,7 @@ def _scalar_operand(opnd, at, regs, fmt="f32"):
     raise BuildError(f"{at}: expected an immediate, register or WAVELET, got {opnd!r}")
 
 
-def _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows):
+def _encode_dsd_op(config, tile, item, row, at, ids, regs, syms, dsd_rows):
     if not isinstance(item.dst, (ins.Mem, ins.FabOut)):
         raise BuildError(f"{at}: destination must be a memory or fabric-output DSD, "
                          f"got {item.dst!r}")
@@ -193,7 +193,7 @@ def _encode_dsd_op(config, item, row, at, ids, regs, syms, dsd_rows):
         name = item.on_done.task
         if name not in ids:
             raise BuildError(f"{at}: on_done names undefined task {name!r}; tasks: {sorted(ids)}")
-        if isinstance(item.on_done, ins.Activate) and ids[name] < config.num_colors:
+        if isinstance(item.on_done, ins.Activate) and tile.tasks[name].kind == "data":
             raise BuildError(f"{at}: on_done activates data task {name!r}; only local tasks "
                              "can be activated")
         row[I_DONE_KIND] = int(ins.DONE_KIND[type(item.on_done)])
