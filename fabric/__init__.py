@@ -28,6 +28,7 @@ from fabric.errors import BuildError, CycleLimitError, DeadlockError, FabricErro
 from fabric.host import Simulator, load_checkpoint
 from fabric.host_io import edge_channels, host_io_cycles, host_streams
 from fabric.isa import Port
+from fabric.merge import MergedProgram, MergeError, Part, merge_programs
 from fabric.program import Program, Rect, Tile
 from fabric.state import FabricState, init_state
 from fabric.stats import Stats
@@ -36,9 +37,9 @@ from fabric.window import Window, whole_fabric, window_for
 
 __all__ = [
     "BuildError", "CheckpointError", "CycleLimitError", "DeadlockError", "FabricConfig",
-    "FabricError", "FabricState", "Port", "Program", "ProgramInfo", "Rect", "RunError",
-    "Simulator", "Stats", "Tables", "Tile", "Trace", "build", "edge_channels", "host_io_cycles",
-    "host_streams",
-    "init_state", "instructions", "load_checkpoint", "row_demo", "run", "save_checkpoint",
-    "step", "whole_fabric", "Window", "window_for", "write_atomic",
+    "FabricError", "FabricState", "MergeError", "MergedProgram", "Part", "Port", "Program",
+    "ProgramInfo", "Rect", "RunError", "Simulator", "Stats", "Tables", "Tile", "Trace",
+    "build", "edge_channels", "host_io_cycles", "host_streams", "init_state", "instructions",
+    "load_checkpoint", "merge_programs", "row_demo", "run", "save_checkpoint", "step",
+    "whole_fabric", "Window", "window_for", "write_atomic",
 ]

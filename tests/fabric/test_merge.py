@@ -1,0 +1,136 @@
+"""Programs merged into one (`fabric.merge_programs`): each part runs in the merged program
+as it runs alone, sharing PEs and the fabric's colors by the rules of its docstring."""
+
+import numpy as np
+import pytest
+
+from fabric import (
+    FabricConfig,
+    MergeError,
+    Part,
+    Port,
+    Program,
+    Rect,
+    Simulator,
+    Tile,
+    merge_programs,
+)
+from fabric import instructions as ins
+from fabric.kernels import build_elementwise, build_gemv, run_kernel
+
+CONFIG = FabricConfig.small(2, 4)
+
+
+def _gemv(rect, seed, colors=None):
+    gen = np.random.default_rng(seed)
+    m, n = 2 * rect.rows, 3 * rect.cols
+    inputs = {"A": gen.standard_normal((m, n), np.float32),
+              "x": gen.standard_normal(n, np.float32),
+              "b": gen.standard_normal(m, np.float32)}
+    return build_gemv(CONFIG, rect, m, n, colors=colors), inputs
+
+
+def _run_merged(parts, kernels, inputs):
+    """Load and launch every part's kernel in the merged program, run once, read each."""
+    merged = merge_programs(CONFIG, parts)
+    sim = Simulator(CONFIG, merged.program)
+    for part, kernel, data in zip(parts, kernels, inputs):
+        kernel.load(merged.view(sim, part.name), data)
+    for part, kernel in zip(parts, kernels):
+        kernel.launch(merged.view(sim, part.name))
+    stats = sim.run()
+    outs = [kernel.read(merged.view(sim, part.name)) for part, kernel in zip(parts, kernels)]
+    return outs, stats.cycles
+
+
+def test_parts_on_disjoint_tiles_run_as_they_run_alone():
+    """Two GEMVs on the two halves of the fabric, the second with its colors renamed (its
+    routes, fabric DSDs and data tasks move to colors 8 up): in one run, each gives its own
+    outputs bit for bit in the cycles it takes alone."""
+    (ka, xa), (kb, xb) = _gemv(Rect(0, 0, 2, 2), 0), _gemv(Rect(0, 2, 2, 2), 1)
+    shift = {c: c + 8 for c in {r.color for r in kb.program.routes}}
+    alone = [run_kernel(ka, xa), run_kernel(kb, xb)]
+    parts = [Part("a", ka.program), Part("b", kb.program, colors=shift)]
+    outs, cycles = _run_merged(parts, [ka, kb], [xa, xb])
+    for got, ref in zip(outs, alone):
+        np.testing.assert_array_equal(got, ref.output)
+    assert cycles == max(r.cycles for r in alone)
+    on_b = {r.color for r in merge_programs(CONFIG, parts).program.routes if r.rect.col >= 2}
+    assert on_b == set(shift.values())
+
+
+def test_parts_on_one_tile_share_its_pes():
+    """A GEMV and an elementwise add on the same 2 x 2 tile: each PE runs both kernels'
+    tasks on one CE, so the run takes longer than either alone and at most as long as both
+    one after the other; every output is still bit for bit its own kernel's."""
+    rect = Rect(0, 0, 2, 2)
+    ka, xa = _gemv(rect, 2)
+    kb = build_elementwise(CONFIG, rect, 4, 6, op="add")
+    gen = np.random.default_rng(3)
+    xb = {"x": gen.standard_normal((4, 6), np.float32),
+          "y": gen.standard_normal((4, 6), np.float32)}
+    alone = [run_kernel(ka, xa), run_kernel(kb, xb)]
+    outs, cycles = _run_merged([Part("a", ka.program), Part("b", kb.program)],
+                               [ka, kb], [xa, xb])
+    for got, ref in zip(outs, alone):
+        np.testing.assert_array_equal(got, ref.output)
+    assert max(r.cycles for r in alone) < cycles <= sum(r.cycles for r in alone)
+
+
+def test_one_color_two_parts_on_one_pe_is_refused():
+    rect = Rect(0, 0, 2, 2)
+    (ka, _), (kb, _) = _gemv(rect, 4), _gemv(rect, 5)
+    color = min(r.color for r in kb.program.routes)
+    with pytest.raises(MergeError, match=rf"parts 'a' and 'b' both route color {color} "
+                                         r"through PE \(0, 0\)"):
+        merge_programs(CONFIG, [Part("a", ka.program), Part("b", kb.program)])
+
+
+def test_a_shared_symbol_is_one_memory():
+    """Part "move" streams x from PE (0, 0) into y on PE (0, 1); part "double" computes
+    z = y + y there. y is shared: the move writes the memory the second part reads. The
+    move's corner and color are placed on the merged fabric by the part."""
+    n = 6
+    mover = Program(FabricConfig.small(1, 2))
+    send = Tile("send")
+    x = send.symbol("x", "f32", n)
+    send.local_task("main", [ins.mov(ins.FabOut(0, n), x.dsd())])
+    recv = Tile("recv")
+    y = recv.symbol("y", "f32", n)
+    recv.local_task("main", [ins.mov(y.dsd(), ins.FabIn(0, n))])
+    mover.place(send, Rect(0, 0, 1, 1))
+    mover.place(recv, Rect(0, 1, 1, 1))
+    mover.route(Rect(0, 0, 1, 1), 0, Port.RAMP, Port.EAST)
+    mover.route(Rect(0, 1, 1, 1), 0, Port.WEST, Port.RAMP)
+    doubler = Program(FabricConfig.small(1, 1))
+    double = Tile("double")
+    yy, z = double.symbol("y", "f32", n), double.symbol("z", "f32", n)
+    double.local_task("main", [ins.add(z.dsd(), yy.dsd(), yy.dsd())])
+    doubler.place(double, Rect(0, 0, 1, 1))
+    parts = [Part("move", mover, corner=(1, 1), colors={0: 7}, shared=frozenset({"y"})),
+             Part("double", doubler, corner=(1, 2), shared=frozenset({"y"}))]
+    merged = merge_programs(CONFIG, parts)
+    assert {r.color for r in merged.program.routes} == {7}
+    sim = Simulator(CONFIG, merged.program)
+    data = np.arange(1, n + 1, dtype=np.float32) * 0.5
+    move = merged.view(sim, "move")
+    move.memcpy_h2d("x", data, Rect(0, 0, 1, 1))
+    move.launch("main")
+    sim.run()
+    merged.view(sim, "double").launch("main")
+    sim.run()
+    np.testing.assert_array_equal(merged.view(sim, "double").memcpy_d2h("z")[0, 0], 2 * data)
+    np.testing.assert_array_equal(sim.memcpy_d2h("y", Rect(1, 2, 1, 1))[0, 0], data)
+
+
+def test_a_shared_symbol_declared_differently_is_refused():
+    a, b = Program(FabricConfig.small(1, 1)), Program(FabricConfig.small(1, 1))
+    ta, tb = Tile("ta"), Tile("tb")
+    ta.symbol("y", "f32", 4)
+    tb.symbol("y", "f32", 5)
+    a.place(ta, Rect(0, 0, 1, 1))
+    b.place(tb, Rect(0, 0, 1, 1))
+    shared = frozenset({"y"})
+    with pytest.raises(MergeError, match=r"shared symbol 'y' is f32\[4\] in one part and "
+                                         r"f32\[5\] in part 'b' at PE \(0, 0\)"):
+        merge_programs(CONFIG, [Part("a", a, shared=shared), Part("b", b, shared=shared)])
