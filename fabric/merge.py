@@ -6,9 +6,11 @@ of the merged fabric, with its colors renamed (`Part.colors`, e.g. from
 name, so that parts never see each other's names. Where the tiles of several parts cover
 one PE, that PE runs one tile holding all of their symbols and tasks: their SRAM adds up,
 their tasks share the CE (local tasks in part order, then declaration order), their
-registers share the register file. A symbol a part names in `Part.shared` keeps its name,
-and parts that share it share its memory: a move writes straight into the symbol its
-consumer kernel reads.
+registers share the register file. A symbol a part lists in `Part.shared` takes the name
+given there (its own by default), and parts that name one symbol share its memory: a move
+writes straight into the symbol its consumer kernel reads. Declarations of one shared
+symbol must agree, in dtype and shape or as 32-bit words (a move's raw "u32" words over a
+kernel's "f32" array of as many words: the typed declaration is kept).
 
 Example:
     >>> merged = merge_programs(config, [Part("a", kernel_a.program),              # doctest: +SKIP
@@ -31,6 +33,7 @@ from fabric.isa import Op
 from fabric.program import Program, Rect, Tile
 
 SEPARATOR = "."  # part name + SEPARATOR + a name of the part
+WORD_DTYPES = ("f32", "i32", "u32")  # one element per 32-bit word
 
 
 class MergeError(BuildError):
@@ -47,14 +50,15 @@ class Part:
     corner: (row, col) of the part's PE (0, 0) on the merged fabric.
     colors: the part's color -> its color on the merged fabric (colors not listed keep
         their number).
-    shared: symbol names kept as they are: the memory of every part that names them.
+    shared: symbols of the part that are memory other parts name too: a set of names
+        (kept as they are) or a mapping from the part's name to the merged one.
     """
 
     name: str
     program: Program
     corner: tuple[int, int] = (0, 0)
     colors: Mapping[int, int] = dataclasses.field(default_factory=dict)
-    shared: frozenset = frozenset()
+    shared: Mapping[str, str] | frozenset = frozenset()
 
     def __post_init__(self):
         if not self.name or SEPARATOR in self.name:
@@ -66,7 +70,9 @@ class Part:
 
     def local(self, name: str) -> str:
         """A symbol's name on the merged fabric."""
-        return name if name in self.shared else f"{self.name}{SEPARATOR}{name}"
+        if name in self.shared:
+            return self.shared[name] if isinstance(self.shared, Mapping) else name
+        return f"{self.name}{SEPARATOR}{name}"
 
     def rect(self, rect: Rect) -> Rect:
         return Rect(rect.row + self.corner[0], rect.col + self.corner[1], rect.rows, rect.cols)
@@ -194,11 +200,13 @@ def _region_tile(parts: Sequence[Part], key: tuple, rect: Rect) -> tuple[Tile, d
             name = part.local(sym.name)
             if name in tile.symbols:
                 have = tile.symbols[name]
-                if (have.dtype, have.shape) != (sym.dtype, sym.shape):
+                if not _same_memory(have, sym):
                     raise MergeError(
                         f"shared symbol {name!r} is {have.dtype}{list(have.shape)} in one part "
                         f"and {sym.dtype}{list(sym.shape)} in part {part.name!r} at PE "
                         f"({rect.row}, {rect.col})")
+                if have.dtype == "u32" and sym.dtype != "u32":  # keep the typed declaration
+                    tile.symbols[name] = dataclasses.replace(sym, name=name)
                 continue
             tile.symbol(name, sym.dtype, sym.shape)
         tile.register(*(_prefixed(part, r) for r in src.registers))
@@ -221,6 +229,14 @@ def _region_tile(parts: Sequence[Part], key: tuple, rect: Rect) -> tuple[Tile, d
         for reg, values in placement.params.items():
             params[_prefixed(part, reg)] = np.asarray(values)[rows, cols]
     return tile, params
+
+
+def _same_memory(a, b) -> bool:
+    """Two declarations of one shared symbol agree: the same dtype and shape, or 32-bit
+    dtypes over as many words."""
+    if (a.dtype, a.shape) == (b.dtype, b.shape):
+        return True
+    return a.dtype in WORD_DTYPES and b.dtype in WORD_DTYPES and a.words == b.words
 
 
 def _prefixed(part: Part, name: str) -> str:

@@ -87,16 +87,17 @@ def test_one_color_two_parts_on_one_pe_is_refused():
 
 
 def test_a_shared_symbol_is_one_memory():
-    """Part "move" streams x from PE (0, 0) into y on PE (0, 1); part "double" computes
-    z = y + y there. y is shared: the move writes the memory the second part reads. The
-    move's corner and color are placed on the merged fabric by the part."""
+    """Part "move" streams x from PE (0, 0) into its raw words "dst.y" on PE (0, 1); part
+    "double" computes z = y + y there on its f32 y. The move's "dst.y" is shared as "y":
+    it writes the memory the second part reads. The move's corner and color are placed on
+    the merged fabric by the part."""
     n = 6
     mover = Program(FabricConfig.small(1, 2))
     send = Tile("send")
     x = send.symbol("x", "f32", n)
     send.local_task("main", [ins.mov(ins.FabOut(0, n), x.dsd())])
     recv = Tile("recv")
-    y = recv.symbol("y", "f32", n)
+    y = recv.symbol("dst.y", "u32", n)  # raw words, as a move's programs hold them
     recv.local_task("main", [ins.mov(y.dsd(), ins.FabIn(0, n))])
     mover.place(send, Rect(0, 0, 1, 1))
     mover.place(recv, Rect(0, 1, 1, 1))
@@ -107,10 +108,11 @@ def test_a_shared_symbol_is_one_memory():
     yy, z = double.symbol("y", "f32", n), double.symbol("z", "f32", n)
     double.local_task("main", [ins.add(z.dsd(), yy.dsd(), yy.dsd())])
     doubler.place(double, Rect(0, 0, 1, 1))
-    parts = [Part("move", mover, corner=(1, 1), colors={0: 7}, shared=frozenset({"y"})),
+    parts = [Part("move", mover, corner=(1, 1), colors={0: 7}, shared={"dst.y": "y"}),
              Part("double", doubler, corner=(1, 2), shared=frozenset({"y"}))]
     merged = merge_programs(CONFIG, parts)
     assert {r.color for r in merged.program.routes} == {7}
+    assert merged.program.tile_at(1, 2).tile.symbols["y"].dtype == "f32"  # the typed one
     sim = Simulator(CONFIG, merged.program)
     data = np.arange(1, n + 1, dtype=np.float32) * 0.5
     move = merged.view(sim, "move")
