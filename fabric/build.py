@@ -231,11 +231,20 @@ def _port_masks(port_sets, K):
     return masks
 
 
-def _check_colors(config, placement: Placement, rx_port, tx_ports):
-    """Every color a tile uses must be routed on at least one of its PEs, and the right way."""
-    tile, rect = placement.tile, placement.rect
-    sl = (slice(rect.row, rect.row_end), slice(rect.col, rect.col_end))
-    used = {}
+def tile_colors(tile) -> dict[int, set[tuple[str, str]]]:
+    """The colors `tile` uses and how: {color: {(direction, user)}}, direction "in" (a data
+    task bound to it, or code reading it through a `FabIn`) or "out" (code writing it
+    through a `FabOut`), user naming the task (e.g. "data task 'recv'"). The colors a PE
+    running the tile needs in its router and CE, whatever its routes say.
+
+    Raises BuildError when a task reads a `FabOut`.
+
+    Example:
+        >>> t = Tile("t"); t.data_task("d", 5, [])   # doctest: +SKIP
+        >>> tile_colors(t)                             # doctest: +SKIP
+        {5: {('in', "data task 'd'")}}
+    """
+    used: dict[int, set[tuple[str, str]]] = {}
     for task in tile.tasks.values():
         if task.kind == "data":
             used.setdefault(task.color, set()).add(("in", f"data task {task.name!r}"))
@@ -249,6 +258,14 @@ def _check_colors(config, placement: Placement, rx_port, tx_ports):
                             raise BuildError(f"tile {tile.name!r}, task {task.name!r}: a "
                                              f"FabOut of color {opnd.color} is used as a source")
                         used.setdefault(opnd.color, set()).add(("out", f"task {task.name!r}"))
+    return used
+
+
+def _check_colors(config, placement: Placement, rx_port, tx_ports):
+    """Every color a tile uses must be routed on at least one of its PEs, and the right way."""
+    tile, rect = placement.tile, placement.rect
+    sl = (slice(rect.row, rect.row_end), slice(rect.col, rect.col_end))
+    used = tile_colors(tile)
     for color, uses in sorted(used.items()):
         where = ", ".join(sorted(u for _, u in uses))
         if not 0 <= color < config.num_colors:
