@@ -10,7 +10,12 @@ Execution modes (fp32): each model compiled in "sequential" and "pipelined" mode
 --samples samples streamed through (`CompiledModel.stream`): latency (first input word to
 the first sample's last output word), steady-state cycles per sample, fma utilization over
 it, PEs used, wall seconds of the stream's simulation; plus the issue-size GPT block
-(TinyGPT d=64, 4 heads, 32 tokens) on small(32, 32) unless --quick.
+(TinyGPT d=64, 4 heads, 32 tokens) on small(32, 32) unless --quick. Pipelined rows also
+give the colors their stages' kernels and moves need as one program (`cm.colors`: the
+greedy's count, the lower bound at the busiest PE) against the fabric's 21; they are
+compiled with `colors="report"`, since on these fabrics most need more than 21 (the
+parts are simulated apart, each with its own colors, so the other figures stand either
+way).
 
     python benchmarks/models.py --json benchmarks/results/models.json [--quick] [--png P]
         [--dtypes fp32,float16,bfloat16,cbfloat16] [--samples 8]
@@ -85,7 +90,8 @@ def measure_mode(name, model, inputs, config, mode, samples) -> dict:
     node of the last one validated against eager."""
     model.eval()
     t0 = time.perf_counter()
-    cm = frontend.compile(model, inputs, config=config, mode=mode)
+    # "report": a pipelined model short of colors is measured, its shortfall recorded
+    cm = frontend.compile(model, inputs, config=config, mode=mode, colors="report")
     compile_s = time.perf_counter() - t0
     torch.manual_seed(1)
     stream = [inputs] + [tuple(_like(x) for x in inputs) for _ in range(samples - 1)]
@@ -98,7 +104,7 @@ def measure_mode(name, model, inputs, config, mode, samples) -> dict:
                "bottleneck": tl.bottleneck, "bottleneck_rate": tl.bound,
                "utilization": cm.utilization, "pes_used": cm.placement.pes_used,
                "fabric_pes": cm.config.num_pes, "tiles": len(cm.prepared),
-               "weights_load_host_cycles": cm.load_cycles}
+               "weights_load_host_cycles": cm.load_cycles, **_colors(cm)}
     rows = cm.validate(*stream[-1], raise_on_mismatch=False)  # a call: figures of its own
     with torch.no_grad():
         worst = max(float((y - model(*x)).abs().max()) for x, y in zip(stream, outputs))
@@ -107,6 +113,16 @@ def measure_mode(name, model, inputs, config, mode, samples) -> dict:
             "output_error_stream": worst,
             "all_nodes_within_tolerance": all(r.ok for r in rows),
             "compile_s": compile_s, "simulate_s": simulate_s}
+
+
+def _colors(cm) -> dict:
+    """A pipelined model's colors over the whole graph (`cm.colors`); {} in sequential."""
+    if cm.colors is None:
+        return {}
+    a = cm.colors.assignment
+    return {"colors_needed": a.needed, "colors_lower_bound": a.lower_bound,
+            "colors_busiest_pe": list(a.busiest_pe) if a.busiest_pe else None,
+            "colors_available": a.available, "one_program": a.ok}
 
 
 def _like(x: torch.Tensor) -> torch.Tensor:
@@ -152,10 +168,12 @@ def main(argv=None) -> int:
              for name, m, x, cfg in mode_cases(args.quick)
              for mode in ("sequential", "pipelined")]
     mode_columns = ["model", "mode", "fabric", "latency", "cycles/sample", "util %", "PEs",
-                    "bottleneck", "max abs err", "sim s"]
+                    "bottleneck", "colors (bound)", "max abs err", "sim s"]
     mode_rows = [[r["model"], r["mode"], r["config"], r["latency_cycles"],
                   round(r["cycles_per_sample"]), round(100 * r["utilization"], 3),
-                  r["pes_used"], r["bottleneck"], f"{r['max_abs_error_last_sample']:.2e}",
+                  r["pes_used"], r["bottleneck"],
+                  f"{r['colors_needed']} ({r['colors_lower_bound']}) of {r['colors_available']}"
+                  if "colors_needed" in r else "-", f"{r['max_abs_error_last_sample']:.2e}",
                   round(r["simulate_s"], 1)] for r in modes]
     headline += [f"{r['model']} {r['mode']}: latency {r['latency_cycles']} cycles, "
                  f"{r['cycles_per_sample']:.0f} cycles per sample over {r['samples']} samples, "

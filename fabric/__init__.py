@@ -6,7 +6,9 @@ Public API:
     instructions            DSDs, operands and instructions of tasks
     row_demo                the fabric-level demo (`python -m fabric.demo`): its program
                             and numpy reference
-    build, Tables           Program -> dense tables
+    build, Tables           Program -> dense tables (tile_colors: the colors a tile uses)
+    assign_part_colors      colors for programs that are to share one fabric, different
+                            wherever their routes meet (ColorPart in, ColorAssignment out)
     Simulator               host session: memcpy, launch, run, stats, save, load
     host_io_cycles          what a host transfer of a rectangle's words costs
     host_streams            I/O channels a host transfer streams on (edge_channels: per edge)
@@ -20,8 +22,9 @@ Public API:
 """
 
 from fabric import instructions, row_demo
-from fabric.build import ProgramInfo, Tables, build
+from fabric.build import ProgramInfo, Tables, build, tile_colors
 from fabric.checkpoint import CheckpointError, save_checkpoint, write_atomic
+from fabric.colors import ColorAssignment, ColorNode, ColorPart, assign_part_colors
 from fabric.config import FabricConfig
 from fabric.engine import run, step
 from fabric.errors import BuildError, CycleLimitError, DeadlockError, FabricError, RunError
@@ -36,10 +39,11 @@ from fabric.trace import Trace
 from fabric.window import Window, whole_fabric, window_for
 
 __all__ = [
-    "BuildError", "CheckpointError", "CycleLimitError", "DeadlockError", "FabricConfig",
-    "FabricError", "FabricState", "MergeError", "MergedProgram", "Part", "Port", "Program",
-    "ProgramInfo", "Rect", "RunError", "Simulator", "Stats", "Tables", "Tile", "Trace",
-    "build", "edge_channels", "host_io_cycles", "host_streams", "init_state", "instructions",
+    "assign_part_colors", "BuildError", "CheckpointError", "ColorAssignment", "ColorNode",
+    "ColorPart", "CycleLimitError", "DeadlockError", "FabricConfig", "FabricError",
+    "FabricState", "MergeError", "MergedProgram", "Part", "Port", "Program", "ProgramInfo",
+    "Rect", "RunError", "Simulator", "Stats", "Tables", "Tile", "Trace", "build",
+    "edge_channels", "host_io_cycles", "host_streams", "init_state", "instructions",
     "load_checkpoint", "merge_programs", "row_demo", "run", "save_checkpoint", "step",
-    "whole_fabric", "Window", "window_for", "write_atomic",
+    "tile_colors", "whole_fabric", "Window", "window_for", "write_atomic",
 ]

@@ -236,9 +236,19 @@ def _port_masks(port_sets, K):
     return masks
 
 
-def tile_color_uses(tile) -> dict[int, set[tuple[str, str]]]:
-    """color -> {(direction "in" | "out", what)}: the colors `tile`'s data tasks are bound to
-    and its fabric DSDs read ("in") or write ("out")."""
+def tile_colors(tile) -> dict[int, set[tuple[str, str]]]:
+    """The colors `tile` uses and how: {color: {(direction, user)}}, direction "in" (a data
+    task bound to it, or code reading it through a `FabIn`) or "out" (code writing it
+    through a `FabOut`), user naming the task (e.g. "data task 'recv'"). The colors a PE
+    running the tile needs in its router and CE, whatever its routes say.
+
+    Raises BuildError when a task reads a `FabOut`.
+
+    Example:
+        >>> t = Tile("t"); t.data_task("d", 5, [])   # doctest: +SKIP
+        >>> tile_colors(t)                             # doctest: +SKIP
+        {5: {('in', "data task 'd'")}}
+    """
     used: dict[int, set[tuple[str, str]]] = {}
     for task in tile.tasks.values():
         if task.kind == "data":
@@ -260,7 +270,7 @@ def _check_colors(config, placement: Placement, rx_port, tx_ports):
     """Every color a tile uses must be routed on at least one of its PEs, and the right way."""
     tile, rect = placement.tile, placement.rect
     sl = (slice(rect.row, rect.row_end), slice(rect.col, rect.col_end))
-    used = tile_color_uses(tile)
+    used = tile_colors(tile)
     for color, uses in sorted(used.items()):
         where = ", ".join(sorted(u for _, u in uses))
         if not 0 <= color < config.num_colors:
@@ -322,7 +332,7 @@ def _task_ids(config, tile):
             local.append(task.name)
     free = list(range(config.num_colors, config.num_task_ids))
     if len(local) > len(free):
-        taken = set(tile_color_uses(tile)) | set(config.reserved_colors)
+        taken = set(tile_colors(tile)) | set(config.reserved_colors)
         free = [i for i in range(max(by_color, default=-1) + 1, config.num_task_ids)
                 if i >= config.num_colors or i not in taken]
         if len(local) > len(free):

@@ -218,6 +218,14 @@ class FabricConfig:
         """The colors a program may use: every color but the reserved ones, ascending."""
         return tuple(c for c in range(self.num_colors) if c not in self.reserved_colors)
 
+    def palette_text(self) -> str:
+        """The program colors and the reserved ones, for messages: "21 colors (0..20;
+        21..23 reserved for the host's memcpy)"."""
+        reserved = sorted(self.reserved_colors)
+        return (f"{len(self.program_colors)} colors ({_ranges(self.program_colors)}"
+                + (f"; {_ranges(reserved)} reserved for the host's memcpy)" if reserved
+                   else ")"))
+
     def reserved_color_error(self, color: int) -> str | None:
         """Why `color` is not a program's to use, or None when it is."""
         if color in self.reserved_colors:

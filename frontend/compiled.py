@@ -13,6 +13,7 @@ from fabric.kernels import WordMap, plan_redistribution
 from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half
 from frontend.capture import Captured, capture_module
 from frontend.errors import FrontendError
+from frontend.graph_colors import GraphColors, check_color_policy, graph_colors
 from frontend.lowering import lower
 from frontend.placement import place
 from frontend.runtime import Execution, ResidentTensor, Source, call_programs, prepare
@@ -24,7 +25,8 @@ from frontend.values import Ref
 
 def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (public name)
             config: FabricConfig | None = None, max_cycles: int = 5_000_000,
-            precision: str = "fp32", half=None, mode: str = "sequential") -> CompiledModel:
+            precision: str = "fp32", half=None, mode: str = "sequential",
+            colors: str = "refuse") -> CompiledModel:
     """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
     `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
 
@@ -38,6 +40,12 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
         samples streamed through with `CompiledModel.stream`; tiles sized to balance the
         stages' predicted cycles). The outputs are the same up to the order of sums in
         kernels placed on other tiles.
+    colors: "pipelined" only, where every stage's kernel and every move are on the fabric
+        at once: their routes get colors over the whole graph (`frontend.graph_colors`,
+        `cm.colors`), and a model the fabric's colors cannot hold is refused with a
+        PlacementError ("refuse") or compiled anyway with the shortfall in `cm.colors` and
+        `cm.report()` ("report"); its parts are simulated apart, each with its own colors,
+        in every mode.
 
     The returned model runs on the simulated fabric when called; shapes are those of the
     example inputs (as `torch.export` captures them)."""
@@ -49,7 +57,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
                                 "the fabric holds every tensor in PE memory, so each needs at "
                                 "least one element (a batch size of at least 1)")
     return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
-                         precision, example_inputs, half, mode)
+                         precision, example_inputs, half, mode, colors)
 
 
 class CompiledModel:
@@ -57,12 +65,15 @@ class CompiledModel:
 
     def __init__(self, captured: Captured, config: FabricConfig, max_cycles: int,
                  precision: str = "fp32", example_inputs: Sequence = (),
-                 half: HalfDtype | None = None, mode: str = "sequential"):
+                 half: HalfDtype | None = None, mode: str = "sequential",
+                 colors: str = "refuse"):
         """half: the 16-bit format of a "mixed" model (`frontend.amp.resolve_half`);
-        None in fp32. mode: "sequential" or "pipelined" (`frontend.schedule`)."""
+        None in fp32. mode: "sequential" or "pipelined" (`frontend.schedule`). colors: what
+        a pipelined model short of colors gets, "refuse" or "report" (`compile`)."""
         t0 = time.perf_counter()
         try:
             self.mode = check_mode(mode)
+            self.color_policy = check_color_policy(colors)
         except ValueError as exc:
             raise FrontendError(str(exc)) from None
         self.captured = captured
@@ -89,6 +100,9 @@ class CompiledModel:
                                balance="cycles" if mode == "pipelined" else "work")
         self.prepared = prepare(self.lowered.stages, self.placement.rects,
                                 self.lowered.tensors, config)
+        # pipelined: every part on the fabric at once, so their routes share its colors
+        self.colors: GraphColors | None = (
+            graph_colors(self.prepared, config, colors) if self.mode == "pipelined" else None)
         self.table_rows = table_rows(config, call_programs(self.prepared))
         self.output_reads = _output_reads(self)
         self.compile_s = time.perf_counter() - t0
@@ -109,13 +123,21 @@ class CompiledModel:
         if tuple(home.shape) != want:
             raise FrontendError(f"make_resident: input {name!r} is {want}, its home map "
                                 f"{tuple(home.shape)}")
-        plans = []
+        plans, replaced = [], []  # replaced: (sources, index, the host's Source) to undo
         for p in self.prepared:
             for sources in p.sources.values():
                 for i, src in enumerate(sources):
                     if src.tensor.name == name and src.plan is None:
                         plans.append(plan_redistribution(self.config, home, src.dst))
                         sources[i] = Source(src.tensor, src.dst, plans[-1])
+                        replaced.append((sources, i, src))
+        if self.mode == "pipelined":  # the new moves share the fabric's colors too
+            try:
+                self.colors = graph_colors(self.prepared, self.config, self.color_policy)
+            except FrontendError:
+                for sources, i, src in replaced:
+                    sources[i] = src
+                raise
         self.resident_inputs.add(name)
         # only the new moves' programs can need larger tables
         rows = table_rows(self.config, [r.program for plan in plans for r in plan.rounds])

@@ -14,6 +14,7 @@ from frontend.amp import resolve_half
 from frontend.capture import from_graph_module
 from frontend.compiled import CompiledModel
 from frontend.errors import UnsupportedOpError
+from frontend.graph_colors import check_color_policy
 from frontend.schedule import check_mode
 
 DEFAULT_CONFIG = FabricConfig.small(32, 32)
@@ -25,7 +26,8 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
     options (from `torch.compile(model, backend="fabric", options={...})`): "config" (a
     FabricConfig, default small(32, 32)), "fallback" (run unsupported graphs eagerly with a
     warning, default True), "precision" ("fp32" or "mixed"), "half" (the 16-bit format
-    under "mixed") and "mode" ("sequential" or "pipelined"), as `frontend.compile`'s.
+    under "mixed"), "mode" ("sequential" or "pipelined") and "colors" ("refuse" or
+    "report": a pipelined graph short of colors), as `frontend.compile`'s.
 
     The fabric's programs have static shapes. A graph with symbolic sizes (dynamo makes one
     when a second call has other shapes, e.g. the short last batch of an eval loop) is
@@ -37,21 +39,22 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
     settings["precision"] = precision
     settings["half"] = resolve_half(precision, options.pop("half", None))
     settings["mode"] = check_mode(options.pop("mode", "sequential"))
+    settings["colors"] = check_color_policy(options.pop("colors", "refuse"))
     if options:
         raise ValueError(f"fabric backend: unknown options {sorted(options)} (config, "
-                         "fallback, precision, half, mode)")
+                         "fallback, precision, half, mode, colors)")
     if any(_symbolic(a) for a in example_inputs):
         return PerShape(gm, settings)
     return _compile(gm, example_inputs, **settings)
 
 
 def _compile(module: torch.nn.Module, example_inputs, config, fallback, precision, half,
-             mode):
+             mode, colors):
     """The fabric's callable for `module` on inputs shaped like `example_inputs` (static),
     or `module` itself, run eagerly, when an op has no rule and `fallback` is on."""
     try:
         cm = CompiledModel(from_graph_module(module, example_inputs), config, 5_000_000,
-                           precision, example_inputs, half, mode)
+                           precision, example_inputs, half, mode, colors)
     except UnsupportedOpError as exc:
         if not fallback:
             raise

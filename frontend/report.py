@@ -47,7 +47,8 @@ def _err(v) -> str:
 def report(cm) -> str:
     """One line per node: op, kernels, tile, PEs, SRAM, cycles, data movement, max error
     (against eager fp32; under mixed precision the node's format and its error against
-    eager autocast, or fp32 for cbfloat16, then against fp32)."""
+    eager autocast, or fp32 for cbfloat16, then against fp32); pipelined: one line per
+    stage and the colors over the whole graph (`cm.colors`)."""
     rows = node_rows(cm)
     half = cm.half
     ref = "" if half is None else ("autocast" if half.torch_dtype is not None else "fp32")
@@ -79,6 +80,8 @@ def report(cm) -> str:
                      f"{cm.cycles} cycles ({cm.cycles / cfg.clock_hz * 1e6:.2f} us at "
                      f"{cfg.clock_hz / 1e6:.0f} MHz), host I/O {cm.host_cycles} cycles; "
                      f"fma utilization {100 * cm.utilization:.2f} %")
+    if cm.colors is not None:  # pipelined: the colors of every part over the whole graph
+        lines.append(cm.colors.summary())
     return "\n".join(lines)
 
 
@@ -135,7 +138,13 @@ def _stall(tl) -> str:
 
 
 def plot_placement(cm, path=None):
+    """The stages' tiles and an arrow per edge; in pipelined mode each arrow in the hue of
+    its moves' colors over the whole graph (`cm.colors`), labelled with them."""
     from fabric.viz import placement_map
 
     regions = [(p.stage.name, p.rect) for p in cm.prepared]
-    return placement_map(cm.config, regions, cm.edges, title="placement", path=path)
+    if cm.colors is None:
+        return placement_map(cm.config, regions, cm.edges, title="placement", path=path)
+    colors = [cm.colors.edge_colors(a, b) for a, b in cm.edges]
+    return placement_map(cm.config, regions, cm.edges, title="placement and move colors",
+                         path=path, edge_colors=colors)

@@ -10,7 +10,7 @@ plus antialiasing at most one level away).
 
 import numpy as np
 import pytest
-from matplotlib import colormaps
+from matplotlib import colormaps, colors
 from matplotlib.image import imread
 
 from fabric import FabricConfig, Port, Program, Rect, Simulator, Tile, viz
@@ -142,6 +142,20 @@ def test_placement_map_fills_regions_and_draws_edges(tmp_path):
     arrows = [p for p in ax.patches if type(p).__name__ == "FancyArrowPatch"]
     assert len(arrows) == 1
     assert {t.get_text().split("\n")[0] for t in ax.texts} == {"gemm", "softmax"}
+
+
+def test_placement_map_draws_edges_in_their_colors_hue():
+    regions = [("a", Rect(0, 0, 1, 4)), ("b", Rect(2, 0, 1, 4)), ("c", Rect(3, 0, 1, 4))]
+    fig = viz.placement_map(GRID4, regions, edges=[("a", "b"), ("b", "c")],
+                            edge_colors=[[6, 9], []])
+    ax = axis(fig, "placement")
+    first, second = [p for p in ax.patches if type(p).__name__ == "FancyArrowPatch"]
+    hue = colors.rgb_to_hsv(np.array(first.get_edgecolor()[:3]))[0]
+    assert hue == pytest.approx(6 / GRID4.num_colors)  # the first of its colors
+    assert tuple(second.get_edgecolor()) == colors.to_rgba("black")  # no colors: black
+    assert "6,9" in {t.get_text() for t in ax.texts}
+    with pytest.raises(ValueError, match="edge_colors has 1 entries for 2 edges"):
+        viz.placement_map(GRID4, regions, edges=[("a", "b"), ("b", "c")], edge_colors=[[1]])
 
 
 def test_placement_map_on_a_full_wafer_shows_the_usable_area():

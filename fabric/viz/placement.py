@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from matplotlib.colors import hsv_to_rgb
 from matplotlib.patches import FancyArrowPatch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
@@ -28,19 +29,28 @@ def _checked_regions(config, regions) -> dict[str, Rect]:
     return out
 
 
+def _hue(color: int, num_colors: int):
+    """Fabric color `color` as a matplotlib color: hues spread around the circle."""
+    return hsv_to_rgb((color / max(1, num_colors), 0.85, 0.8))
+
+
 def _centre(rect: Rect) -> tuple[float, float]:
     """(x, y) of a rectangle's centre, in the heatmaps' coordinates (PE (r, c) at x=c, y=r)."""
     return rect.col + rect.cols / 2 - 0.5, rect.row + rect.rows / 2 - 0.5
 
 
 def placement_map(config, regions: Sequence, edges: Sequence = (), title: str = "placement",
-                  path=None):
+                  path=None, edge_colors: Sequence | None = None):
     """The fabric of `config` as its grid outline, each region filled, outlined and labelled,
     and an arrow from region a's centre to region b's for each edge.
 
     config: a `FabricConfig` (rows, cols, usable area).
     regions: (label, Rect) pairs, absolute PE rectangles that lie inside the fabric.
     edges: (label_a, label_b) pairs naming regions (data flowing from a to b).
+    edge_colors: per edge, the fabric colors its routes take (e.g. the moves' colors over
+        a whole graph, `fabric.assign_part_colors`): its arrow is drawn in the hue of the
+        first (hues around the circle over `config.num_colors`) and labelled with them
+        all; an edge with none stays black. None: every arrow black, unlabelled.
     Axes use the heatmaps' coordinates: PE (r, c) is the unit square centred on (c, r),
     row 0 at the top. The axis carries the label "placement".
 
@@ -58,6 +68,8 @@ def placement_map(config, regions: Sequence, edges: Sequence = (), title: str = 
         if missing:
             raise ValueError(f"edges[{i}] names {missing}, which no region has; regions: "
                              f"{sorted(rects)}")
+    if edge_colors is not None and len(edge_colors) != len(edges):
+        raise ValueError(f"edge_colors has {len(edge_colors)} entries for {len(edges)} edges")
     fig = new_figure(*grid_size(config.rows, config.cols))
     ax = fig.subplots()
     ax.set_label("placement")
@@ -77,11 +89,17 @@ def placement_map(config, regions: Sequence, edges: Sequence = (), title: str = 
         ax.text(x, y, f"{label}\n{rect.rows}x{rect.cols}", ha="center", va="center",
                 fontsize=8, clip_on=True, zorder=4,
                 bbox=dict(boxstyle="round,pad=0.2", facecolor="white", alpha=0.8, lw=0))
-    for a, b in edges:
+    for i, (a, b) in enumerate(edges):
         start, end = _centre(rects[str(a)]), _centre(rects[str(b)])
+        colors = list(edge_colors[i]) if edge_colors is not None else []
+        hue = _hue(colors[0], config.num_colors) if colors else "black"
         ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12,
-                                     color="black", lw=1.2, shrinkA=14, shrinkB=14,
+                                     color=hue, lw=1.2, shrinkA=14, shrinkB=14,
                                      zorder=3))
+        if colors:
+            ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2,
+                    ",".join(map(str, colors)), color=hue, fontsize=6, ha="center",
+                    va="center", zorder=3, clip_on=True)
     ax.set_xlim(-0.5, config.cols - 0.5)
     ax.set_ylim(config.rows - 0.5, -0.5)
     ax.set_aspect("equal")

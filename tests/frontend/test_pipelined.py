@@ -150,13 +150,15 @@ def test_empty_stream_is_refused():
 
 def test_attention_heads_overlap_in_one_pipelined_sample():
     """A GPT block: the heads' products and the stages off the critical path overlap, so one
-    sample's latency is below the sequential sum of the same simulated parts."""
+    sample's latency is below the sequential sum of the same simulated parts. On 8 x 8 PEs,
+    whose tiles' and moves' routes fit the fabric's colors as one program (16 of 21; on
+    12 x 12 they need 28: larger tiles, more flows per move)."""
     from frontend.zoo import TinyGPT
 
     torch.manual_seed(0)
     model = TinyGPT(layers=1).eval()
     x = torch.randint(0, 32, (2, 4))
-    cm = frontend.compile(model, (x,), FabricConfig.small(12, 12), mode="pipelined")
+    cm = frontend.compile(model, (x,), FabricConfig.small(8, 8), mode="pipelined")
     torch.testing.assert_close(cm(x), model(x), rtol=1e-4, atol=1e-4)  # fp32, rows of 32
     seq = timeline("sequential", [cm.last.results], cm.output_reads)
     assert cm.latency < 0.9 * seq.latency

@@ -1,0 +1,172 @@
+"""Colors over a whole pipelined model (`frontend.graph_colors`, docs/frontend.md,
+"Execution modes"): every stage's kernel and every move round get colors as one program
+would need them, checked here against footprints walked program by program; a fabric
+whose colors cannot hold them refuses the model, naming the stages and moves at the
+busiest PE, the colors needed and those available. Compile only: nothing runs."""
+
+import inspect
+
+import matplotlib.colors
+import pytest
+import torch
+
+import frontend
+from fabric import FabricConfig, Rect
+from fabric import instructions as ins
+
+CONFIG = FabricConfig.small(8, 8)
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        return self.fc2(h)
+
+
+def _compile(config=CONFIG, **kw):
+    torch.manual_seed(0)
+    return frontend.compile(TwoLayers().eval(), (torch.randn(4, 16),), config,
+                            mode="pipelined", **kw)
+
+
+@pytest.fixture(scope="module")
+def pipelined():
+    return _compile()
+
+
+def _tile_colors(tile) -> set:
+    """The colors a tile's tasks use, read from its code here (data tasks, fabric DSDs)."""
+    found = {t.color for t in tile.tasks.values() if t.kind == "data"}
+    for task in tile.tasks.values():
+        for item in task.code:
+            for opnd in (getattr(item, "dst", None), getattr(item, "a", None),
+                         getattr(item, "b", None)):
+                if isinstance(opnd, (ins.FabIn, ins.FabOut)):
+                    found.add(opnd.color)
+    return found
+
+
+def _footprints(cm) -> dict:
+    """{(part label, its color): PEs of the fabric}, from the stages' kernels and the
+    moves' rounds as compiled (walked PE by PE)."""
+    out: dict = {}
+
+    def add(label, program, r0, c0):
+        for route in program.routes:
+            out.setdefault((label, route.color), set()).update(
+                (r + r0, c + c0) for r, c in route.rect.pes())
+        for p in program.placements:
+            for color in _tile_colors(p.tile):
+                out.setdefault((label, color), set()).update(
+                    (r + r0, c + c0) for r, c in p.rect.pes())
+
+    labels = iter(part.label for part in cm.colors.assignment.parts)
+    for p in cm.prepared:
+        add(next(labels), p.kernel.program, 0, 0)
+    for p in cm.prepared:
+        for sources in p.sources.values():
+            for src in sources:
+                for rnd in (src.plan.rounds if src.plan is not None else []):
+                    add(next(labels), rnd.program, *src.plan.window.corner)
+    assert next(labels, None) is None  # one part per kernel and per move round
+    return out
+
+
+def test_pipelined_compile_gives_crossing_routes_different_colors(pipelined):
+    cm = pipelined
+    a = cm.colors.assignment
+    feet = _footprints(cm)
+    assert a.ok and sorted(a.assigned) == sorted(feet)
+    assert set(a.assigned.values()) <= set(CONFIG.program_colors)
+    keys = sorted(feet)
+    crossing = 0
+    for i, x in enumerate(keys):
+        for y in keys[i + 1:]:
+            if feet[x] & feet[y]:
+                crossing += 1
+                assert a.assigned[x] != a.assigned[y], (x, y)
+    assert crossing > 0 and any("move" in k[0] for k in keys)
+    most = max(sum(pe in f for f in feet.values()) for f in feet.values() for pe in f)
+    assert a.lower_bound == most
+
+
+def test_report_and_placement_show_the_colors(pipelined):
+    cm = pipelined
+    a = cm.colors.assignment
+    assert (f"{a.used} used of 21 colors (0..20; 21..23 reserved for the host's memcpy); "
+            f"busiest PE {a.busiest_pe}: {a.lower_bound} colors") in cm.report()
+    fig = cm.plot_placement()
+    arrows = [p for p in fig.axes[0].patches if type(p).__name__ == "FancyArrowPatch"]
+    assert len(arrows) == len(cm.edges)
+    black = matplotlib.colors.to_rgba("black")
+    for arrow, (producer, consumer) in zip(arrows, cm.edges):
+        moved = cm.colors.edge_colors(producer, consumer)
+        assert (tuple(arrow.get_edgecolor()) != black) == bool(moved)
+
+
+def test_a_resident_inputs_moves_join_the_assignment():
+    cm = _compile()
+    src = next(s for p in cm.prepared for sources in p.sources.values() for s in sources
+               if s.tensor.name == "x")
+    home = src.dst.at(Rect(7, 0, src.dst.rect.rows, src.dst.rect.cols))  # the last row
+    assert cm.make_resident("x", home) == 1
+    a = cm.colors.assignment
+    label = next(part.label for part in a.parts if part.label.startswith("move input 'x'"))
+    assert label == "move input 'x' -> 'addmm' (FX node 'addmm'), operand 'A'"
+    assert a.ok and a.colors_of(label)
+
+
+def test_sequential_mode_assigns_no_colors():
+    torch.manual_seed(0)
+    cm = frontend.compile(TwoLayers().eval(), (torch.randn(4, 16),), CONFIG)
+    assert cm.colors is None and "colors over the whole graph" not in cm.report()
+
+
+def test_too_few_colors_refuse_the_model_naming_its_stages_and_moves():
+    # 14 colors reserved, 10 left; the model's busiest PE needs more
+    few = CONFIG.replace(reserved_colors=tuple(range(10, 24)))
+    with pytest.raises(frontend.PlacementError) as info:
+        _compile(few)
+    text = str(info.value)
+    needed = _compile(few, colors="report").colors.assignment.lower_bound
+    line = inspect.getsourcelines(TwoLayers.forward)[1] + 1  # h = torch.relu(self.fc1(x))
+    assert needed > 10
+    for words in (f"need at least {needed} colors and small(8,8) has 10 colors (0..9; "
+                  "10..23 reserved for the host's memcpy)",
+                  f"is crossed by {needed} color-using routes",
+                  "stage 'addmm' (gemm_summa), FX node 'addmm' (aten.addmm.default) at File ",
+                  f"test_graph_colors.py\", line {line}, in forward: h = torch.relu(self.fc1(x))",
+                  "move 'addmm' (FX node 'addmm') -> 'relu_relu' (FX node 'relu'), operand",
+                  "parts left without a color"):
+        assert words in text, text
+
+
+def test_report_policy_compiles_a_model_short_of_colors_and_says_so():
+    few = CONFIG.replace(reserved_colors=tuple(range(10, 24)))
+    cm = _compile(few, colors="report")
+    assert not cm.colors.assignment.ok and cm.colors.assignment.needed > 10
+    assert "not one program on this fabric" in cm.report()
+
+
+def test_the_dynamo_backend_takes_the_color_policy():
+    from frontend.dynamo_backend import fabric_backend
+
+    few = CONFIG.replace(reserved_colors=tuple(range(10, 24)))
+    torch.manual_seed(0)
+    gm = torch.fx.symbolic_trace(TwoLayers().eval())
+    options = {"config": few, "mode": "pipelined", "fallback": False}
+    with pytest.raises(frontend.PlacementError, match="do not fit its colors"):
+        fabric_backend(gm, [torch.randn(4, 16)], options)
+    cm = fabric_backend(gm, [torch.randn(4, 16)], {**options, "colors": "report"})
+    assert not cm.colors.assignment.ok
+
+
+def test_an_unknown_color_policy_is_refused():
+    with pytest.raises(frontend.FrontendError, match=r"colors must be one of \['refuse', "
+                                                     r"'report'\], got 'ignore'"):
+        _compile(colors="ignore")
