@@ -131,7 +131,8 @@ def build(config: FabricConfig, program: Program,
         ids = _task_ids(config, tile)
         hardware_task_ids(config, tile)  # the generation's binding rule, checked
         regs = _register_indices(config, tile)
-        _check_colors(config, placement, rx_port, tx_ports)
+        _check_colors(config, placement, rx_port, tx_ports,
+                      routed=not program.merged_from)
         entries = {}
         for task in tile.tasks.values():
             entries[task.name] = len(instr_rows)
@@ -266,8 +267,19 @@ def tile_colors(tile) -> dict[int, set[tuple[str, str]]]:
     return used
 
 
-def _check_colors(config, placement: Placement, rx_port, tx_ports):
-    """Every color a tile uses must be routed on at least one of its PEs, and the right way."""
+def check_routed_colors(program: Program) -> None:
+    """Every color each tile of `program` reads or sends is routed to or from RAMP on at
+    least one PE of the tile (else BuildError: an undefined color). `build` checks this for
+    a program written as one; `merge_programs` checks each part on its own, since a part's
+    tile split over merged tiles need not route a color on every piece."""
+    rx_port, tx_ports = _route_grids(program.config, program)
+    for placement in program.placements:
+        _check_colors(program.config, placement, rx_port, tx_ports)
+
+
+def _check_colors(config, placement: Placement, rx_port, tx_ports, routed: bool = True):
+    """Every color a tile uses must be a program color and, when `routed`, routed on at
+    least one of its PEs, and the right way."""
     tile, rect = placement.tile, placement.rect
     sl = (slice(rect.row, rect.row_end), slice(rect.col, rect.col_end))
     used = tile_colors(tile)
@@ -279,7 +291,7 @@ def _check_colors(config, placement: Placement, rx_port, tx_ports):
         if (why := config.reserved_color_error(color)) is not None:
             raise BuildError(f"tile {tile.name!r} at {rect}, PE ({rect.row}, {rect.col}) "
                              f"first: {where} uses {why}")
-        directions = {d for d, _ in uses}
+        directions = {d for d, _ in uses} if routed else set()
         if "in" in directions and not ((tx_ports[sl][..., color] >> int(Port.RAMP)) & 1).any():
             raise BuildError(f"tile {tile.name!r} at {rect}: color {color} is read by {where} "
                              f"but no PE of the tile routes it to RAMP (undefined color)")

@@ -8,9 +8,12 @@ one PE, that PE runs one tile holding all of their symbols and tasks: their SRAM
 their tasks share the CE (local tasks in part order, then declaration order), their
 registers share the register file. A symbol a part lists in `Part.shared` takes the name
 given there (its own by default), and parts that name one symbol share its memory: a move
-writes straight into the symbol its consumer kernel reads. Declarations of one shared
-symbol must agree, in dtype and shape or as 32-bit words (a move's raw "u32" words over a
-kernel's "f32" array of as many words: the typed declaration is kept).
+writes straight into the symbol its consumer kernel reads. A shared symbol is a view: the
+part that owns the name (declares it without sharing, e.g. the kernel) gives its
+declaration, and a view must address only words the owner has (a move's raw "u32" words,
+sized for its map's largest PE, write only the slots its map names); where no owner covers
+a PE, the largest view is declared. Views and owner must agree in word format (16-bit
+elements of one format, or 32-bit words).
 
 Example:
     >>> merged = merge_programs(config, [Part("a", kernel_a.program),              # doctest: +SKIP
@@ -27,6 +30,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from fabric import instructions as ins
+from fabric.build import check_routed_colors
 from fabric.config import FabricConfig
 from fabric.errors import BuildError
 from fabric.isa import Op
@@ -50,8 +54,9 @@ class Part:
     corner: (row, col) of the part's PE (0, 0) on the merged fabric.
     colors: the part's color -> its color on the merged fabric (colors not listed keep
         their number).
-    shared: symbols of the part that are memory other parts name too: a set of names
-        (kept as they are) or a mapping from the part's name to the merged one.
+    shared: symbols of the part that are views of memory another part owns (see the module
+        docstring): a set of names (kept as they are) or a mapping from the part's name to
+        the merged one (e.g. "k.A", symbol A of part "k").
     """
 
     name: str
@@ -90,6 +95,17 @@ class MergedProgram:
             if p.name == name:
                 return p
         raise KeyError(f"no part {name!r}; parts: {[p.name for p in self.parts]}")
+
+    def copy_memory(self, part: str, src_sim, dst_sim) -> None:
+        """Every symbol of `part`'s tiles from `src_sim` (a simulator of the part's own
+        program) into `dst_sim` (one of the merged program) under its merged name, bit
+        for bit: a part loaded on its own (a kernel's `load`) starts from the same memory
+        in the merged program."""
+        p = self.part(part)
+        for placement in p.program.placements:
+            for sym in placement.tile.symbols.values():
+                values = src_sim.memcpy_d2h(sym.name, placement.rect)
+                dst_sim.memcpy_h2d(p.local(sym.name), values, p.rect(placement.rect))
 
     def view(self, sim, part: str) -> PartView:
         """`sim` as the part sees it: its symbol and task names, its own coordinates."""
@@ -131,7 +147,10 @@ def merge_programs(config: FabricConfig, parts: Sequence[Part]) -> MergedProgram
     names = [p.name for p in parts]
     if len(set(names)) != len(names):
         raise ValueError(f"part names must differ: {names}")
+    for p in parts:  # pieces of a part's tile need not route its colors: check it whole
+        check_routed_colors(p.program)
     merged = Program(config)
+    merged.merged_from = tuple(names)
     for p in parts:
         for route in p.program.routes:
             merged.route(p.rect(route.rect), p.color(route.color), route.rx, route.tx)
@@ -194,20 +213,30 @@ def _region_tile(parts: Sequence[Part], key: tuple, rect: Rect) -> tuple[Tile, d
     members = [(parts[i], parts[i].program.placements[j]) for i, j in key]
     tile = Tile("+".join(f"{p.name}{SEPARATOR}{pl.tile.name}" for p, pl in members))
     params, data_colors = {}, {}
+    views: set[str] = set()  # merged symbols declared so far only by parts sharing them
     for part, placement in members:
         src = placement.tile
         for sym in src.symbols.values():
             name = part.local(sym.name)
+            view = sym.name in part.shared
             if name in tile.symbols:
                 have = tile.symbols[name]
-                if not _same_memory(have, sym):
+                if not _one_format(have, sym):
                     raise MergeError(
                         f"shared symbol {name!r} is {have.dtype}{list(have.shape)} in one part "
                         f"and {sym.dtype}{list(sym.shape)} in part {part.name!r} at PE "
-                        f"({rect.row}, {rect.col})")
-                if have.dtype == "u32" and sym.dtype != "u32":  # keep the typed declaration
+                        f"({rect.row}, {rect.col}): 16-bit and 32-bit words cannot be one "
+                        "memory")
+                # the owner's declaration wins over views of it; of two views, the larger
+                owner_after_views = name in views and not view
+                larger_view = view and name in views and sym.words > have.words
+                if owner_after_views or larger_view:
                     tile.symbols[name] = dataclasses.replace(sym, name=name)
+                if not view:
+                    views.discard(name)
                 continue
+            if view:
+                views.add(name)
             tile.symbol(name, sym.dtype, sym.shape)
         tile.register(*(_prefixed(part, r) for r in src.registers))
         for task in src.tasks.values():
@@ -231,12 +260,10 @@ def _region_tile(parts: Sequence[Part], key: tuple, rect: Rect) -> tuple[Tile, d
     return tile, params
 
 
-def _same_memory(a, b) -> bool:
-    """Two declarations of one shared symbol agree: the same dtype and shape, or 32-bit
-    dtypes over as many words."""
-    if (a.dtype, a.shape) == (b.dtype, b.shape):
-        return True
-    return a.dtype in WORD_DTYPES and b.dtype in WORD_DTYPES and a.words == b.words
+def _one_format(a, b) -> bool:
+    """Two declarations of one shared symbol can be one memory: both of 16-bit elements of
+    one format, or both of 32-bit words (a raw "u32" view of an "f32" array)."""
+    return a.dtype == b.dtype or (a.dtype in WORD_DTYPES and b.dtype in WORD_DTYPES)
 
 
 def _prefixed(part: Part, name: str) -> str:

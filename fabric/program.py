@@ -173,6 +173,9 @@ class Program:
         self.config = config
         self.placements: list[Placement] = []
         self.routes: list[Route] = []
+        # names of the programs `fabric.merge_programs` made this one of (each checked on
+        # its own for routed colors); empty for a program written as one
+        self.merged_from: tuple[str, ...] = ()
 
     def place(self, tile: Tile, rect: Rect, params: Mapping[str, object] | None = None) -> None:
         """Run `tile` on every PE of `rect`. `params` maps a register name to its initial

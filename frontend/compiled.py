@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import torch
 
 from fabric import host_io_cycles
@@ -15,6 +16,7 @@ from frontend.capture import Captured, capture_module
 from frontend.errors import FrontendError
 from frontend.graph_colors import GraphColors, check_color_policy, graph_colors
 from frontend.lowering import lower
+from frontend.model_program import ModelProgram, build_model_program
 from frontend.placement import place
 from frontend.runtime import Execution, ResidentTensor, Source, call_programs, prepare
 from frontend.schedule import Timeline, check_mode, timeline
@@ -106,6 +108,7 @@ class CompiledModel:
         self.table_rows = table_rows(config, call_programs(self.prepared))
         self.output_reads = _output_reads(self)
         self.compile_s = time.perf_counter() - t0
+        self._model_program: ModelProgram | None = None  # built by one_program, once
         self.last: Execution | None = None
         self.last_inputs: dict[str, torch.Tensor] | None = None
         self.timeline: Timeline | None = None  # of the last call or stream
@@ -182,6 +185,18 @@ class CompiledModel:
     def __call__(self, *args, resident: dict[str, ResidentTensor] | None = None):
         self.run(*args, resident=resident)
         return self.outputs()
+
+    def one_program(self, *args) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, int]]:
+        """Run once on `args` as one fabric program (pipelined mode; `frontend.model_program`):
+        ({stage: its output's words}, {part: its cycles}), the words bit for bit those
+        `run` gives and each part's cycles those it takes alone."""
+        if self.mode != "pipelined":
+            raise FrontendError("one_program: the model was compiled in mode "
+                                f"{self.mode!r}; one fabric program holds a pipelined model "
+                                "(every stage on its own tile)")
+        if self._model_program is None:
+            self._model_program = build_model_program(self.prepared, self.colors)
+        return self._model_program.run(self._inputs(args), self.max_cycles)
 
     def stream(self, samples: Iterable[Sequence], resident: dict[str, ResidentTensor] | None
                = None) -> list:

@@ -180,6 +180,14 @@ class Redistribution:
         return sum(r.estimate_cycles for r in self.rounds)
 
     @property
+    def end_symbols(self) -> dict[str, tuple[str, str]]:
+        """The symbols the rounds' programs hold the moved words in: {program symbol:
+        ("src" | "dst", that map's symbol)}. A program that merges the move with the
+        kernels at its two ends shares these with theirs (`fabric.merge_programs`)."""
+        return {**{SRC + k: ("src", k) for k in self.src.symbols},
+                **{DST + k: ("dst", k) for k in self.dst.symbols}}
+
+    @property
     def colors_used(self) -> int:
         """Most colors any round uses."""
         return max((len({m.color for m in r.moves}) for r in self.rounds), default=0)

@@ -88,9 +88,9 @@ def test_one_color_two_parts_on_one_pe_is_refused():
 
 def test_a_shared_symbol_is_one_memory():
     """Part "move" streams x from PE (0, 0) into its raw words "dst.y" on PE (0, 1); part
-    "double" computes z = y + y there on its f32 y. The move's "dst.y" is shared as "y":
-    it writes the memory the second part reads. The move's corner and color are placed on
-    the merged fabric by the part."""
+    "double" computes z = y + y there on its f32 y. The move's "dst.y" is a view of
+    "double.y": it writes the memory the second part reads, declared as its owner does.
+    The move's corner and color are placed on the merged fabric by the part."""
     n = 6
     mover = Program(FabricConfig.small(1, 2))
     send = Tile("send")
@@ -108,11 +108,11 @@ def test_a_shared_symbol_is_one_memory():
     yy, z = double.symbol("y", "f32", n), double.symbol("z", "f32", n)
     double.local_task("main", [ins.add(z.dsd(), yy.dsd(), yy.dsd())])
     doubler.place(double, Rect(0, 0, 1, 1))
-    parts = [Part("move", mover, corner=(1, 1), colors={0: 7}, shared={"dst.y": "y"}),
-             Part("double", doubler, corner=(1, 2), shared=frozenset({"y"}))]
+    parts = [Part("move", mover, corner=(1, 1), colors={0: 7}, shared={"dst.y": "double.y"}),
+             Part("double", doubler, corner=(1, 2))]
     merged = merge_programs(CONFIG, parts)
     assert {r.color for r in merged.program.routes} == {7}
-    assert merged.program.tile_at(1, 2).tile.symbols["y"].dtype == "f32"  # the typed one
+    assert merged.program.tile_at(1, 2).tile.symbols["double.y"].dtype == "f32"  # the owner's
     sim = Simulator(CONFIG, merged.program)
     data = np.arange(1, n + 1, dtype=np.float32) * 0.5
     move = merged.view(sim, "move")
@@ -122,17 +122,24 @@ def test_a_shared_symbol_is_one_memory():
     merged.view(sim, "double").launch("main")
     sim.run()
     np.testing.assert_array_equal(merged.view(sim, "double").memcpy_d2h("z")[0, 0], 2 * data)
-    np.testing.assert_array_equal(sim.memcpy_d2h("y", Rect(1, 2, 1, 1))[0, 0], data)
+    np.testing.assert_array_equal(sim.memcpy_d2h("double.y", Rect(1, 2, 1, 1))[0, 0], data)
 
 
-def test_a_shared_symbol_declared_differently_is_refused():
-    a, b = Program(FabricConfig.small(1, 1)), Program(FabricConfig.small(1, 1))
-    ta, tb = Tile("ta"), Tile("tb")
-    ta.symbol("y", "f32", 4)
-    tb.symbol("y", "f32", 5)
-    a.place(ta, Rect(0, 0, 1, 1))
-    b.place(tb, Rect(0, 0, 1, 1))
-    shared = frozenset({"y"})
-    with pytest.raises(MergeError, match=r"shared symbol 'y' is f32\[4\] in one part and "
-                                         r"f32\[5\] in part 'b' at PE \(0, 0\)"):
-        merge_programs(CONFIG, [Part("a", a, shared=shared), Part("b", b, shared=shared)])
+def test_views_of_a_symbol_in_another_word_format_are_refused():
+    """A view must address the owner's words in their format: 16-bit elements are not
+    32-bit words. Views larger than the owner keep the owner's declaration."""
+    owner, view = Program(FabricConfig.small(1, 1)), Program(FabricConfig.small(1, 1))
+    to, tv = Tile("to"), Tile("tv")
+    to.symbol("y", "f32", 4)
+    tv.symbol("v", "f16", 8)
+    owner.place(to, Rect(0, 0, 1, 1))
+    view.place(tv, Rect(0, 0, 1, 1))
+    with pytest.raises(MergeError, match=r"shared symbol 'o.y' is f32\[4\] in one part and "
+                                         r"f16\[8\] in part 'v' at PE \(0, 0\): 16-bit and "
+                                         r"32-bit words cannot be one memory"):
+        merge_programs(CONFIG, [Part("o", owner), Part("v", view, shared={"v": "o.y"})])
+    tv.symbols.clear()
+    tv.symbol("v", "u32", 6)  # a raw view sized for a larger PE: the owner's 4 words kept
+    merged = merge_programs(CONFIG, [Part("v", view, shared={"v": "o.y"}), Part("o", owner)])
+    kept = merged.program.tile_at(0, 0).tile.symbols["o.y"]
+    assert (kept.dtype, kept.shape) == ("f32", (4,))

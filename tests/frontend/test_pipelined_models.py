@@ -13,7 +13,9 @@ from tests.frontend.models import CONFIG, MLP, LeNet, TinyGPT
 
 def _check_pipelined(model, inputs, output=lambda out: out):
     model.eval()
-    cm = frontend.compile(model, inputs, config=CONFIG, mode="pipelined")
+    # the parts run apart in this mode; whether their routes fit one program's colors on
+    # this fabric is test_graph_colors.py's concern, so a shortfall is only reported
+    cm = frontend.compile(model, inputs, config=CONFIG, mode="pipelined", colors="report")
     rows = cm.validate(*inputs)  # runs the model; raises on any node out of tolerance
     assert rows and all(r.ok for r in rows)
     with torch.no_grad():

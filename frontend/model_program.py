@@ -1,0 +1,188 @@
+"""A pipelined model as one fabric program: every stage's kernel and every move between
+stages merged (`fabric.merge_programs`) with the colors assigned over the whole graph
+(`frontend.graph_colors`), and a call run in it.
+
+Parts: stage i's kernel is part "s<i>" (its program on the whole fabric at its tile); round
+k of the j-th move is part "m<j>r<k>" (its program on the move's window, placed at the
+window's corner). A move reads its producer's output and writes its consumer's operand in
+place: the words its programs hold for its source are the producer part's symbols and
+those for its destination the consumer part's (`Redistribution.end_symbols`,
+`Part.shared`), so no copy happens outside the fabric program.
+
+Building the program checks what one program per model needs beyond the colors: each PE's
+merged tile (its kernel's symbols plus those of every move round crossing it) within its
+SRAM, registers and task ids; a model that does not fit is refused with a PlacementError
+naming the stage or move and the resource.
+
+Running (`ModelProgram.run`): one simulator holds the whole call. Weights and constants are
+loaded once (each kernel loaded as on its own, its memory copied in), the host writes the
+inputs into the operands they feed, then the parts are started by the host in the graph's
+order, each run until the fabric is quiet: a stage's incoming moves, then its kernel. Every
+part therefore runs as it runs alone, with its cycles, which `ModelProgram.run` returns per
+part. Kernels started by the data that reaches them, and parts overlapping in time inside
+this program, are the next steps; the pipelined timeline (`frontend.schedule`) places these
+parts' cycles in time meanwhile.
+
+Not in the program: an embedding's per-call gathers (their moves follow each call's
+indices) and moves from resident inputs; a model with them is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from fabric import BuildError, MergedProgram, Part, Simulator, merge_programs
+from fabric import build as build_tables
+from fabric.kernels import WordMap, read_words, write_words
+from frontend.errors import PlacementError
+from frontend.graph_colors import GraphColors, move_label, stage_label
+from frontend.runtime import PreparedStage
+from frontend.sources import describe
+
+
+@dataclasses.dataclass(frozen=True)
+class MovePart:
+    """The rounds (part names, in order) of one move: `tensor` into operand `operand` of
+    stage `consumer`, from `source` of that operand's sources."""
+
+    consumer: str
+    operand: str
+    source: int
+    tensor: str
+    rounds: tuple[str, ...]
+
+
+@dataclasses.dataclass
+class ModelProgram:
+    """One program for a pipelined model's call (module docstring)."""
+
+    merged: MergedProgram
+    stages: dict[str, str]  # stage name -> its kernel's part name
+    moves: list[MovePart]
+    prepared: list[PreparedStage]
+
+    @property
+    def program(self):
+        return self.merged.program
+
+    def run(self, inputs: dict[str, torch.Tensor], max_cycles: int
+            ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, int]]:
+        """One call: ({stage: its output's words}, {part name: its cycles}); `inputs` the
+        user inputs by graph name, as `runtime.Execution` takes them."""
+        config = self.merged.program.config
+        sim = Simulator(config, self.merged.program)
+        for p in self.prepared:  # weights and constants, once: each kernel loaded alone
+            alone = Simulator(config, p.kernel.program)
+            zeros = {op.name: np.zeros(op.shape, np.float32) for op in p.stage.operands
+                     if op.const is None}
+            p.kernel.load(alone, {**zeros, **p.consts})
+            self.merged.copy_memory(self.stages[p.stage.name], alone, sim)
+        cycles: dict[str, int] = {}
+        words: dict[str, dict[str, np.ndarray]] = {}
+        moves = {(m.consumer, m.operand, m.source): m for m in self.moves}
+
+        def run_part(name: str) -> None:
+            start = int(sim.state.cycle)
+            cycles[name] = sim.run(max_cycles=max_cycles, progress=False).cycles - start
+
+        for p in self.prepared:
+            part = self.stages[p.stage.name]
+            for operand, sources in p.sources.items():
+                for i, src in enumerate(sources):
+                    if src.plan is None:  # a user input: the host writes it
+                        values = inputs[src.tensor.name].detach().contiguous()
+                        values = (values.to(torch.float32).numpy()
+                                  if values.dtype.is_floating_point
+                                  else values.to(torch.int32).numpy())
+                        mine = self.merged.part(part)
+                        write_words(sim, _renamed(src.dst, mine),
+                                    {mine.local(k): w
+                                     for k, w in src.dst.to_words(values).items()},
+                                    mapped_only=True)
+                        continue
+                    names = moves[(p.stage.name, operand, i)].rounds
+                    for rnd, name in zip(src.plan.rounds, names):
+                        view = self.merged.view(sim, name)
+                        for task in rnd.tasks:
+                            view.launch(task)
+                        run_part(name)
+            p.kernel.launch(self.merged.view(sim, part))
+            run_part(part)
+            mine = self.merged.part(part)
+            got = read_words(sim, _renamed(p.out_map, mine))
+            words[p.stage.name] = {k: got[mine.local(k)] for k in p.out_map.symbols}
+        return words, cycles
+
+
+def _renamed(wmap: WordMap, part: Part) -> WordMap:
+    """`wmap` (absolute, over a kernel's own symbol names) over the part's merged names."""
+    return WordMap(wmap.shape, wmap.rect, {part.local(k): a for k, a in wmap.symbols.items()},
+                   {part.local(k): v for k, v in (wmap.dtypes or {}).items()})
+
+
+def build_model_program(prepared: list[PreparedStage], colors: GraphColors
+                        ) -> ModelProgram:
+    """Merge every part of a pipelined model into one program on its fabric and build it.
+
+    Raises PlacementError when a part is not static (an embedding's per-call gather, a
+    move from a resident input) or when the merged program does not build (a PE's SRAM,
+    registers or task ids, two parts' colors), naming the stages and moves."""
+    config = colors.assignment.config
+    by_stage = {p.stage.name: p for p in prepared}
+    stages = {p.stage.name: f"s{i}" for i, p in enumerate(prepared)}
+    kernels = {p.stage.name: Part(stages[p.stage.name], p.kernel.program,
+                                  colors=colors.assignment.colors_of(stage_label(p)))
+               for p in prepared}
+    parts = list(kernels.values())
+    moves: list[MovePart] = []
+    for p in prepared:
+        gathers = [op.name for op in p.stage.operands if op.gather is not None]
+        if gathers:
+            raise PlacementError(f"{describe(p.stage.node)}: stage {p.stage.name!r} gathers "
+                                 f"operand {gathers[0]!r} by each call's indices, which one "
+                                 "fabric program cannot hold (its moves follow the indices)")
+        for operand, sources in p.sources.items():  # the order of graph_colors.graph_parts
+            for i, src in enumerate(sources):
+                if src.plan is None:
+                    continue
+                producer = by_stage.get(src.tensor.name)
+                if producer is None:
+                    raise PlacementError(f"{describe(p.stage.node)}: operand {operand!r} of "
+                                         f"stage {p.stage.name!r} comes from resident input "
+                                         f"{src.tensor.name!r}, which no stage of the program "
+                                         "holds")
+                label = move_label(src.tensor.name, by_stage, p, operand)
+                ends = {"src": kernels[producer.stage.name], "dst": kernels[p.stage.name]}
+                shared = {sym: ends[end].local(name)
+                          for sym, (end, name) in src.plan.end_symbols.items()}
+                names = []
+                for k, rnd in enumerate(src.plan.rounds):
+                    names.append(f"m{len(moves)}r{k}")
+                    round_label = label + (f", round {k}" if len(src.plan.rounds) > 1 else "")
+                    parts.append(Part(names[-1], rnd.program, src.plan.window.corner,
+                                      colors.assignment.colors_of(round_label), shared))
+                moves.append(MovePart(p.stage.name, operand, i, src.tensor.name, tuple(names)))
+    try:
+        merged = merge_programs(config, parts)
+        build_tables(config, merged.program)
+    except BuildError as exc:
+        raise PlacementError("the pipelined model does not fit one fabric program: "
+                             f"{_named(exc, prepared, moves, stages)}") from exc
+    return ModelProgram(merged, stages, moves, prepared)
+
+
+def _named(exc: BuildError, prepared: list[PreparedStage], moves: list[MovePart],
+           stages: dict[str, str]) -> str:
+    """The build's message with the parts it names (s3, m2r0) given as stages and moves."""
+    text = str(exc)
+    names = {part: f"stage {name!r} ({describe(p.stage.node)})"
+             for (name, part), p in zip(stages.items(), prepared)}
+    for m in moves:
+        for k, part in enumerate(m.rounds):
+            names[part] = (f"move {m.tensor!r} -> {m.consumer!r} operand {m.operand!r}"
+                           + (f" round {k}" if len(m.rounds) > 1 else ""))
+    found = [f"{part} = {what}" for part, what in names.items() if f"{part}." in text]
+    return text + ("\nparts: " + "; ".join(found) if found else "")

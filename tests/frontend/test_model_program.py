@@ -1,0 +1,77 @@
+"""A pipelined model as one fabric program (`frontend.model_program`): every stage's kernel
+and every move merged with the graph's colors, built, and a call run in it, which gives
+the words the parts give run apart, bit for bit, in the cycles each takes alone."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import frontend
+from fabric import FabricConfig
+from frontend.errors import FrontendError, PlacementError
+from tests.frontend.models import CONFIG, MLP, TinyGPT
+
+# small enough that the pipelined placement's tiles, and so the moves' flows crossing a PE,
+# fit the 21 program colors (the test MLP needs 14 here, 24 on CONFIG's 12 x 12)
+SMALL = FabricConfig.small(6, 6)
+
+
+class Residual(torch.nn.Module):
+    """Two branches from one input meeting in an add: a stage with two incoming moves."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 16)
+        self.b = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.relu(self.a(x)) + self.b(x)
+
+
+@pytest.mark.parametrize("model", [MLP, Residual], ids=["mlp", "residual"])
+def test_one_program_gives_the_parts_words_and_cycles(model):
+    torch.manual_seed(0)
+    x = torch.randn(3, 16)
+    cm = frontend.compile(model().eval(), (x,), SMALL, mode="pipelined")
+    cm(x)  # every part simulated apart
+    words, cycles = cm.one_program(x)
+    program = cm._model_program
+    for p, result in zip(cm.prepared, cm.last.results):
+        for k, w in words[p.stage.name].items():
+            np.testing.assert_array_equal(w, cm.last.words[p.stage.name][k],
+                                          err_msg=f"stage {p.stage.name}, symbol {k}")
+        assert cycles[program.stages[p.stage.name]] == result.kernel_cycles, p.stage.name
+        moved = [m for m in program.moves if m.consumer == p.stage.name]
+        assert sum(cycles[r] for m in moved for r in m.rounds) == result.move_cycles
+    # the program holds every part at once: one tile per PE, the parts' colors renamed
+    assert len(program.merged.parts) == len(cm.prepared) + sum(
+        len(m.rounds) for m in program.moves)
+
+
+def test_one_program_needs_a_pipelined_model():
+    x = torch.randn(3, 16)
+    cm = frontend.compile(MLP().eval(), (x,), CONFIG)
+    with pytest.raises(FrontendError, match="one fabric program holds a pipelined model"):
+        cm.one_program(x)
+
+
+def test_a_model_over_a_pes_registers_is_refused_naming_the_parts():
+    """With 14 registers a PE, each kernel still fits its tile (SUMMA takes 14), but a tile
+    with a move's counter beside its kernel's does not: the error names the resource and the
+    stage and move whose code shares the PE."""
+    config = dataclasses.replace(SMALL, num_registers=14)
+    x = torch.randn(3, 16)
+    cm = frontend.compile(MLP().eval(), (x,), config, mode="pipelined")
+    with pytest.raises(PlacementError, match=r"does not fit one fabric program: .*registers"
+                                             r"(.|\n)*parts: s\d+ = stage "):
+        cm.one_program(x)
+
+
+@pytest.mark.long
+def test_per_call_gathers_are_refused():
+    idx = torch.randint(0, 32, (2, 4))
+    cm = frontend.compile(TinyGPT().eval(), (idx,), CONFIG, mode="pipelined")
+    with pytest.raises(PlacementError, match="gathers operand .* by each call's indices"):
+        cm.one_program(idx)
