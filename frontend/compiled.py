@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-import numpy as np
 import torch
 
 from fabric import host_io_cycles
@@ -16,7 +15,7 @@ from frontend.capture import Captured, capture_module
 from frontend.errors import FrontendError
 from frontend.graph_colors import GraphColors, check_color_policy, graph_colors
 from frontend.lowering import lower
-from frontend.model_program import ModelProgram, build_model_program
+from frontend.model_program import ModelProgram, ProgramRun, build_model_program
 from frontend.placement import place
 from frontend.runtime import Execution, ResidentTensor, Source, call_programs, prepare
 from frontend.schedule import Timeline, check_mode, timeline
@@ -186,17 +185,18 @@ class CompiledModel:
         self.run(*args, resident=resident)
         return self.outputs()
 
-    def one_program(self, *args) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, int]]:
-        """Run once on `args` as one fabric program (pipelined mode; `frontend.model_program`):
-        ({stage: its output's words}, {part: its cycles}), the words bit for bit those
-        `run` gives and each part's cycles those it takes alone."""
+    def one_program(self, *args, overlap: bool = False) -> ProgramRun:
+        """Run once on `args` as one fabric program (pipelined mode; `frontend.model_program`).
+        overlap False: the parts one at a time, which gives the words `run` gives bit for bit
+        and each part the cycles it takes alone; True: in waves, every part whose inputs are
+        complete started together, contending for PEs and links as the engine simulates."""
         if self.mode != "pipelined":
             raise FrontendError("one_program: the model was compiled in mode "
                                 f"{self.mode!r}; one fabric program holds a pipelined model "
                                 "(every stage on its own tile)")
         if self._model_program is None:
             self._model_program = build_model_program(self.prepared, self.colors)
-        return self._model_program.run(self._inputs(args), self.max_cycles)
+        return self._model_program.run(self._inputs(args), self.max_cycles, overlap)
 
     def stream(self, samples: Iterable[Sequence], resident: dict[str, ResidentTensor] | None
                = None) -> list:

@@ -56,22 +56,51 @@ class MovePart:
 
 
 @dataclasses.dataclass
+class ProgramRun:
+    """One call of a model program: `words` {stage: its output's words}; `waves` the parts
+    started together (by the host) and the cycles until the fabric was quiet again, in
+    order."""
+
+    words: dict[str, dict[str, np.ndarray]]
+    waves: list[tuple[tuple[str, ...], int]]
+
+    @property
+    def cycles(self) -> int:
+        return sum(c for _, c in self.waves)
+
+    @property
+    def part_cycles(self) -> dict[str, int]:
+        """{part: its cycles} of the parts that ran alone in their wave."""
+        return {parts[0]: c for parts, c in self.waves if len(parts) == 1}
+
+
+@dataclasses.dataclass
 class ModelProgram:
-    """One program for a pipelined model's call (module docstring)."""
+    """One program for a pipelined model's call (module docstring).
+
+    order: every part in graph order (a stage's incoming moves' rounds, then its kernel);
+    after: {part: the parts whose results it reads} (a move's first round its producer's
+        kernel, a later round the one before, a kernel its incoming moves' last rounds).
+    """
 
     merged: MergedProgram
     stages: dict[str, str]  # stage name -> its kernel's part name
     moves: list[MovePart]
     prepared: list[PreparedStage]
+    order: list[str]
+    after: dict[str, frozenset]
+    round_tasks: dict[str, tuple[str, ...]]  # a move round's part -> the tasks it launches
 
     @property
     def program(self):
         return self.merged.program
 
-    def run(self, inputs: dict[str, torch.Tensor], max_cycles: int
-            ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, int]]:
-        """One call: ({stage: its output's words}, {part name: its cycles}); `inputs` the
-        user inputs by graph name, as `runtime.Execution` takes them."""
+    def run(self, inputs: dict[str, torch.Tensor], max_cycles: int,
+            overlap: bool = False) -> ProgramRun:
+        """One call on `inputs` (the user inputs by graph name, as `runtime.Execution`
+        takes them). overlap False: one part at a time in graph order, each run until the
+        fabric is quiet; True: in waves, every part whose inputs are complete started
+        together, so independent parts run at once and contend for PEs and links."""
         config = self.merged.program.config
         sim = Simulator(config, self.merged.program)
         for p in self.prepared:  # weights and constants, once: each kernel loaded alone
@@ -80,41 +109,40 @@ class ModelProgram:
                      if op.const is None}
             p.kernel.load(alone, {**zeros, **p.consts})
             self.merged.copy_memory(self.stages[p.stage.name], alone, sim)
-        cycles: dict[str, int] = {}
-        words: dict[str, dict[str, np.ndarray]] = {}
-        moves = {(m.consumer, m.operand, m.source): m for m in self.moves}
-
-        def run_part(name: str) -> None:
+        for p in self.prepared:  # the host writes the user inputs where they are read
+            mine = self.merged.part(self.stages[p.stage.name])
+            for src in (s for sources in p.sources.values() for s in sources):
+                if src.plan is None:
+                    values = inputs[src.tensor.name].detach().contiguous()
+                    values = (values.to(torch.float32).numpy()
+                              if values.dtype.is_floating_point
+                              else values.to(torch.int32).numpy())
+                    write_words(sim, _renamed(src.dst, mine),
+                                {mine.local(k): w for k, w in src.dst.to_words(values).items()},
+                                mapped_only=True)
+        kernels = {self.stages[p.stage.name]: p.kernel for p in self.prepared}
+        done: set[str] = set()
+        waves = []
+        while len(done) < len(self.order):
+            ready = [n for n in self.order if n not in done and self.after[n] <= done]
+            ready = ready if overlap else ready[:1]
+            for name in ready:
+                view = self.merged.view(sim, name)
+                if name in kernels:
+                    kernels[name].launch(view)
+                else:
+                    for task in self.round_tasks[name]:
+                        view.launch(task)
             start = int(sim.state.cycle)
-            cycles[name] = sim.run(max_cycles=max_cycles, progress=False).cycles - start
-
+            waves.append((tuple(ready), sim.run(max_cycles=max_cycles, progress=False).cycles
+                          - start))
+            done.update(ready)
+        words = {}
         for p in self.prepared:
-            part = self.stages[p.stage.name]
-            for operand, sources in p.sources.items():
-                for i, src in enumerate(sources):
-                    if src.plan is None:  # a user input: the host writes it
-                        values = inputs[src.tensor.name].detach().contiguous()
-                        values = (values.to(torch.float32).numpy()
-                                  if values.dtype.is_floating_point
-                                  else values.to(torch.int32).numpy())
-                        mine = self.merged.part(part)
-                        write_words(sim, _renamed(src.dst, mine),
-                                    {mine.local(k): w
-                                     for k, w in src.dst.to_words(values).items()},
-                                    mapped_only=True)
-                        continue
-                    names = moves[(p.stage.name, operand, i)].rounds
-                    for rnd, name in zip(src.plan.rounds, names):
-                        view = self.merged.view(sim, name)
-                        for task in rnd.tasks:
-                            view.launch(task)
-                        run_part(name)
-            p.kernel.launch(self.merged.view(sim, part))
-            run_part(part)
-            mine = self.merged.part(part)
+            mine = self.merged.part(self.stages[p.stage.name])
             got = read_words(sim, _renamed(p.out_map, mine))
             words[p.stage.name] = {k: got[mine.local(k)] for k in p.out_map.symbols}
-        return words, cycles
+        return ProgramRun(words, waves)
 
 
 def _renamed(wmap: WordMap, part: Part) -> WordMap:
@@ -138,7 +166,11 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors
                for p in prepared}
     parts = list(kernels.values())
     moves: list[MovePart] = []
+    order: list[str] = []
+    after: dict[str, frozenset] = {}
+    round_tasks: dict[str, tuple[str, ...]] = {}
     for p in prepared:
+        incoming = []
         gathers = [op.name for op in p.stage.operands if op.gather is not None]
         if gathers:
             raise PlacementError(f"{describe(p.stage.node)}: stage {p.stage.name!r} gathers "
@@ -161,17 +193,24 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors
                 names = []
                 for k, rnd in enumerate(src.plan.rounds):
                     names.append(f"m{len(moves)}r{k}")
+                    order.append(names[-1])
+                    after[names[-1]] = frozenset(
+                        [names[-2] if k else kernels[producer.stage.name].name])
+                    round_tasks[names[-1]] = tuple(rnd.tasks)
                     round_label = label + (f", round {k}" if len(src.plan.rounds) > 1 else "")
                     parts.append(Part(names[-1], rnd.program, src.plan.window.corner,
                                       colors.assignment.colors_of(round_label), shared))
                 moves.append(MovePart(p.stage.name, operand, i, src.tensor.name, tuple(names)))
+                incoming += names[-1:]
+        order.append(stages[p.stage.name])
+        after[stages[p.stage.name]] = frozenset(incoming)
     try:
         merged = merge_programs(config, parts)
         build_tables(config, merged.program)
     except BuildError as exc:
         raise PlacementError("the pipelined model does not fit one fabric program: "
                              f"{_named(exc, prepared, moves, stages)}") from exc
-    return ModelProgram(merged, stages, moves, prepared)
+    return ModelProgram(merged, stages, moves, prepared, order, after, round_tasks)
 
 
 def _named(exc: BuildError, prepared: list[PreparedStage], moves: list[MovePart],

@@ -36,18 +36,43 @@ def test_one_program_gives_the_parts_words_and_cycles(model):
     x = torch.randn(3, 16)
     cm = frontend.compile(model().eval(), (x,), SMALL, mode="pipelined")
     cm(x)  # every part simulated apart
-    words, cycles = cm.one_program(x)
+    run = cm.one_program(x)
     program = cm._model_program
+    cycles = run.part_cycles
+    assert len(cycles) == len(run.waves) == len(program.order)  # one part at a time
     for p, result in zip(cm.prepared, cm.last.results):
-        for k, w in words[p.stage.name].items():
+        for k, w in run.words[p.stage.name].items():
             np.testing.assert_array_equal(w, cm.last.words[p.stage.name][k],
                                           err_msg=f"stage {p.stage.name}, symbol {k}")
         assert cycles[program.stages[p.stage.name]] == result.kernel_cycles, p.stage.name
         moved = [m for m in program.moves if m.consumer == p.stage.name]
         assert sum(cycles[r] for m in moved for r in m.rounds) == result.move_cycles
-    # the program holds every part at once: one tile per PE, the parts' colors renamed
-    assert len(program.merged.parts) == len(cm.prepared) + sum(
-        len(m.rounds) for m in program.moves)
+    assert len(program.merged.parts) == len(program.order)  # every part in one program
+
+
+def _longest_path(program, cycles: dict[str, int]) -> int:
+    finish: dict[str, int] = {}
+    for name in program.order:  # graph order: every part after those it reads
+        finish[name] = cycles[name] + max((finish[a] for a in program.after[name]), default=0)
+    return max(finish.values())
+
+
+def test_independent_parts_overlap_inside_the_program():
+    """The residual block's two branches start together: fewer waves than parts, the same
+    words bit for bit, fewer cycles than one part at a time, and no fewer than the longest
+    chain of parts run alone (parts running at once can only slow each other)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 16)
+    cm = frontend.compile(Residual().eval(), (x,), SMALL, mode="pipelined")
+    alone = cm.one_program(x)
+    together = cm.one_program(x, overlap=True)
+    program = cm._model_program
+    assert len(together.waves) < len(program.order)
+    assert len(together.waves[0][0]) >= 2  # both branches' GEMMs in the first wave
+    for stage, words in alone.words.items():
+        for k, w in words.items():
+            np.testing.assert_array_equal(together.words[stage][k], w)
+    assert _longest_path(program, alone.part_cycles) <= together.cycles < alone.cycles
 
 
 def test_one_program_needs_a_pipelined_model():
