@@ -156,9 +156,19 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors
     """Merge every part of a pipelined model into one program on its fabric and build it.
 
     Raises PlacementError when a part is not static (an embedding's per-call gather, a
-    move from a resident input) or when the merged program does not build (a PE's SRAM,
-    registers or task ids, two parts' colors), naming the stages and moves."""
+    move from a resident input), when the graph's colors fall short (a model compiled
+    with colors="report"), or when the merged program does not build (a PE's SRAM,
+    registers or task ids), naming the stages and moves."""
     config = colors.assignment.config
+    for p in prepared:
+        gathers = [op.name for op in p.stage.operands if op.gather is not None]
+        if gathers:
+            raise PlacementError(f"{describe(p.stage.node)}: stage {p.stage.name!r} gathers "
+                                 f"operand {gathers[0]!r} by each call's indices, which one "
+                                 "fabric program cannot hold (its moves follow the indices)")
+    if not colors.assignment.ok:
+        raise PlacementError("the pipelined model does not fit one fabric program: "
+                             + colors.assignment.shortfall())
     by_stage = {p.stage.name: p for p in prepared}
     stages = {p.stage.name: f"s{i}" for i, p in enumerate(prepared)}
     kernels = {p.stage.name: Part(stages[p.stage.name], p.kernel.program,
@@ -171,11 +181,6 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors
     round_tasks: dict[str, tuple[str, ...]] = {}
     for p in prepared:
         incoming = []
-        gathers = [op.name for op in p.stage.operands if op.gather is not None]
-        if gathers:
-            raise PlacementError(f"{describe(p.stage.node)}: stage {p.stage.name!r} gathers "
-                                 f"operand {gathers[0]!r} by each call's indices, which one "
-                                 "fabric program cannot hold (its moves follow the indices)")
         for operand, sources in p.sources.items():  # the order of graph_colors.graph_parts
             for i, src in enumerate(sources):
                 if src.plan is None:

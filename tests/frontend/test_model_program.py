@@ -94,9 +94,20 @@ def test_a_model_over_a_pes_registers_is_refused_naming_the_parts():
         cm.one_program(x)
 
 
+def test_a_model_short_of_colors_is_refused_with_the_shortfall():
+    x = torch.randn(3, 16)
+    cm = frontend.compile(MLP().eval(), (x,), CONFIG, mode="pipelined", colors="report")
+    assert not cm.colors.assignment.ok  # 24 colors on small(12, 12)
+    with pytest.raises(PlacementError, match=r"does not fit one fabric program: the parts "
+                                             r"need at least \d+ colors and small\(12,12\) "
+                                             r"has 21 colors"):
+        cm.one_program(x)
+
+
 @pytest.mark.long
 def test_per_call_gathers_are_refused():
     idx = torch.randint(0, 32, (2, 4))
-    cm = frontend.compile(TinyGPT().eval(), (idx,), CONFIG, mode="pipelined")
+    cm = frontend.compile(TinyGPT().eval(), (idx,), CONFIG, mode="pipelined",
+                          colors="report")
     with pytest.raises(PlacementError, match="gathers operand .* by each call's indices"):
         cm.one_program(idx)
