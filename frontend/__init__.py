@@ -9,7 +9,8 @@ Mixed precision: `frontend.amp.set_half_dtype("bfloat16")`, then
 
 Training: `frontend.Trainer(device="fabric", model=..., optimizer=..., loss=...,
 precision=..., loop=...).fit(train_loader)`, or `backend=frontend.backend("fabric",
-config=..., mode=...)` in place of device (`frontend.training`).
+config=..., mode=..., execution="sequential" | "pipelined")` in place of device
+(`frontend.training`).
 """
 
 from frontend import amp

@@ -11,6 +11,19 @@ faster with more PEs stays where it is. Then, with `spare`, the other stages mov
 way, slowest first, into the PEs left over: the rate stays, the latency through the
 pipeline (the sum of the stages' cycles) drops.
 
+Spare steps must be measurable: each must save at least `min_saving` (0.75 %) of the
+period. A stage's growth then ends where its savings fall below that, whatever the
+fabric's size (its savings add up to its cycles at most), so a fixed model's tiles, and
+its compile time (moves planned per PE, probes and table sizes per program), stop growing
+with the fabric. Any saving counted before: GPT-2 of width 32 spent 128 PEs of small(64,
+64) on an elementwise stage to go from 4 cycles to 3, and 3,012 PEs in all, 878 now on
+small(64, 64) and larger. The threshold from measurements (latency of one sample;
+period and utilization unchanged at each): TinyGPT d=64 on small(32, 32) 67,081 cycles
+with any saving, 68,713 at 0.5 %, 68,038 at 0.75 %, 72,204 at 1 %; GPT-2 of width 32 on
+small(64, 64) 23,010, 23,245, 24,229, 24,285 on 3,012, 1,062, 878, 821 PEs. Savings that
+small are also within what the kernel models leave out: the moves into and out of a tile,
+which a smaller tile slows.
+
 A step grows the tile's rows, its columns or both, or reshapes it (more rows and fewer
 columns, or the reverse: out of a thin start, and along gemm_summa's colors, one per tile
 row and column), to the next count that gives each PE a different block of the stage's
@@ -29,7 +42,8 @@ from frontend.errors import PlacementError
 from frontend.stages import Stage
 from frontend.tile_shapes import min_pes, model_cycles, pack, summa_colors, tile_shape
 
-LOOKAHEAD = 2  # counts tried past a step that predicts no fewer cycles, per direction
+LOOKAHEAD = 2  # counts tried past a step that saves too few cycles, per direction
+MIN_SAVING = 0.0075  # of the period: what a step of the spare phase must save (docstring)
 
 
 def next_split(n: int, parts: int, most: int) -> int | None:
@@ -90,10 +104,11 @@ def _steps(stage: Stage, shape: tuple[int, int], config: FabricConfig,
 
 
 def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: list[int],
-          config: FabricConfig, lookahead: int) -> tuple[tuple[int, int], int] | None:
-    """Stage i's next tile and its cycles: of the first faster tile in each direction that
-    still packs, one with no more PEs if any (the fastest), else the one that saves the
-    most cycles per added PE; None if none is faster."""
+          config: FabricConfig, lookahead: int, least: int = 1
+          ) -> tuple[tuple[int, int], int] | None:
+    """Stage i's next tile and its cycles: of the first tile in each direction that still
+    packs and saves at least `least` cycles, one with no more PEs if any (the fastest),
+    else the one that saves the most cycles per added PE; None if none saves that many."""
     stage, (r0, c0) = stages[i], shapes[i]
     best = None
     for ahead in _steps(stage, shapes[i], config, lookahead):
@@ -101,7 +116,7 @@ def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: li
             fit = model_cycles(stage, shape, config)
             if fit is None:  # SRAM, colors or blocks: further on in this way, likely too
                 break
-            if fit >= cycles[i]:
+            if fit > cycles[i] - least:
                 continue
             if pack(shapes[:i] + [shape] + shapes[i + 1:], config) is None:
                 break
@@ -114,17 +129,20 @@ def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: li
 
 
 def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = LOOKAHEAD,
-                   spare: bool = True) -> list[tuple[int, int]] | None:
+                   spare: bool = True, min_saving: float = MIN_SAVING
+                   ) -> list[tuple[int, int]] | None:
     """Tile shapes (rows, cols) for `stages`, in their order, that lower the largest
     predicted cycles as far as growing the slowest stage allows; None if even the starting
     tiles do not pack onto `config`.
 
-    lookahead: block counts tried per direction past one that predicts no fewer cycles.
+    lookahead: block counts tried per direction past one that saves too few cycles.
     spare: once the slowest stage is as fast as it gets, keep moving the others, slowest
-        first, while they get faster and still pack (see the module's docstring): the
-        rate stays, the latency drops (TinyGPT d=64 on small(32, 32): about half, 68,182
-        cycles on 853 PEs instead of 146,643 on 216 when measured), and the larger tiles
-        have more SRAM for buffers. False: the slowest stage alone grows.
+        first, while they get measurably faster and still pack (see the module's
+        docstring): the rate stays, the latency drops, and the larger tiles have more SRAM
+        for buffers. False: the slowest stage alone grows.
+    min_saving: the fraction of the period (the slowest stage's predicted cycles once it
+        is as fast as it gets) that a step of the spare phase must save (module
+        docstring); 0 lets any saving count.
 
     >>> shapes = balance_cycles(compiled.lowered.stages, FabricConfig.small(32, 32))
     """
@@ -137,17 +155,30 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
     cycles = [model_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes)]
     slowest = [(-c, i) for i, c in enumerate(cycles)]  # a max-heap; ties: graph order
     heapq.heapify(slowest)
+    least = 0  # cycles a step must save; 0 until the period is set (then any saving does)
     while slowest and slowest[0][0] < 0:
         _, i = slowest[0]
-        step = _grow(i, stages, shapes, cycles, config, lookahead)
-        if step is None:  # the slowest stage is as fast as it gets: so is the pipeline
-            if not spare:
-                break
-            heapq.heappop(slowest)  # it stays as it is; the next slowest grows
+        step = _grow(i, stages, shapes, cycles, config, lookahead, max(1, least))
+        if step is None:  # the stage is as fast as it gets, or as is worth it
+            if not least:  # the first to stop is the slowest: the period is set
+                if not spare:
+                    break
+                least = spare_saving(cycles[i], min_saving)
+            heapq.heappop(slowest)
             continue
         shapes[i], cycles[i] = step
         heapq.heapreplace(slowest, (-cycles[i], i))
     return shapes
+
+
+def spare_saving(period: int, min_saving: float = MIN_SAVING) -> int:
+    """The cycles a step of the spare phase must save: `min_saving` of the period, at least
+    one.
+
+    >>> spare_saving(12_151)  # TinyGPT d=64's period: steps of 92 cycles or more
+    92
+    """
+    return max(1, math.ceil(min_saving * period))
 
 
 def _start(stage: Stage, config: FabricConfig) -> tuple[int, int]:

@@ -6,7 +6,8 @@ timelines of the fabric-level demo (traces) and training runs.
               [--out DIR] [--quiet]          (--fabric-demo [--n N]: the fabric-level demo)
     wafer bench [--quick] [--only NAME ...]
     wafer trace [--grid RxC] [--n N] [--rect R,C,H,W] [--links] [--out FILE]
-    wafer train CONFIG.yaml [--steps N] [--device fabric|cpu] [--compare] [--out DIR]
+    wafer train CONFIG.yaml [--steps N] [--device fabric|cpu] [--execution MODE] [--compare]
+                [--out DIR]
 
 Bad arguments print one line on stderr and exit with code 2. So do the errors a run meets
 that are the user's to fix (the project's own: `fabric.FabricError`, `frontend.FrontendError`;
@@ -417,6 +418,9 @@ def build_parser() -> Parser:
                        "loop.max_steps)")
     train.add_argument("--device", choices=["fabric", "cpu"],
                        help="run on this device instead of the config's")
+    train.add_argument("--execution", choices=["sequential", "pipelined"],
+                       help="run each graph of a step in this execution mode instead of the "
+                            "config's backend execution (fabric only)")
     train.add_argument("--compare", action="store_true",
                        help="also run the loop in eager PyTorch and compare the loss curves")
     train.add_argument("--out", default="out",

@@ -62,7 +62,10 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
             add up to `SHARE` of the fabric, shrunk until they pack.
         "cycles": a pipelined run, all stages at once, at the rate of the slowest; tiles
             grow to make the largest predicted cycles as small as the kernels and the
-            fabric allow (`frontend.balance`); the other stages keep small tiles.
+            fabric allow (`frontend.balance`); then the others grow into the PEs left over
+            by steps that each save a measurable share of that period
+            (`frontend.balance.MIN_SAVING`), so a larger fabric hands out no more PEs once
+            it holds them.
     Raises ValueError for another `balance`, PlacementError when the stages do not fit."""
     if balance not in OBJECTIVES:
         raise ValueError(f"balance must be one of {', '.join(map(repr, OBJECTIVES))}; "

@@ -167,9 +167,11 @@ def probe_at(stage: Stage, kernel: Kernel, rect: Rect) -> tuple[dict[str, WordMa
 
 
 def call_programs(prepared: list[PreparedStage]) -> list[Program]:
-    """Every program a call runs: the stages' kernels and their static data movement (a
-    model's table rows are sized over them, `frontend.tables.table_rows`)."""
-    programs = [p.kernel.program for p in prepared]
+    """Every program a call runs: the stages' kernels on their windows and their static
+    data movement (a model's table rows are sized over them, `frontend.tables.table_rows`,
+    which builds each on its own grid: a window's program costs its window, not the
+    wafer)."""
+    programs = [(p.run_kernel or p.kernel).program for p in prepared]
     programs += [rnd.program for p in prepared for srcs in p.sources.values() for src in srcs
                  if src.plan is not None for rnd in src.plan.rounds]
     return programs

@@ -52,9 +52,12 @@ MODES = ("sequential", "pipelined")
 HOST = "host link"  # the bottleneck's name when the host's transfers bound the period
 
 
-def check_mode(mode: str) -> str:
+def check_mode(mode: str, what: str = "mode") -> str:
+    """`mode` if it is one of `MODES`; else a ValueError naming `what` (the setting that
+    gave it: "mode" of `frontend.compile`, "backend execution" of a training run) and the
+    accepted names."""
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
+        raise ValueError(f"{what} must be one of {list(MODES)}, got {mode!r}")
     return mode
 
 

@@ -46,14 +46,15 @@ def candidates(stage: Stage, pes: int, config: FabricConfig):
 
 def kernel_fit(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> int | str:
     """The stage's kernel's analytic cycles on a tile of `shape`, or why it cannot run there
-    (its ValueError's message: SRAM, colors). Cached per stage and shape."""
+    (its ValueError's message: SRAM, colors). Cached per stage, config and shape."""
     cache = stage.__dict__.setdefault("_model_cache", {})
-    if shape not in cache:
+    key = (config, tuple(shape))
+    if key not in cache:
         try:
-            cache[shape] = stage.build(config, Rect(0, 0, *shape)).model_cycles
+            cache[key] = stage.build(config, Rect(0, 0, *shape)).model_cycles
         except ValueError as e:
-            cache[shape] = str(e)
-    return cache[shape]
+            cache[key] = str(e)
+    return cache[key]
 
 
 def model_cycles(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> int | None:

@@ -12,7 +12,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 from fabric.isa import OPPOSITE, Port
 
@@ -68,21 +70,37 @@ def l_path(src: Cell, dst: Cell, order: str = XY) -> list[Cell]:
     return cells
 
 
-def route_tree(flow: Flow) -> dict[Cell, tuple[Port, frozenset]]:
+def route_tree(flow: Flow) -> Mapping[Cell, tuple[Port, frozenset]]:
     """cell -> (rx port, tx ports) of the flow's route; the union of its L paths is a tree
-    (one rx port per PE), delivering to the RAMP of every destination."""
-    rx: dict[Cell, Port] = {tuple(flow.src): Port.RAMP}
-    tx: dict[Cell, set] = {tuple(flow.src): set()}
-    for dst in flow.dsts:
-        path = l_path(flow.src, dst, flow.order)
+    (one rx port per PE), delivering to the RAMP of every destination. Read-only: a tree
+    depends on the source, the destinations and the order alone, and is computed once for
+    them (a plan asks for each move's tree while coloring, programming and loading links)."""
+    try:
+        return _tree(tuple(flow.src), tuple(tuple(d) for d in flow.dsts), flow.order)
+    except _TwoSides as e:
+        raise ValueError(f"flow {flow.name!r}: its paths reach PE {e.args[0]} from two "
+                         "sides") from None
+
+
+class _TwoSides(ValueError):
+    """A route tree's paths reach a PE (the argument) from two sides."""
+
+
+@functools.lru_cache(maxsize=1 << 14)  # a plan's moves, both orders: a few thousand trees
+def _tree(src: Cell, dsts: tuple[Cell, ...], order: str
+          ) -> Mapping[Cell, tuple[Port, frozenset]]:
+    rx: dict[Cell, Port] = {src: Port.RAMP}
+    tx: dict[Cell, set] = {src: set()}
+    for dst in dsts:
+        path = l_path(src, dst, order)
         for a, b in zip(path, path[1:]):
             out = _STEP[(b[0] - a[0], b[1] - a[1])]
             tx[a].add(out)
             if rx.setdefault(b, OPPOSITE[out]) != OPPOSITE[out]:
-                raise ValueError(f"flow {flow.name!r}: its paths reach PE {b} from two sides")
+                raise _TwoSides(b)
             tx.setdefault(b, set())
-        tx[tuple(dst)].add(Port.RAMP)
-    return {cell: (rx[cell], frozenset(tx[cell])) for cell in rx}
+        tx[dst].add(Port.RAMP)
+    return MappingProxyType({cell: (rx[cell], frozenset(tx[cell])) for cell in rx})
 
 
 def link_loads(flows: Sequence[Flow]) -> dict[tuple[int, int, Port], int]:

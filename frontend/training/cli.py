@@ -3,8 +3,8 @@ file (`config_file`), with a printed summary, the history as JSON and the loss c
 PNG; `--compare` runs the same loop in eager PyTorch too and checks the fabric's loss curve
 against it.
 
-    wafer train examples/train_mlp.yaml [--steps N] [--device fabric|cpu] [--compare]
-                [--out DIR] [--quiet]
+    wafer train examples/train_mlp.yaml [--steps N] [--device fabric|cpu]
+                [--execution sequential|pipelined] [--compare] [--out DIR] [--quiet]
 
 Exit codes: 0 done (and, with --compare, every step's loss within the tolerance of
 `frontend.training.curves`); 1 a loss outside it; 2 a bad config or flags, or an error of
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from frontend.training.config_file import load_config, make_data, make_trainer
@@ -33,6 +34,8 @@ def train(args, parser) -> int:
     if args.steps is not None:
         cfg["loop"] = {**(cfg.get("loop") or {}), "max_steps": args.steps}
     overrides = {"device": args.device} if args.device else {}
+    if args.execution:
+        overrides = {"backend": with_execution(cfg, args.device, args.execution)}
     if args.quiet:
         cfg["callbacks"] = []
     trainer = make_trainer(cfg, **overrides)
@@ -55,7 +58,7 @@ def train(args, parser) -> int:
     out.mkdir(parents=True, exist_ok=True)
     label = trainer.runner.half or "fp32"
     result = {"config": str(args.config), "device": trainer.device,
-              "precision": trainer.precision.mode,
+              "execution": trainer.backend.execution, "precision": trainer.precision.mode,
               "half": trainer.runner.half, "history": trainer.history,
               "val_history": trainer.val_history}
     code = 0
@@ -72,6 +75,20 @@ def train(args, parser) -> int:
     return code
 
 
+def with_execution(cfg: Mapping, device: str | None, execution: str) -> dict:
+    """The backend of `cfg` (its `backend` mapping, or its `device`; a `device` given on
+    the command line replaces both, as --device does) with `execution` in place of its
+    own: what --execution runs."""
+    if device is not None:
+        return {"name": device, "execution": execution}
+    spec = cfg.get("backend")
+    if spec is None:
+        return {"name": cfg.get("device") or "fabric", "execution": execution}
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"backend must be a mapping, got {type(spec).__name__} {spec!r}")
+    return {**spec, "execution": execution}
+
+
 def summary(trainer, result: dict) -> str:
     """A few lines: steps, losses, skipped steps, cycles and the comparison with eager."""
     h = trainer.history
@@ -85,8 +102,9 @@ def summary(trainer, result: dict) -> str:
         cycles = sum(x["cycles"] for x in h) / len(h)
         util = sum(x["utilization"] for x in h) / len(h)
         opt = sum(x["optimizer_cycles"] for x in h) / len(h)
-        lines.append(f"  simulated cycles per step: {cycles:,.0f} forward + backward "
-                     f"({util:.2%} fma utilization), {opt:,.0f} optimizer")
+        lines.append(f"  simulated cycles per step ({trainer.backend.execution}): "
+                     f"{cycles:,.0f} forward + backward ({util:.2%} fma utilization), "
+                     f"{opt:,.0f} optimizer")
     if trainer.val_history:
         lines.append(f"  val_loss {trainer.val_history[-1]['val_loss']:.6g}")
     if "eager" in result:

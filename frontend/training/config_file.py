@@ -8,7 +8,8 @@ forms in `frontend.training.specs`) plus `data`, what `wafer train` feeds the Tr
 
 Example (examples/train_mlp.yaml):
     device: fabric                 # or backend: {name: fabric, config: {preset: small,
-    model: {name: mlp, seed: 0}    #              rows: 12, cols: 12}, mode: train}
+    model: {name: mlp, seed: 0}    #              rows: 12, cols: 12}, mode: train,
+                                   #              execution: sequential | pipelined}
     optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
     loss: mse
     precision: bfloat16

@@ -26,8 +26,10 @@ Per step:
 - `host_grads=True` (mode "validate", which compares every gradient with eager's) brings
   every gradient to the host instead.
 
-Cycles: `cycles` = forward + backward (their parameter moves included) + the gradient moves
-(`grad_move_cycles`); the optimizer's own kernel cycles are the optimizer's figure.
+Cycles: `cycles` = forward + backward (their parameter moves included; each graph's
+`CompiledModel.cycles`, its latency in pipelined execution) + the gradient moves
+(`grad_move_cycles`, after the backward); the optimizer's own kernel cycles are the
+optimizer's figure.
 
 Example:
     >>> opt = FabricSGD(model.named_parameters(), lr=0.1, config=config)  # doctest: +SKIP

@@ -69,7 +69,8 @@ class FabricRunner:
         if key not in self.steps:
             step = compile_training_step(
                 self.model, inputs, targets, self.loss_fn, self.backend.config,
-                self.backend.max_cycles, self.precision.mode, self.half)
+                self.backend.max_cycles, self.precision.mode, self.half,
+                self.backend.execution)
             self.steps[key] = ResidentStep(step, self.optimizer, rehome=not self.steps)
         return self.steps[key]
 

@@ -3,8 +3,10 @@ say, checked and turned into the objects a run needs. Every function here takes 
 object itself (a Python config) or the plain-data form a YAML file holds; a bad value raises
 a ValueError that names the key and what it accepts.
 
-    backend:    frontend.backend("fabric", config=FabricConfig.small(12, 12), mode="train")
-                YAML: {name: fabric, config: {preset: small, rows: 12, cols: 12}, mode: train}
+    backend:    frontend.backend("fabric", config=FabricConfig.small(12, 12), mode="train",
+                                 execution="sequential")
+                YAML: {name: fabric, config: {preset: small, rows: 12, cols: 12}, mode: train,
+                       execution: sequential}
     model:      an nn.Module, or {name: mlp|lenet|gpt, args: {...}, seed: 0} (frontend.zoo)
                 or {factory: "package.module:callable", args: {...}, seed: 0}
     optimizer:  {type: sgd|adamw, lr: ..., <torch's hyperparameters>}, or a torch.optim.SGD /
@@ -32,6 +34,7 @@ from fabric.config import FabricConfig
 from frontend import zoo
 from frontend.amp import HALF_DTYPES, get_half_dtype, half_dtype
 from frontend.errors import user_code_error
+from frontend.schedule import check_mode
 
 BACKENDS = ("fabric", "cpu")
 MODES = ("train", "validate", "compile_only")
@@ -102,12 +105,16 @@ class Backend:
     """Where a Trainer runs. name: "fabric" (the simulator) or "cpu" (eager PyTorch).
     config: the fabric (fabric only). mode: "train"; "validate" (also compares each step's
     gradients with eager autograd at the same weights, into the history); "compile_only"
-    (lower and place the step, run nothing). max_cycles: per graph run."""
+    (lower and place the step, run nothing). max_cycles: per graph run. execution: how
+    each graph of a step runs on the fabric (`frontend.schedule.MODES`): "sequential" (one
+    stage at a time) or "pipelined" (every stage resident on a tile sized for a pipeline,
+    stages overlapping as the dataflow allows), as `frontend.compile`'s `mode`."""
 
     name: str = "fabric"
     config: FabricConfig | None = None
     mode: str = "train"
     max_cycles: int = 5_000_000
+    execution: str = "sequential"
 
 
 def fabric_config(spec) -> FabricConfig:
@@ -129,19 +136,22 @@ def fabric_config(spec) -> FabricConfig:
 
 
 def backend(name: str = "fabric", config=None, mode: str = "train",
-            max_cycles: int = 5_000_000) -> Backend:
-    """The settings of a run's device: `frontend.backend("fabric", config=..., mode=...)`."""
+            max_cycles: int = 5_000_000, execution: str = "sequential") -> Backend:
+    """The settings of a run's device: `frontend.backend("fabric", config=..., mode=...,
+    execution=...)` (see `Backend`)."""
     if name not in BACKENDS:
         raise ValueError(f"backend name must be one of {list(BACKENDS)}, got {name!r}")
     if mode not in MODES:
         raise ValueError(f"backend mode must be one of {list(MODES)}, got {mode!r}")
-    if name == "cpu" and (config is not None or mode != "train"):
-        raise ValueError("backend 'cpu' takes no fabric config and runs mode 'train' only")
+    check_mode(execution, "backend execution")
+    if name == "cpu" and (config is not None or mode != "train" or execution != "sequential"):
+        raise ValueError("backend 'cpu' takes no fabric config and runs mode 'train' only, "
+                         "in eager PyTorch (no execution mode)")
     if not (isinstance(max_cycles, int) and max_cycles > 0):
         raise ValueError(f"backend max_cycles must be a positive integer, got {max_cycles!r}")
     if name == "fabric":
         config = fabric_config(config) if config is not None else FabricConfig.small(32, 32)
-    return Backend(name, config, mode, max_cycles)
+    return Backend(name, config, mode, max_cycles, execution)
 
 
 def resolve_backend(device, backend_spec) -> Backend:
@@ -159,7 +169,7 @@ def resolve_backend(device, backend_spec) -> Backend:
     if isinstance(backend_spec, Backend):
         return backend_spec
     spec = _mapping("backend", backend_spec)
-    _check_keys("backend", spec, ("name", "config", "mode", "max_cycles"))
+    _check_keys("backend", spec, ("name", "config", "mode", "max_cycles", "execution"))
     return backend(**spec)
 
 

@@ -14,6 +14,14 @@ forward's on the example inputs, the
 backward's on the saved values of an fp32 run of the forward. Saved values travel between
 the graphs widened to fp32 (exact); gradients come back as fp32 tensors.
 
+Execution (`execution="sequential" | "pipelined"`, `frontend.schedule`): both graphs are
+compiled in that mode. Pipelined, each graph's stages are placed for a pipeline
+(`place(..., balance="cycles")`) and the graph's run is scheduled as one: stages overlap
+where the dataflow allows, and its cycles are its latency, host writes of its inputs and
+reads of its outputs on the path included (`CompiledModel.cycles`). The two graphs still
+run one after the other (the backward needs the forward's outputs), and one step is one
+sample: the next step's weights depend on this one's gradients, so nothing streams.
+
 Loss scaling: `step(inputs, targets, loss_scale=s)` feeds s as the loss's gradient, so the
 backward computes the gradients of s * loss (in 16 bits where autocast says so: that is
 what the scale is for); the loss returned is unscaled.
@@ -69,9 +77,10 @@ class TrainingStep:
     def __init__(self, model: torch.nn.Module, graphs: JointGraphs, config: FabricConfig,
                  max_cycles: int = 5_000_000, precision: str = "fp32",
                  example: tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]] = ((), ()),
-                 half: HalfDtype | None = None):
+                 half: HalfDtype | None = None, execution: str = "sequential"):
         """half: the 16-bit format of a "mixed" step (`frontend.amp.resolve_half`); None in
-        fp32."""
+        fp32. execution: each graph's mode, "sequential" or "pipelined" (module
+        docstring)."""
         self.model = model
         self.graphs = graphs
         self.precision = check_precision(precision)
@@ -82,7 +91,8 @@ class TrainingStep:
         fw_captured = _captured(graphs.forward, fw_consts)
         fw_args = (fit_args(fw_captured, self._fw_args(*example)) if precision == "mixed"
                    else ())
-        self.forward = CompiledModel(fw_captured, config, max_cycles, precision, fw_args, half)
+        self.forward = CompiledModel(fw_captured, config, max_cycles, precision, fw_args, half,
+                                     execution)
         # saved values the forward folded to constants stay constants of the backward
         outs = self.forward.lowered.outputs[1:]
         bw_consts = {name: v.value.detach() for name, v in zip(graphs.saved, outs)
@@ -90,7 +100,8 @@ class TrainingStep:
         bw_captured = _captured(graphs.backward, bw_consts)
         bw_args = (self._example_backward(fw_captured, fw_args, bw_captured)
                    if precision == "mixed" else ())
-        self.backward = CompiledModel(bw_captured, config, max_cycles, precision, bw_args, half)
+        self.backward = CompiledModel(bw_captured, config, max_cycles, precision, bw_args, half,
+                                      execution)
         # one table size for both graphs: one compiled engine serves the whole step
         rows = widest(self.forward.table_rows, self.backward.table_rows)
         self.forward.table_rows = self.backward.table_rows = rows
@@ -152,8 +163,15 @@ class TrainingStep:
         return outs[0].reshape(()).to(torch.float32)
 
     @property
+    def execution(self) -> str:
+        """The graphs' execution mode: "sequential" or "pipelined"."""
+        return self.forward.mode
+
+    @property
     def cycles(self) -> int:
-        """Simulated cycles of the last step: forward + backward (host I/O apart)."""
+        """Simulated cycles of the last step: forward + backward, each its
+        `CompiledModel.cycles` (sequential: its kernels and moves, host I/O apart;
+        pipelined: its latency, host I/O on its path included)."""
         return self.forward.cycles + self.backward.cycles
 
     @property
@@ -169,13 +187,14 @@ def compile_training_step(model: torch.nn.Module, example_inputs: Sequence[torch
                           targets: Sequence[torch.Tensor], loss_fn: Callable,
                           config: FabricConfig | None = None,
                           max_cycles: int = 5_000_000, precision: str = "fp32",
-                          half=None) -> TrainingStep:
+                          half=None, execution: str = "sequential") -> TrainingStep:
     """Trace `loss_fn(model(*example_inputs), *targets)` and its gradient (`joint_graphs`),
     lower both graphs to fabric kernels and place them on `config` (default
     `FabricConfig.small(32, 32)`). precision: "fp32" or "mixed" (module docstring); half:
-    the 16-bit format under "mixed" (default `frontend.amp.get_half_dtype()`, read now)."""
+    the 16-bit format under "mixed" (default `frontend.amp.get_half_dtype()`, read now);
+    execution: "sequential" or "pipelined", both graphs' mode (module docstring)."""
     config = config or FabricConfig.small(32, 32)
     half = resolve_half(precision, half)
     graphs = joint_graphs(model, example_inputs, loss_fn, targets)
     return TrainingStep(model, graphs, config, max_cycles, precision,
-                        (tuple(example_inputs), tuple(targets)), half)
+                        (tuple(example_inputs), tuple(targets)), half, execution)

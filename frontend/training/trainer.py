@@ -16,11 +16,20 @@ mid-run calls `trainer.sync_model()` (host I/O).
 
 History (`trainer.history`, one dict per step): step (from 1), epoch, batch, loss (fp32,
 unscaled; the fabric's forward), taken, scale, wall_s; on the fabric also cycles (forward +
-backward with their weight moves, simulated), host_cycles, grad_move_cycles (gradients
-over the mesh to the weights' homes, in cycles too), optimizer_cycles, scaler_cycles,
-utilization (fma
-utilization of the step's graphs), and in mode "validate" loss_error and grad_error
-against eager fp32 autograd at the same weights. `trainer.val_history`: {step, val_loss}.
+backward with their weight moves, simulated, plus grad_move_cycles), host_cycles,
+grad_move_cycles (gradients over the mesh to the weights' homes), optimizer_cycles,
+scaler_cycles, utilization, and in mode "validate" loss_error and grad_error against eager
+fp32 autograd at the same weights. `trainer.val_history`: {step, val_loss}.
+
+The backend's execution (`frontend.backend(..., execution=)`) decides what a graph's cycles
+are: "sequential", its kernels and moves one after another, the host's transfers apart;
+"pipelined", its latency, stages overlapping where the dataflow allows and the host's
+writes of its inputs and reads of its outputs included (`CompiledModel.cycles` in each
+mode). host_cycles are the host's loads of the graphs' constants and writes of their
+inputs in both (in pipelined execution those writes lie inside cycles too). utilization is
+the step's useful multiply-adds over the fabric's fma peak for the step's cycles, in both:
+a step is one sample (the next one needs its weights), never a stream, so pipelined
+execution has no period to measure it over.
 
 Checkpoints (`checkpoint={"dir": d, "every": k}`): d/step_<k>.pt every k steps and at the
 end: the fabric's weights, optimizer and scaler state (`save_checkpoint`) plus the loop's

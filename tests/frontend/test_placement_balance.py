@@ -1,13 +1,24 @@
 """place()'s objectives: "work" (the default, a model run one stage at a time) keeps its
 tiles; "cycles" (a pipelined run) lowers the largest predicted stage cycles, with tiles that
-stay disjoint and inside the fabric, and spends an ample fabric's PEs."""
+stay disjoint and inside the fabric, and spends an ample fabric's PEs only on steps that
+save a measurable share of the period (`frontend.balance.MIN_SAVING`)."""
+
+import math
 
 import pytest
 import torch
 
 import frontend
 from fabric import FabricConfig
-from frontend.balance import next_split, previous_split
+from frontend.balance import (
+    LOOKAHEAD,
+    MIN_SAVING,
+    _grow,
+    balance_cycles,
+    next_split,
+    previous_split,
+    spare_saving,
+)
 from frontend.placement import OBJECTIVES, model_cycles, place
 from tests.frontend.models import MLP, TinyGPT
 
@@ -88,3 +99,25 @@ def test_block_counts_step_to_the_next_block_size():
     assert next_split(32, 32, 64) is None  # one row each already
     assert previous_split(192, 20) == 18  # 19 PEs give blocks of 11, as 18 do
     assert previous_split(32, 1) is None
+
+
+def test_spare_pes_go_only_to_steps_that_save_a_share_of_the_period(gpt):
+    """On fabrics too large to bind (the tiles stop growing between small(192, 192) and
+    small(256, 256)): the period is the one the slowest stage alone sets, and no stage
+    has a step left that saves MIN_SAVING of it, so a larger fabric hands out no more PEs."""
+    stages = gpt.lowered.stages
+    big = FabricConfig.small(256, 256)
+    shapes = balance_cycles(stages, big)
+    assert shapes == balance_cycles(stages, FabricConfig.small(192, 192))
+    cycles = [model_cycles(s, shape, big) or 0 for s, shape in zip(stages, shapes)]
+    alone = balance_cycles(stages, big, spare=False)
+    period = max(model_cycles(s, shape, big) or 0 for s, shape in zip(stages, alone))
+    assert max(cycles) == period  # the spare phase leaves the period as it is
+    least = spare_saving(period)
+    assert least == math.ceil(MIN_SAVING * period)
+    for i, stage in enumerate(stages):
+        assert _grow(i, stages, shapes, cycles, big, LOOKAHEAD, least) is None, stage.name
+    # without the rule the same fabric would take more PEs: the rule, not the fabric, stops
+    # the tiles
+    unbounded = balance_cycles(stages, big, min_saving=0)
+    assert sum(r * c for r, c in unbounded) > sum(r * c for r, c in shapes)

@@ -60,6 +60,9 @@ def _run(args) -> int:
      r"hidden, d_out"),
     ({}, ["--device", "cpu", "--compare"], "--compare compares a fabric run with eager "
                                             "PyTorch; this run is on device 'cpu' already"),
+    ({}, ["--device", "cpu", "--execution", "pipelined"], "no execution mode"),
+    ({"backend": {**CONFIG["backend"], "execution": "streamed"}}, [],
+     r"backend execution must be one of \['sequential', 'pipelined'\], got 'streamed'"),
 ])
 def test_bad_config_exits_2_with_one_line(tmp_path, capsys, change, flags, message):
     assert _run(["train", _write(tmp_path, {**CONFIG, **change}), "--out", str(tmp_path),
