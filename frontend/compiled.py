@@ -188,8 +188,10 @@ class CompiledModel:
     def one_program(self, *args, overlap: bool = False) -> ProgramRun:
         """Run once on `args` as one fabric program (pipelined mode; `frontend.model_program`).
         overlap False: the parts one at a time, which gives the words `run` gives bit for bit
-        and each part the cycles it takes alone; True: in waves, every part whose inputs are
-        complete started together, contending for PEs and links as the engine simulates."""
+        and each part about the cycles it takes alone (flows sharing a link take turns in
+        the order of their colors, which the graph's assignment renames); True: in waves,
+        every part whose inputs are complete started together, contending for PEs and links
+        as the engine simulates."""
         if self.mode != "pipelined":
             raise FrontendError("one_program: the model was compiled in mode "
                                 f"{self.mode!r}; one fabric program holds a pipelined model "

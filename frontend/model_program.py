@@ -18,10 +18,12 @@ Running (`ModelProgram.run`): one simulator holds the whole call. Weights and co
 loaded once (each kernel loaded as on its own, its memory copied in), the host writes the
 inputs into the operands they feed, then the parts are started by the host in the graph's
 order, each run until the fabric is quiet: a stage's incoming moves, then its kernel. Every
-part therefore runs as it runs alone, with its cycles, which `ModelProgram.run` returns per
-part. Kernels started by the data that reaches them, and parts overlapping in time inside
-this program, are the next steps; the pipelined timeline (`frontend.schedule`) places these
-parts' cycles in time meanwhile.
+part therefore computes what it computes alone, in about its cycles alone (flows sharing
+a link take turns in the order of their colors, renamed by the graph's assignment), which
+`ModelProgram.run` returns per part; `overlap=True` starts them in waves instead (every
+part whose inputs are complete at once). Kernels started by the data that reaches them,
+and samples streamed through the program, are the next steps; the pipelined timeline
+(`frontend.schedule`) places these parts' cycles in time meanwhile.
 
 Not in the program: an embedding's per-call gathers (their moves follow each call's
 indices) and moves from resident inputs; a model with them is refused.

@@ -91,8 +91,10 @@ class TrainingStep:
         fw_captured = _captured(graphs.forward, fw_consts)
         fw_args = (fit_args(fw_captured, self._fw_args(*example)) if precision == "mixed"
                    else ())
+        # a training step's graphs run as parts apart in either mode: in pipelined mode the
+        # graph's colors are reported (cm.colors), a shortfall not refused
         self.forward = CompiledModel(fw_captured, config, max_cycles, precision, fw_args, half,
-                                     execution)
+                                     execution, colors="report")
         # saved values the forward folded to constants stay constants of the backward
         outs = self.forward.lowered.outputs[1:]
         bw_consts = {name: v.value.detach() for name, v in zip(graphs.saved, outs)
@@ -101,7 +103,7 @@ class TrainingStep:
         bw_args = (self._example_backward(fw_captured, fw_args, bw_captured)
                    if precision == "mixed" else ())
         self.backward = CompiledModel(bw_captured, config, max_cycles, precision, bw_args, half,
-                                      execution)
+                                      execution, colors="report")
         # one table size for both graphs: one compiled engine serves the whole step
         rows = widest(self.forward.table_rows, self.backward.table_rows)
         self.forward.table_rows = self.backward.table_rows = rows

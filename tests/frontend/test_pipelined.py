@@ -92,7 +92,7 @@ def streamed():
     samples = [(torch.randn(4, 16),) for _ in range(4)]
     out = {}
     for mode in ("sequential", "pipelined"):
-        cm = frontend.compile(model, samples[0], CONFIG, mode=mode)
+        cm = frontend.compile(model, samples[0], CONFIG, mode=mode, colors="report")
         out[mode] = (cm, cm.stream(samples))
     return model, samples, out
 
@@ -141,7 +141,8 @@ def test_sequential_cycles_keep_their_meaning(streamed):
 
 
 def test_empty_stream_is_refused():
-    cm = frontend.compile(_mlp(), (torch.randn(4, 16),), CONFIG, mode="pipelined")
+    cm = frontend.compile(_mlp(), (torch.randn(4, 16),), CONFIG, mode="pipelined",
+                          colors="report")
     with pytest.raises(FrontendError, match="no samples"):
         cm.stream([])
     with pytest.raises(FrontendError, match="sample 1 of the stream"):
