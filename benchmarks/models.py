@@ -17,6 +17,15 @@ compiled with `colors="report"`, since on these fabrics most need more than 21 (
 parts are simulated apart, each with its own colors, so the other figures stand either
 way).
 
+Compile time: wall and CPU seconds of `frontend.compile` of the architectures' GPT-2
+(`frontend.architectures`: transformers' GPT2Model, one layer, width 32, 8 tokens) in
+both modes on small(32, 32) and small(64, 64), the median of --repeats compiles each (at
+least COMPILE_REPEATS, --quick too: one compile's wall time on a shared machine is noise): a
+fixed model should compile in about the same time on any fabric that holds it (pipelined
+tiles grow only while they get measurably faster, `frontend.balance`); compiled with
+`colors="report"` like the rows above (the graph's colors are assigned, and counted, in
+either policy). Skipped without `transformers` (the hf extra).
+
     python benchmarks/models.py --json benchmarks/results/models.json [--quick] [--png P]
         [--dtypes fp32,float16,bfloat16,cbfloat16] [--samples 8]
 """
@@ -24,6 +33,8 @@ way).
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -37,9 +48,12 @@ from harness import median_time, warm_up, write_json  # noqa: E402
 
 import frontend  # noqa: E402
 from fabric import FabricConfig  # noqa: E402
+from frontend import architectures  # noqa: E402
 from frontend.zoo import MLP, LeNet, TinyGPT  # noqa: E402
 
 DTYPES = ("fp32", "float16", "bfloat16", "cbfloat16")
+COMPILE_GRIDS = (32, 64)  # the compile-time section's fabrics: small(n, n)
+COMPILE_REPEATS = 3  # compiles timed per fabric and mode, at least
 
 
 def cases(quick: bool):
@@ -125,6 +139,46 @@ def _colors(cm) -> dict:
             "colors_available": a.available, "one_program": a.ok}
 
 
+def compile_times(repeats: int) -> list[dict]:
+    """The compile-time section (module docstring): one row per fabric and mode; none
+    without transformers."""
+    if importlib.util.find_spec("transformers") is None:
+        return []
+    model, inputs = architectures.build("gpt2")
+    frontend.compile(model, inputs, config=FabricConfig.small(12, 12))  # imports, tracing
+    rows = []
+    for n in COMPILE_GRIDS:
+        config = FabricConfig.small(n, n)
+        for mode in ("sequential", "pipelined"):
+            median, times, cpu, cm = _timed_compile(model, inputs, config, mode, repeats)
+            placement = cm.placement
+            rows.append({"model": "gpt2 (1 layer, width 32)", "config": config.name,
+                         "mode": mode, "compile_s": median, "compile_s_all": times,
+                         "compile_cpu_s": cpu,
+                         "pes_used": placement.pes_used, "fabric_pes": config.num_pes,
+                         "largest_tile_pes": max(r.rows * r.cols
+                                                 for r in placement.rects.values()),
+                         "predicted_bottleneck_cycles": max(placement.predicted.values()),
+                         **_colors(cm)})
+    return rows
+
+
+def _timed_compile(model, inputs, config, mode, repeats):
+    """(median wall seconds of `repeats` compiles, all of them, the median of their CPU
+    seconds, the last CompiledModel). CPU seconds: this process's, less disturbed than the
+    wall time by other processes on the cores."""
+    made, cpu = [], []
+
+    def once():
+        start = time.process_time()
+        made.append(frontend.compile(model, inputs, config=config, mode=mode,
+                                     colors="report"))
+        cpu.append(time.process_time() - start)
+
+    median, times = median_time(once, repeats)
+    return median, times, statistics.median(cpu), made[-1]
+
+
 def _like(x: torch.Tensor) -> torch.Tensor:
     """Another sample of the same kind: random tokens below the first's largest id + 1,
     or normal floats."""
@@ -179,12 +233,24 @@ def main(argv=None) -> int:
                  f"{r['cycles_per_sample']:.0f} cycles per sample over {r['samples']} samples, "
                  f"{100 * r['utilization']:.2f} % fma utilization on {r['pes_used']} PEs"
                  for r in modes]
+    compiles = compile_times(max(COMPILE_REPEATS, repeats))
+    compile_columns = ["model", "fabric", "mode", "compile s", "CPU s", "PEs",
+                       "largest tile", "predicted bottleneck"]
+    compile_rows = [[r["model"], r["config"], r["mode"], round(r["compile_s"], 2),
+                     round(r["compile_cpu_s"], 2), r["pes_used"], r["largest_tile_pes"],
+                     r["predicted_bottleneck_cycles"]] for r in compiles]
+    headline += [f"{r['model']} compiles in {r['compile_s']:.1f} s ({r['compile_cpu_s']:.1f} "
+                 f"CPU s) on {r['config']} ({r['mode']}, {r['pes_used']} PEs)"
+                 for r in compiles]
     png = Path(args.png) if args.png else Path(args.json).with_suffix(".png")
     _plot(results, png)
     write_json(args.json, {"benchmark": "models", "config": config.name, "results": results,
                            "headline": headline, "table": {"columns": columns, "rows": rows},
                            "modes": modes, "modes_table": {"columns": mode_columns,
                                                            "rows": mode_rows},
+                           "compile": compiles,
+                           "compile_table": {"columns": compile_columns,
+                                             "rows": compile_rows},
                            "pngs": [str(png)]})
     for line in headline:
         print(line)
