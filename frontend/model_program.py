@@ -41,7 +41,7 @@ from fabric import build as build_tables
 from fabric.kernels import WordMap, read_words, write_words
 from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
-from frontend.runtime import PreparedStage
+from frontend.runtime import PreparedStage, input_words
 from frontend.sources import describe
 
 
@@ -115,12 +115,9 @@ class ModelProgram:
             mine = self.merged.part(self.stages[p.stage.name])
             for src in (s for sources in p.sources.values() for s in sources):
                 if src.plan is None:
-                    values = inputs[src.tensor.name].detach().contiguous()
-                    values = (values.to(torch.float32).numpy()
-                              if values.dtype.is_floating_point
-                              else values.to(torch.int32).numpy())
                     write_words(sim, _renamed(src.dst, mine),
-                                {mine.local(k): w for k, w in src.dst.to_words(values).items()},
+                                {mine.local(k): w
+                                 for k, w in input_words(src, inputs).items()},
                                 mapped_only=True)
         kernels = {self.stages[p.stage.name]: p.kernel for p in self.prepared}
         done: set[str] = set()

@@ -227,6 +227,15 @@ def _inside(window: Window, m: WordMap) -> WordMap:
     return m.at(window.inner(m.rect))
 
 
+def input_words(src: Source, inputs: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """The words of user input `src.tensor` in its destination's layout (`src.dst`): floats
+    as fp32, integers (token ids) as int32, as the host writes them."""
+    values = inputs[src.tensor.name].detach().contiguous()
+    return src.dst.to_words(values.to(torch.float32).numpy()
+                            if values.dtype.is_floating_point
+                            else values.to(torch.int32).numpy())
+
+
 class Execution:
     """One call: runs every stage, keeps the words of every materialized tensor.
 
@@ -276,10 +285,7 @@ class Execution:
                        else p.sources.get(op.name, []))
             for src in sources:
                 if src.plan is None:  # a user input: the host writes it
-                    values = self.inputs[src.tensor.name].detach().contiguous()
-                    words = src.dst.to_words(values.to(torch.float32).numpy()
-                                             if values.dtype.is_floating_point
-                                             else values.to(torch.int32).numpy())
+                    words = input_words(src, self.inputs)
                     cycles = host_io_cycles(self.config, p.rect, src.dst.widest_sram_words)
                     host += cycles
                 else:
