@@ -1,0 +1,311 @@
+"""Planning a redistribution (`fabric.kernels.redistribute`): the source word of every
+destination word, the flows that carry them across PEs, their wire formats, routes,
+colors and rounds.
+
+`plan_redistribution(config, src, dst)` gives every destination word a source word
+holding its element (the same PE if it has one, else the nearest PE holding it; ties go
+to the PE sending least so far), then groups the moves:
+- words staying on a PE: local memory-to-memory movs (`split_runs` joint runs, 2D when the
+  addresses allow), on the "local" chain;
+- words crossing PEs: one flow per (source PE, destination PE) pair, its words in the
+  order (source or destination addresses) that needs fewer DSD ops; the sender reads them
+  with memory DSDs straight into a fabric output ("send" chain), the receiver writes its
+  fabric input into place ("recv" chain). Pairs of one source PE carrying the same source
+  words (a duplicated element set) are one multicast flow.
+In the programs the source symbols are named "s_<name>" and the destination symbols
+"d_<name>", so the two maps may share names, PEs and rectangles.
+
+Formats: a map's symbols may hold fp32 words or 16-bit values ("f16", "bf16", "cb16",
+half-word slots; `WordMap.dtypes`), and every element arrives in its destination's format:
+- same format: moved unchanged (16-bit: `mov(..., dtype=h)`, one value in the low half of a
+  wavelet);
+- fp32 -> h: the receiver rounds what arrives (`to_half` from the fabric input);
+- h -> fp32: the sender sends h, the receiver widens it exactly (`to_f32`);
+- h1 -> h2: through fp32: the sender widens (`to_f32` into its fabric output), the receiver
+  rounds (`to_half`); a local h1 -> h2 move widens into an fp32 scratch symbol "t_" and
+  rounds from it (a conversion reads one format and writes the other, so two ops).
+Every conversion takes fabric operands directly (tests/kernels/test_redistribute_half.py).
+Packing (`pack=True`, the default): a flow whose wire format is 16-bit carries two values per
+wavelet (`FabIn`/`FabOut(packed=True)`) when every op at each end but its last moves an even
+number of values (an op's wavelets then never straddle two ops of the other end); it then
+takes ceil(n / 2) wavelets and datapath cycles instead of n. An fp32 -> h flow that packs
+rounds at the sender (`to_half` into the packed fabric output) instead of the receiver.
+Flows go on L routes (`traffic_routes.route_tree`) with one color each; flows whose routes
+share a PE need distinct colors. Flows are colored greedily (longest route first, "xy"
+then "yx" order, lowest free color of the palette) into rounds: a flow that finds no free
+color in round r goes to round r + 1. Each round is its own Program, run after the
+previous one; the local moves run in round 0.
+
+Windows: every route runs inside the bounding box of the two rectangles (L paths between
+their PEs), so the rounds' programs are built and run on a window of the fabric that holds
+the box (`fabric.window.window_for`; `Redistribution.window`), where the engine steps fewer
+PEs for the same cycles and words. The plan's moves and programs are in the window's
+coordinates; its maps, `flows` and `report` in the fabric's. `windowed=False` plans on the
+whole fabric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fabric.config import FabricConfig
+from fabric.isa import Port
+from fabric.kernels.base import pick_colors
+from fabric.kernels.layout import WordMap
+from fabric.kernels.redistribute_code import split_runs
+from fabric.kernels.redistribute_round import _round, _scratch_words
+from fabric.kernels.redistribute_types import Move, Redistribution, _inside
+from fabric.kernels.traffic_routes import XY, YX, route_tree
+from fabric.window import Window, bounding_box, whole_fabric, window_for
+
+
+def plan_redistribution(config: FabricConfig, src: WordMap, dst: WordMap,
+                        colors: Sequence[int] | None = None,
+                        pack: bool = True, windowed: bool = True) -> Redistribution:
+    """A plan moving every element of `src` to every `dst` slot holding it, converted to
+    the dst symbol's format (see the module docstring).
+
+    Args:
+        config: the fabric (both rectangles must lie on it).
+        src, dst: the maps (same number of elements; dst element e = src element e).
+        colors: the palette the flows may use (default: every color of `config`).
+        pack: let 16-bit flows carry two values per wavelet where their runs allow it.
+        windowed: plan and run on the window of `config` that holds both rectangles
+            (`fabric.window.window_for`): the same cycles and words as on the whole fabric
+            (False), at the engine cost of the window.
+
+    Raises:
+        ValueError: sizes differ, a rectangle leaves the fabric, a dst element that no src
+            word holds (named with its PE, symbol and word), or SRAM overflow.
+    """
+    if src.size != dst.size:
+        raise ValueError(f"redistribution: src has {src.size} elements {src.shape}, dst "
+                         f"{dst.size} {dst.shape}")
+    for what, m in (("src", src), ("dst", dst)):
+        if m.rect.row_end > config.rows or m.rect.col_end > config.cols:
+            raise ValueError(f"redistribution: {what} rectangle {m.rect} lies outside the "
+                             f"{config.rows}x{config.cols} fabric {config.name}")
+    palette = (list(config.program_colors) if colors is None
+               else pick_colors(config, len(set(colors)), colors))
+    if src.same_placement(dst):
+        return Redistribution(config, src, dst, [], 0, 0)
+    src_map, dst_map = src, dst
+    window = (window_for(config, bounding_box(src.rect, dst.rect)) if windowed
+              else whole_fabric(config))
+    local, pairs = _into_window(window, *_assign(src, dst))
+    src, dst = _inside(window, src), _inside(window, dst)  # the rounds' coordinates
+    local_runs = {cell: split_best(items, joint=True)
+                  for cell, items in local.items()}
+    _check_sram(config, src, dst, max((_scratch_words(src, dst, runs)
+                                       for runs in local_runs.values()), default=0))
+    moves = _color(_moves(pairs, src, dst, pack), palette)
+    if not moves and not local:  # dst holds no element
+        return Redistribution(config, src_map, dst_map, [], 0, 0)
+    n_rounds = max((m.round for m in moves), default=0) + 1
+    rounds = [_round(window.config, src, dst, [m for m in moves if m.round == r],
+                     local_runs if r == 0 else {}) for r in range(n_rounds)]
+    return Redistribution(config, src_map, dst_map, rounds,
+                          local_words=sum(len(v) for v in local.values()),
+                          remote_words=sum(m.n * len(m.dsts) for m in moves), window=window)
+
+
+def _into_window(window: Window, local: dict, pairs: dict) -> tuple[dict, dict]:
+    """`_assign`'s cells moved into the window's coordinates (orders kept)."""
+    r0, c0 = window.corner
+
+    def at(cell):
+        return cell[0] - r0, cell[1] - c0
+
+    return ({at(c): v for c, v in local.items()},
+            {(at(s), at(d)): v for (s, d), v in pairs.items()})
+
+
+def _assign(src: WordMap, dst: WordMap):
+    """Source word of every dst word. Returns (local {cell: [((sym, w) dst, (sym, w) src)]},
+    pairs {(src cell, dst cell): [((sym, w) src, (sym, w) dst)]})."""
+    # every src word holding an element, sorted by element
+    rows, cols, syms, wds, els = [], [], [], [], []
+    names = list(src.symbols)
+    for i, a in enumerate(src.symbols.values()):
+        r, c, w = np.nonzero(a >= 0)
+        rows.append(r + src.rect.row)
+        cols.append(c + src.rect.col)
+        syms.append(np.full(r.size, i))
+        wds.append(w)
+        els.append(a[r, c, w])
+    e_all = np.concatenate(els)
+    order = np.argsort(e_all, kind="stable")
+    e_all = e_all[order]
+    r_all, c_all = np.concatenate(rows)[order], np.concatenate(cols)[order]
+    s_all, w_all = np.concatenate(syms)[order], np.concatenate(wds)[order]
+    lo = np.searchsorted(e_all, np.arange(src.size), "left")
+    hi = np.searchsorted(e_all, np.arange(src.size), "right")
+
+    local: dict = {}
+    pairs: dict = {}
+    sent: dict = {}
+    for k, a in dst.symbols.items():
+        r, c, w = np.nonzero(a >= 0)
+        for dr, dc, dw in zip(r.tolist(), c.tolist(), w.tolist()):
+            e = int(a[dr, dc, dw])
+            cell = (dr + dst.rect.row, dc + dst.rect.col)
+            if lo[e] == hi[e]:
+                raise ValueError(_missing_message(src, dst, k, cell, dw, e))
+            best, best_key = None, None
+            for j in range(lo[e], hi[e]):
+                s_cell = (int(r_all[j]), int(c_all[j]))
+                dist = abs(s_cell[0] - cell[0]) + abs(s_cell[1] - cell[1])
+                key = (dist, (s_cell, cell) not in pairs, sent.get(s_cell, 0), j)
+                if best_key is None or key < best_key:
+                    best, best_key = j, key
+            s_cell = (int(r_all[best]), int(c_all[best]))
+            s_word = (names[int(s_all[best])], int(w_all[best]))
+            if s_cell == cell:
+                local.setdefault(cell, []).append(((k, dw), s_word))
+            else:
+                pairs.setdefault((s_cell, cell), []).append((s_word, (k, dw)))
+                sent[s_cell] = sent.get(s_cell, 0) + 1
+    return local, pairs
+
+
+def _missing_message(src, dst, sym, cell, word, e):
+    idx = np.unravel_index(e, dst.shape) if dst.shape else ()
+    missing = np.setdiff1d(np.unique(np.concatenate(
+        [a[a >= 0] for a in dst.symbols.values()])), np.flatnonzero(src.coverage() > 0))
+    return (f"redistribution: dst word {word} of symbol {sym!r} on PE {cell} holds element "
+            f"{e} (index {tuple(int(i) for i in idx)} of {dst.shape}), which no src word "
+            f"holds; {missing.size} dst elements are missing from src (first: "
+            f"{missing[:8].tolist()})")
+
+
+def _check_sram(config, src, dst, scratch: int = 0):
+    """scratch: words of the fp32 scratch of local h1 -> h2 moves (on PEs of both maps)."""
+    s_words = sum(src.sram_words(k) for k in src.symbols)
+    d_words = sum(dst.sram_words(k) for k in dst.symbols)
+    overlap = (src.rect.row < dst.rect.row_end and dst.rect.row < src.rect.row_end
+               and src.rect.col < dst.rect.col_end and dst.rect.col < src.rect.col_end)
+    need = max(s_words + d_words + scratch if overlap else 0, s_words, d_words)
+    if need > config.sram_words:
+        sizes = {what + k: 4 * m.sram_words(k) for what, m in (("src ", src), ("dst ", dst))
+                 for k in m.symbols}
+        if scratch:
+            sizes["scratch"] = 4 * scratch
+        raise ValueError(f"redistribution: a PE needs {4 * need} B for the symbols {sizes} "
+                         f"(bytes), above its {config.sram_bytes} B of SRAM")
+
+
+def split_best(items, joint=False):
+    """Runs of a pair sequence [(a, b)] ordered by a or by b, whichever needs fewer ops
+    (sends + receives, or joint local runs). Returns [(Run a, Run b)] when `joint`, else
+    (runs of a, runs of b)."""
+    best = None
+    for key in (0, 1):
+        seq = sorted(items, key=lambda it: it[key])
+        if joint:
+            runs = split_runs(seq)
+            cost = len(runs)
+        else:
+            runs = (split_runs([(a,) for a, _ in seq]), split_runs([(b,) for _, b in seq]))
+            cost = len(runs[0]) + len(runs[1])
+        if best is None or cost < best[0]:
+            best = (cost, runs)
+    if joint:
+        return best[1]
+    return [r for (r,) in best[1][0]], [r for (r,) in best[1][1]]
+
+
+def _moves(pairs, src: WordMap, dst: WordMap, pack: bool) -> list[Move]:
+    """One move per source PE and word sequence: pairs (src, dst) whose words are the same
+    source words (a duplicated element set) become one multicast move. Each move's wire
+    format and packing follow the formats of its runs (`_wire`)."""
+    groups: dict = {}
+    for (s, d), items in pairs.items():
+        key = (s, tuple(sorted(a for a, _ in items)))
+        groups.setdefault(key, []).append((d, items))
+    moves = []
+    for (s, _), ends in groups.items():
+        if len(ends) == 1:
+            d, items = ends[0]
+            send, recv = split_best(items)
+            moves.append(_with_wire(Move(s, (d,), len(items), XY, -1, -1, send, {d: recv}),
+                                    src, dst, pack))
+            continue
+        # a multicast: every receiver takes the words in the sender's order
+        recv = {}
+        for d, items in ends:
+            seq = sorted(items)
+            recv[d] = [r for (r,) in split_runs([(b,) for _, b in seq])]
+        seq = sorted(ends[0][1])
+        send = [r for (r,) in split_runs([(a,) for a, _ in seq])]
+        moves.append(_with_wire(Move(s, tuple(sorted(d for d, _ in ends)), len(seq), XY, -1,
+                                     -1, send, recv), src, dst, pack))
+    return moves
+
+
+def _with_wire(m: Move, src: WordMap, dst: WordMap, pack: bool) -> Move:
+    """The move with the format its values take on the fabric and whether they pack.
+
+    Wire h (16-bit) when every sender symbol holds h (receivers copy it or widen it), or
+    when every receiver symbol holds h, the other symbols are fp32 and the flow packs (the
+    sender rounds); otherwise fp32 (receivers of h round on receipt, senders of h widen).
+    A flow packs when each of its ends' ops but the last moves an even number of values."""
+    s_fmts = {src.dtypes[r.symbol] for r in m.send}
+    d_fmts = {dst.dtypes[r.symbol] for runs in m.recv.values() for r in runs}
+    halves = (s_fmts | d_fmts) - {"f32"}
+    if len(halves) != 1:
+        return m
+    (h,) = halves
+    ends = [m.send, *m.recv.values()]
+    packed = pack and all(r.length % 2 == 0 for runs in ends for r in runs[:-1])
+    if s_fmts == {h} or (d_fmts == {h} and packed):
+        m.wire, m.packed = h, packed
+    return m
+
+
+def _color(moves, palette) -> list[Move]:
+    """Colors and rounds of the moves (see the module docstring), sorted in the global
+    order every chain follows: (round, source, destinations)."""
+    used: list[dict] = []  # per round: cell -> colors taken
+    trees = {id(m): {o: route_tree(m.flow("f", o)) for o in (XY, YX)} for m in moves}
+    prefer = _balanced_orders(moves, trees)
+    for m in sorted(moves, key=lambda m: (-len(trees[id(m)][XY]), m.src, m.dsts)):
+        r = 0
+        while m.color < 0:
+            if r == len(used):
+                used.append({})
+            for order in prefer[id(m)]:
+                cells = list(trees[id(m)][order])
+                taken = set().union(*(used[r].get(c, set()) for c in cells))
+                free = [c for c in palette if c not in taken]
+                if free:
+                    m.color, m.round, m.order = free[0], r, order
+                    for c in cells:
+                        used[r].setdefault(c, set()).add(free[0])
+                    break
+            r += 1
+    # flows of one offset (dst - src) form a shift: each PE sends and receives at most one
+    # of them, so PEs taking the offsets in one order pair up phase by phase
+    moves.sort(key=lambda m: (m.round, m.dsts[0][0] - m.src[0], m.dsts[0][1] - m.src[1],
+                              m.src, m.dsts))
+    return moves
+
+
+def _balanced_orders(moves, trees) -> dict:
+    """Per move, its two route orders, the one first that keeps the busiest link lighter:
+    moves taken largest first, each picks the order whose busiest link (loads of the moves
+    placed so far plus its own words) is lower ("xy" on ties). Moves between two tiles
+    then share both the rows and the columns between them."""
+    load: dict = {}
+    prefer = {}
+    for m in sorted(moves, key=lambda m: (-m.n, m.src, m.dsts)):
+        links = {o: [(cell, p) for cell, (_, tx) in trees[id(m)][o].items() for p in tx
+                     if p != Port.RAMP] for o in (XY, YX)}
+        peak = {o: max((load.get(k, 0) for k in links[o]), default=0) for o in (XY, YX)}
+        best = YX if peak[YX] < peak[XY] else XY
+        for k in links[best]:
+            load[k] = load.get(k, 0) + m.n
+        prefer[id(m)] = (best, YX if best == XY else XY)
+    return prefer
+
