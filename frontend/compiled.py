@@ -13,6 +13,7 @@ from fabric.kernels import WordMap, plan_redistribution
 from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half
 from frontend.capture import Captured, capture_module
 from frontend.errors import FrontendError
+from frontend.gemm_split import column_parts
 from frontend.graph_colors import GraphColors, check_color_policy, graph_colors
 from frontend.lowering import lower
 from frontend.model_program import ModelProgram, ProgramRun, build_model_program
@@ -93,7 +94,9 @@ class CompiledModel:
             golden_values(captured, self._inputs(example_inputs))
         self.formats = (node_formats(captured, self._inputs(example_inputs), self.half)
                         if self.half else {})
-        self.lowered = lower(captured, self.formats)
+        # pipelined: a GEMM the colors hold to a small tile spreads over several tiles
+        self.lowered = lower(captured, self.formats,
+                             column_parts(config) if self.mode == "pipelined" else None)
         self.edges = _edges(self.lowered)
         # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
         # at a time, their sum: shares that follow the work

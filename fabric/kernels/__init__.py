@@ -28,7 +28,7 @@ from fabric.kernels.compare import (
 )
 from fabric.kernels.elementwise import build_broadcast_op, build_elementwise, build_map
 from fabric.kernels.gemm_cannon import build_gemm_cannon, cannon_reference
-from fabric.kernels.gemm_summa import build_gemm_summa, summa_reference
+from fabric.kernels.gemm_summa import build_gemm_summa, summa_model, summa_reference
 from fabric.kernels.gemv import build_gemv, gemv_reference
 from fabric.kernels.gradnorm import build_sumsq, sumsq_reference
 from fabric.kernels.layout import WordMap, probe_inputs, probe_output, read_words, write_words
@@ -72,7 +72,7 @@ __all__ = [
     "KernelResult", "layernorm_reference", "mathlib", "pick_colors", "plan_redistribution",
     "probe_inputs", "probe_output", "read_words", "Redistribution", "relation_reference",
     "RELATIONS", "rowdot_reference", "rowreduce_reference", "run_kernel", "select_reference",
-    "softmax_reference", "split", "stencil_reference", "summa_reference", "sumsq_reference",
-    "traffic_inputs", "traffic_reference", "unary_cycles", "UNARY_WORDS", "WordMap",
-    "write_step_scalars", "write_words",
+    "softmax_reference", "split", "stencil_reference", "summa_model", "summa_reference",
+    "sumsq_reference", "traffic_inputs", "traffic_reference", "unary_cycles", "UNARY_WORDS",
+    "WordMap", "write_step_scalars", "write_words",
 ]

@@ -25,6 +25,7 @@ from fabric.kernels import (
     build_rowdot,
     build_rowreduce,
     gelu_cycles,
+    split,
     unary_cycles,
 )
 from frontend.lowering.core import Unavailable
@@ -255,7 +256,26 @@ def gemm(low, a, b, suffix="", c0=None) -> Ref:
     """a @ b by SUMMA (`build_gemm_summa`) for 2D Consts or Refs a (m, k) and b (k, n); with
     `c0` (a Const or Ref that broadcasts to (m, n), e.g. a bias (n,)) c0 + a @ b, the sums
     starting from c0's elements in the kernel's accumulator (its input "C0": one stage, no
-    add after it). A Ref of shape (m, n). Its work is the m k n multiply-adds."""
+    add after it). A Ref of shape (m, n). Its work is the m k n multiply-adds.
+
+    Where the lowering's `gemm_parts` cuts C's columns into blocks (pipelined mode,
+    `frontend.gemm_split`), one stage per block (suffix "_n<i>"), each with B's and c0's
+    columns of its block, and the Ref is their outputs side by side."""
+    (m, k), (_, n) = shape_of(a), shape_of(b)
+    parts = low.gemm_parts(m, k, n) if low.gemm_parts is not None else 1
+    if parts > 1:
+        c0 = expand_to(c0, (m, n)) if c0 is not None else None
+        blocks = []
+        for i, (j0, width) in enumerate(split(n, parts)):
+            cut = (lambda t, j0=j0, width=width: t[:, j0:j0 + width])
+            blocks.append(_gemm(low, a, relayout(b, cut), f"{suffix}_n{i}",
+                                None if c0 is None else relayout(c0, cut)))
+        return Ref(torch.cat([blk.index for blk in blocks], dim=1))
+    return _gemm(low, a, b, suffix, c0)
+
+
+def _gemm(low, a, b, suffix, c0) -> Ref:
+    """One SUMMA stage of a @ b (+ c0): `gemm` on one tile."""
     (m, k), (_, n) = shape_of(a), shape_of(b)
     operands = [low.operand("A", a, (m, k)), low.operand("B", b, (k, n))]
     if c0 is not None:  # an expanded index map: a bias element moves to each of its rows

@@ -146,9 +146,13 @@ class Lowered:
 class Lowering:
     """State of one lowering: the global element space and the stages made so far."""
 
-    def __init__(self, captured: Captured, formats: dict[str, str] | None = None):
+    def __init__(self, captured: Captured, formats: dict[str, str] | None = None,
+                 gemm_parts: Callable[[int, int, int], int] | None = None):
         self.captured = captured
         self.formats = dict(formats or {})  # node name -> fabric format (absent: "f32")
+        # (m, k, n) -> tiles a GEMM's output columns spread over (`frontend.gemm_split`);
+        # None: one tile each
+        self.gemm_parts = gemm_parts
         self.stages: list[Stage] = []
         self.tensors: dict[str, Tensor] = {}
         self.next_base = 0
@@ -240,10 +244,12 @@ class Lowering:
         return UnsupportedOpError(f"{describe(self.node)}: {what} is not supported")
 
 
-def lower(captured: Captured, formats: dict[str, str] | None = None) -> Lowered:
+def lower(captured: Captured, formats: dict[str, str] | None = None,
+          gemm_parts: Callable[[int, int, int], int] | None = None) -> Lowered:
     """Lower every node; `formats` gives the nodes that run in a 16-bit format (mixed
-    precision, `frontend.amp.node_formats`)."""
-    low = Lowering(captured, formats)
+    precision, `frontend.amp.node_formats`); `gemm_parts` how many tiles each GEMM's
+    output columns spread over (`frontend.gemm_split.column_parts`; None: one)."""
+    low = Lowering(captured, formats, gemm_parts)
     env: dict[str, object] = {}
     outputs: list[object] = []
     for node in captured.graph.nodes:
