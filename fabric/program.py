@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -207,7 +208,7 @@ class Program:
         if (why := self.config.reserved_color_error(color)) is not None:
             raise ValueError(f"route of color {color} on {rect} (PE ({rect.row}, {rect.col}) "
                              f"first): {why}")
-        tx_set = frozenset([Port(tx)] if isinstance(tx, (int, Port)) else (Port(p) for p in tx))
+        tx_set = _ports((tx,) if isinstance(tx, (int, Port)) else tuple(tx))
         if not tx_set:
             raise ValueError(f"route of color {color} on {rect}: tx is empty; a color must "
                              "leave the router somewhere")
@@ -223,6 +224,13 @@ class Program:
             if p.rect.contains(row, col):
                 return p
         return None
+
+
+@functools.cache
+def _ports(ports: tuple) -> frozenset:
+    """The Ports of `ports` (Ports or their ints) as a set; cached: a move's program routes
+    every PE of its flows, a few hundred thousand routes over a handful of port sets."""
+    return frozenset(Port(p) for p in ports)
 
 
 def _overlap(a: Rect, b: Rect) -> bool:
