@@ -15,7 +15,8 @@ SRAM, registers and task ids; a model that does not fit is refused with a Placem
 naming the stage or move and the resource.
 
 Running (`ModelProgram.run`): one simulator holds the whole call. Weights and constants are
-loaded once (each kernel loaded as on its own, its memory copied in), the host writes the
+loaded once per model program (each kernel loaded as on its own, its memory copied in; every
+call starts from that memory, `loaded_memory`), the host writes the
 inputs into the operands they feed, then the parts are started by the host in the graph's
 order, each run until the fabric is quiet: a stage's incoming moves, then its kernel. Every
 part therefore computes what it computes alone, in about its cycles alone (flows sharing
@@ -92,10 +93,18 @@ class ModelProgram:
     order: list[str]
     after: dict[str, frozenset]
     round_tasks: dict[str, tuple[str, ...]]  # a move round's part -> the tasks it launches
+    _loaded: np.ndarray | None = dataclasses.field(default=None, repr=False)
 
     @property
     def program(self):
         return self.merged.program
+
+    def loaded_memory(self) -> np.ndarray:
+        """SRAM (rows, cols, words) with the weights and constants in place: loaded on the
+        first call, every call starts from it (weights are loaded once per model)."""
+        if self._loaded is None:
+            self._loaded = _loaded(self)
+        return self._loaded
 
     def run(self, inputs: dict[str, torch.Tensor], max_cycles: int,
             overlap: bool = False) -> ProgramRun:
@@ -103,14 +112,8 @@ class ModelProgram:
         takes them). overlap False: one part at a time in graph order, each run until the
         fabric is quiet; True: in waves, every part whose inputs are complete started
         together, so independent parts run at once and contend for PEs and links."""
-        config = self.merged.program.config
-        sim = Simulator(config, self.merged.program)
-        for p in self.prepared:  # weights and constants, once: each kernel loaded alone
-            alone = Simulator(config, p.kernel.program)
-            zeros = {op.name: np.zeros(op.shape, np.float32) for op in p.stage.operands
-                     if op.const is None}
-            p.kernel.load(alone, {**zeros, **p.consts})
-            self.merged.copy_memory(self.stages[p.stage.name], alone, sim)
+        sim = Simulator(self.merged.program.config, self.merged.program)
+        sim.host_sram()[...] = self.loaded_memory()
         for p in self.prepared:  # the host writes the user inputs where they are read
             mine = self.merged.part(self.stages[p.stage.name])
             for src in (s for sources in p.sources.values() for s in sources):
@@ -142,6 +145,21 @@ class ModelProgram:
             got = read_words(sim, _renamed(p.out_map, mine))
             words[p.stage.name] = {k: got[mine.local(k)] for k in p.out_map.symbols}
         return ProgramRun(words, waves)
+
+
+def _loaded(program: ModelProgram) -> np.ndarray:
+    """The program's SRAM (rows, cols, words) with every kernel's weights and constants
+    loaded: each kernel loaded alone (its `load`, runtime operands as zeros), its memory
+    copied into the merged program's."""
+    config = program.merged.program.config
+    sim = Simulator(config, program.merged.program)
+    for p in program.prepared:
+        alone = Simulator(config, p.kernel.program)
+        zeros = {op.name: np.zeros(op.shape, np.float32) for op in p.stage.operands
+                 if op.const is None}
+        p.kernel.load(alone, {**zeros, **p.consts})
+        program.merged.copy_memory(program.stages[p.stage.name], alone, sim)
+    return sim.host_sram().copy()
 
 
 def _renamed(wmap: WordMap, part: Part) -> WordMap:

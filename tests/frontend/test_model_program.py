@@ -56,6 +56,24 @@ def test_one_program_gives_the_parts_words_and_cycles(model):
     assert len(program.merged.parts) == len(program.order)  # every part in one program
 
 
+def test_weights_are_loaded_once_per_model_program():
+    torch.manual_seed(0)
+    x, y = torch.randn(3, 16), torch.randn(3, 16)
+    cm = frontend.compile(MLP().eval(), (x,), SMALL, mode="pipelined")
+    cm.one_program(x)
+    loads = []
+    for p in cm.prepared:  # count every kernel load from here on
+        p.kernel.load = (lambda sim, values, load=p.kernel.load:
+                         (loads.append(1), load(sim, values))[1])
+    second = cm.one_program(y)
+    assert loads == []  # the second call starts from the memory the first one loaded
+    cm(y)  # the parts apart, on y: the second call's words bit for bit
+    for p in cm.prepared:
+        for k, w in second.words[p.stage.name].items():
+            np.testing.assert_array_equal(w, cm.last.words[p.stage.name][k],
+                                          err_msg=f"stage {p.stage.name}, symbol {k}")
+
+
 def _longest_path(program, cycles: dict[str, int]) -> int:
     finish: dict[str, int] = {}
     for name in program.order:  # graph order: every part after those it reads
