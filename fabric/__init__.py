@@ -22,7 +22,7 @@ Public API:
 """
 
 from fabric import instructions, row_demo
-from fabric.build import ProgramInfo, Tables, build, tile_colors
+from fabric.build import ProgramInfo, Tables, build, program_table_rows, tile_colors
 from fabric.checkpoint import CheckpointError, save_checkpoint, write_atomic
 from fabric.colors import ColorAssignment, ColorNode, ColorPart, assign_part_colors
 from fabric.config import FabricConfig
@@ -44,6 +44,7 @@ __all__ = [
     "FabricState", "MergeError", "MergedProgram", "Part", "Port", "Program", "ProgramInfo",
     "Rect", "RunError", "Simulator", "Stats", "Tables", "Tile", "Trace", "build",
     "edge_channels", "host_io_cycles", "host_streams", "init_state", "instructions",
-    "load_checkpoint", "merge_programs", "row_demo", "run", "save_checkpoint", "step",
+    "load_checkpoint", "merge_programs", "program_table_rows", "row_demo", "run",
+    "save_checkpoint", "step",
     "tile_colors", "whole_fabric", "Window", "window_for", "write_atomic",
 ]

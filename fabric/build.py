@@ -185,6 +185,25 @@ def build(config: FabricConfig, program: Program,
     return tables, info
 
 
+def program_table_rows(config: FabricConfig, program: Program) -> tuple[int, int]:
+    """The (instruction, DSD) table rows `build(config, program)` gives, bucketed, from its
+    tiles' code alone: no routes, no per-PE arrays, so sizing the engine for many programs
+    (a model's moves) costs their encoding only. Raises BuildError as `build` does for
+    the tiles' code; routes are checked when the program is built."""
+    if program.config != config:
+        raise BuildError(f"program was written for {program.config.name}, not {config.name}")
+    instr_rows: list[list[int]] = []
+    dsd_rows: list[list[int]] = []
+    for placement in program.placements:
+        tile = placement.tile
+        sym_info = _allocate(config, placement)
+        ids = _task_ids(config, tile)
+        regs = _register_indices(config, tile)
+        for task in tile.tasks.values():
+            encode_task(config, tile, task, ids, regs, sym_info, instr_rows, dsd_rows)
+    return bucket(len(instr_rows)), bucket(len(dsd_rows))
+
+
 # ---- routes ---------------------------------------------------------------------------------
 def _route_grids(config, program):
     """Per PE and color: the rx port (-1 none) and the set of tx ports (bitmask over ports)."""

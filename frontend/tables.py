@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fabric import FabricConfig, Program, build
+from fabric import FabricConfig, Program, program_table_rows
 
 MIN_TABLE_ROWS = (512, 512)
 
@@ -23,15 +23,14 @@ def table_rows(config: FabricConfig, programs: Iterable[Program],
     window of it (`fabric.window_for`: a program on a window is built on its own grid; the
     rows do not depend on the grid), at least `floor`: built with these rows, they all
     share one compiled engine per grid."""
-    built = []
+    rows = [floor]
     for program in programs:
         on = program.config
         if on != config and on != config.tile(on.rows, on.cols):
             raise ValueError(f"table_rows: a program for {on.name} is not for {config.name} "
                              "or a window of it")
-        built.append(build(on, program)[0])
-    return (max([floor[0], *(t.instr.shape[0] for t in built)]),
-            max([floor[1], *(t.dsd.shape[0] for t in built)]))
+        rows.append(program_table_rows(on, program))
+    return widest(*rows)
 
 
 def widest(*rows: tuple[int, int]) -> tuple[int, int]:

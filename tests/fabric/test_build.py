@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from fabric import Port, Program, Rect, Tile, build
+from fabric import FabricConfig, Port, Program, Rect, Tile, build, program_table_rows
 from fabric import instructions as ins
 from fabric.build import MIN_BUCKET, bucket
+from fabric.kernels import build_gemm_summa
 from tests.fabric.programs import GRID4, ROW, Routes, l_path, pe, receiver_tile, sender_tile
 
 
@@ -87,3 +88,17 @@ def test_task_ids_data_tasks_take_their_color():
     prog.route(pe(0, 3), 5, Port.WEST, Port.RAMP)
     _, info = build(ROW, prog)
     assert info.task_ids[0] == {"d5": 5, "first": ROW.num_colors, "second": ROW.num_colors + 1}
+
+
+@pytest.mark.parametrize("n_code", [10, 64, 300])
+def test_program_table_rows_are_builds_without_building(n_code):
+    """program_table_rows (what the frontend sizes the engine by) gives the bucketed rows
+    build gives, from the tiles' code alone: instructions and DSDs of every tile."""
+    prog = Program(ROW)
+    prog.place(_n_instr_tile(n_code), pe(0, 0))
+    tables, _ = build(ROW, prog)
+    assert program_table_rows(ROW, prog) == (tables.instr.shape[0], tables.dsd.shape[0])
+    config = FabricConfig.small(4, 4)
+    gemm = build_gemm_summa(config, Rect(0, 0, 3, 4), 12, 8 * n_code // 10, 16).program
+    tables, _ = build(config, gemm)
+    assert program_table_rows(config, gemm) == (tables.instr.shape[0], tables.dsd.shape[0])
