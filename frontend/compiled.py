@@ -40,8 +40,9 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
         "sequential" (one stage at a time, the rest of the fabric idle: a stage studied
         alone) or "pipelined" (every stage resident and running as soon as its data is in,
         samples streamed through with `CompiledModel.stream`; tiles sized to balance the
-        stages' predicted cycles). The outputs are the same up to the order of sums in
-        kernels placed on other tiles.
+        stages' predicted cycles; a GEMM whose single tile the colors bind spreads its
+        output columns over several tiles, `frontend.gemm_split`). The outputs are the
+        same up to the order of sums in kernels placed on other tiles.
     colors: "pipelined" only, where every stage's kernel and every move are on the fabric
         at once: their routes get colors over the whole graph (`frontend.graph_colors`,
         `cm.colors`), and a model the fabric's colors cannot hold is refused with a

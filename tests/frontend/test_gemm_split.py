@@ -64,3 +64,18 @@ def test_split_linear_matches_eager_and_sequential():
     assert max(s.start for s in spans) < min(s.end for s in spans)
     single = next(p.kernel for p in seq.prepared if p.kernel.name == "gemm_summa")
     assert max(s.end - s.start for s in spans) <= (1 - MIN_SAVING) * single.model_cycles
+
+
+def test_split_linear_in_mixed_precision():
+    # autocast runs the linear in float16: each column block a 16-bit SUMMA (one color
+    # more per tile), every node within its 16-bit tolerance
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(64, 64)).eval()
+    x = torch.randn(32, 64)
+    cm = frontend.compile(model, (x,), config=WIDE, mode="pipelined", colors="report",
+                          precision="mixed", half="float16")
+    blocks = [s for s in cm.lowered.stages if s.kind == "gemm_summa"]
+    assert [s.name for s in blocks] == [f"addmm_n{i}" for i in range(4)]
+    assert {s.dtype for s in blocks} == {"f16"}
+    rows = cm.validate(x)
+    assert rows and all(r.ok for r in rows)
