@@ -1,6 +1,7 @@
 """Tiles sized for a pipelined run: every stage resident and samples streamed through them
 all at once, so the rate is set by the slowest stage. The objective is min-max: the largest
-predicted kernel cycles (`kernel_fit`, the kernel's `model_cycles`) over all stages.
+predicted kernel cycles (`kernel_fit`, the kernel's `model_cycles`; `stage_cycles` for a
+resident tile) over all stages.
 
 Greedy: every stage starts on the best tile for its smallest share (`tile_shape` at
 `min_pes`), then the slowest stage moves, one step at a time, to a tile that its model
@@ -10,11 +11,14 @@ stage that is never the slowest keeps its small tile, and one whose kernel does 
 faster with more PEs stays where it is. Then, with `spare`, the other stages move into the
 PEs left over, the step that saves the most cycles per added PE of all stages' first: the
 rate stays, the latency through the pipeline (about the sum of the stages' cycles) drops
-as far as the PEs left allow. TinyGPT d=64 on small(32, 32), its GEMMs split
-(`frontend.gemm_split`), one sample: latency 60,612 cycles with the slowest of the other
-stages served first, 53,150 by cycles saved per PE (56,806 when a node's side-by-side
-stages count only through the slowest of them, 59,973 with first-fit shelves: both leave
-the layer norms and the softmax fewer PEs).
+as far as the PEs left allow. A resident tile (a table, gathered rows) weighs the words
+it holds over its PEs (`stage_cycles`): it computes nothing, but all it holds passes
+through its PEs. TinyGPT d=64 on small(32, 32), its GEMMs split (`frontend.gemm_split`),
+one sample: latency 60,612 cycles with the slowest of the other stages served first,
+53,150 by cycles saved per PE, 51,025 with resident tiles weighed (the token table on 15
+PEs instead of one). Measured worse: a node's side-by-side stages (batch entries, column
+blocks) counted only through their slowest (56,806), or moved together (54,247), and
+first-fit shelves (59,973): each leaves the layer norms and the softmax fewer PEs.
 
 Spare steps must be measurable: each must save at least `min_saving` (0.75 %) of the
 period. A stage's growth then ends where its savings fall below that, whatever the
@@ -118,7 +122,7 @@ def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: li
     best = None
     for ahead in _steps(stage, shapes[i], config, lookahead):
         for shape in ahead:
-            fit = model_cycles(stage, shape, config)
+            fit = stage_cycles(stage, shape, config)
             if fit is None:  # SRAM, colors or blocks: further on in this way, likely too
                 break
             if fit > cycles[i] - least:
@@ -157,7 +161,7 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
         return None
     if pack(shapes, config) is None:
         return None
-    cycles = [model_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes)]
+    cycles = [stage_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes)]
     slowest = [(-c, i) for i, c in enumerate(cycles)]  # a max-heap; ties: graph order
     heapq.heapify(slowest)
     while slowest and slowest[0][0] < 0:
@@ -207,6 +211,19 @@ def _spend_spare(stages: list[Stage], shapes: list[tuple[int, int]], cycles: lis
         shapes[i], cycles[i] = _grow(i, stages, shapes, cycles, config, lookahead, least)
         if (gain := score(i)) is not None:
             heapq.heappush(best, (-gain, i))
+
+
+def stage_cycles(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> int | None:
+    """The cycles the balance weighs for `stage` on a tile of `shape`: its kernel's model
+    (None where it cannot run there); for a resident tile, which computes nothing, the
+    words it holds over its PEs: all it holds passes through their ramps, about a word per
+    cycle each (a gather's rows out of an embedding table, the gathered rows on to their
+    consumer), so a table on one PE holds up every call by its size. TinyGPT d=64 on
+    small(32, 32): the token table and its gathered rows each on one PE took 2,159 and
+    2,061 cycles of the latency."""
+    if stage.kind == "resident":
+        return math.ceil(stage.tensor.numel / (shape[0] * shape[1]))
+    return model_cycles(stage, shape, config)
 
 
 def spare_saving(period: int, min_saving: float = MIN_SAVING) -> int:

@@ -18,6 +18,7 @@ from frontend.balance import (
     next_split,
     previous_split,
     spare_saving,
+    stage_cycles,
 )
 from frontend.placement import OBJECTIVES, model_cycles, place
 from tests.frontend.models import MLP, TinyGPT
@@ -58,11 +59,11 @@ def test_cycles_lowers_the_slowest_stage_of_tinygpt(gpt):
     _check_tiles(gpt, cycles)
     assert max(cycles.predicted.values()) < max(work.predicted.values())
     assert cycles.edges == work.edges == gpt.edges
-    # resident stages (0 cycles) keep a tile of their smallest share
+    # resident stages compute nothing: their kernels' predicted cycles stay 0 in the
+    # placement (their tiles are sized by their words, test_resident_tiles_spread_their_words)
     for stage in gpt.lowered.stages:
         if stage.kind == "resident":
             assert cycles.predicted[stage.name] == 0
-            assert cycles.rects[stage.name] == work.rects[stage.name]
     # deterministic: the same tiles again
     assert place(gpt.lowered.stages, GPT_FABRIC, gpt.edges, balance="cycles") == cycles
 
@@ -121,3 +122,19 @@ def test_spare_pes_go_only_to_steps_that_save_a_share_of_the_period(gpt):
     # the tiles
     unbounded = balance_cycles(stages, big, min_saving=0)
     assert sum(r * c for r, c in unbounded) > sum(r * c for r, c in shapes)
+
+
+def test_resident_tiles_spread_their_words(gpt):
+    """A resident tile computes nothing but everything it holds passes through its PEs
+    (TinyGPT's token table and its gathered rows): the balance weighs its words per PE, so
+    with PEs to spare neither stays on one PE, where each call's gather took 2,159 cycles."""
+    stages = gpt.lowered.stages
+    shapes = balance_cycles(stages, GPT_FABRIC)
+    resident = [(s, shape) for s, shape in zip(stages, shapes) if s.kind == "resident"]
+    assert resident
+    for stage, (r, c) in resident:
+        assert stage_cycles(stage, (r, c), GPT_FABRIC) == -(-stage.tensor.numel // (r * c))
+        assert r * c > 1, stage.name
+    other = next(s for s in stages if s.kind != "resident")
+    shape = (2, 2)
+    assert stage_cycles(other, shape, GPT_FABRIC) == model_cycles(other, shape, GPT_FABRIC)
