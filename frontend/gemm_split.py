@@ -11,7 +11,7 @@ outputs meet in the consumer's operand as a bmm's batch entries do.
 
 The split is planned with the kernel's analytic model (`summa_model`) before placement:
 `column_parts(config)(m, k, n)` is 1 unless the GEMM's best single tile within its share of
-the fabric (`share` of the PEs) is bound by the colors (uses all but one of them or more),
+the fabric (1 / `share` of its PEs) is bound by the colors (uses all but one or more),
 and then the count of parts, at most `most`, whose best tiles (each within its part of the
 share) are fastest, the fewest within `slack` of the fastest. Only parts that save at least
 `min_saving` of the single tile's cycles are taken: a split adds moves (A to every part, the
