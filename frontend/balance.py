@@ -230,7 +230,7 @@ def spare_saving(period: int, min_saving: float = MIN_SAVING) -> int:
     """The cycles a step of the spare phase must save: `min_saving` of the period, at least
     one.
 
-    >>> spare_saving(12_151)  # TinyGPT d=64's period: steps of 92 cycles or more
+    >>> spare_saving(12_151)  # a period of 12,151 cycles: steps of 92 cycles or more
     92
     """
     return max(1, math.ceil(min_saving * period))
