@@ -127,17 +127,11 @@ def build(config: FabricConfig, program: Program,
 
     for placement in program.placements:
         tile, rect = placement.tile, placement.rect
-        sym_info = _allocate(config, placement)
-        ids = _task_ids(config, tile)
-        hardware_task_ids(config, tile)  # the generation's binding rule, checked
-        regs = _register_indices(config, tile)
+        sym_info, ids, regs = _lay_out(config, placement)
         _check_colors(config, placement, rx_port, tx_ports,
                       routed=not program.merged_from)
-        entries = {}
-        for task in tile.tasks.values():
-            entries[task.name] = len(instr_rows)
-            origins.extend(encode_task(config, tile, task, ids, regs, sym_info, instr_rows,
-                                       dsd_rows))
+        entries = _encode_tasks(config, tile, ids, regs, sym_info, instr_rows, dsd_rows,
+                                origins)
         r0, r1, c0, c1 = rect.row, rect.row_end, rect.col, rect.col_end
         for name, tid in ids.items():
             task_entry[r0:r1, c0:c1, tid] = entries[name]
@@ -189,19 +183,37 @@ def program_table_rows(config: FabricConfig, program: Program) -> tuple[int, int
     """The (instruction, DSD) table rows `build(config, program)` gives, bucketed, from its
     tiles' code alone: no routes, no per-PE arrays, so sizing the engine for many programs
     (a model's moves) costs their encoding only. Raises BuildError as `build` does for
-    the tiles' code; routes are checked when the program is built."""
+    the tiles (SRAM, task ids, registers, code); routes are checked when the program is
+    built."""
     if program.config != config:
         raise BuildError(f"program was written for {program.config.name}, not {config.name}")
     instr_rows: list[list[int]] = []
     dsd_rows: list[list[int]] = []
     for placement in program.placements:
-        tile = placement.tile
-        sym_info = _allocate(config, placement)
-        ids = _task_ids(config, tile)
-        regs = _register_indices(config, tile)
-        for task in tile.tasks.values():
-            encode_task(config, tile, task, ids, regs, sym_info, instr_rows, dsd_rows)
+        sym_info, ids, regs = _lay_out(config, placement)
+        _encode_tasks(config, placement.tile, ids, regs, sym_info, instr_rows, dsd_rows, [])
     return bucket(len(instr_rows)), bucket(len(dsd_rows))
+
+
+def _lay_out(config, placement):
+    """A tile's SRAM symbols, task ids (the generation's binding rule checked) and register
+    indices: (symbols, task ids, registers)."""
+    sym_info = _allocate(config, placement)
+    ids = _task_ids(config, placement.tile)
+    hardware_task_ids(config, placement.tile)
+    regs = _register_indices(config, placement.tile)
+    return sym_info, ids, regs
+
+
+def _encode_tasks(config, tile, ids, regs, sym_info, instr_rows, dsd_rows, origins) -> dict:
+    """Append the rows of every task of `tile` (and their origins); {task: its first
+    instruction row}."""
+    entries = {}
+    for task in tile.tasks.values():
+        entries[task.name] = len(instr_rows)
+        origins.extend(encode_task(config, tile, task, ids, regs, sym_info, instr_rows,
+                                   dsd_rows))
+    return entries
 
 
 # ---- routes ---------------------------------------------------------------------------------
