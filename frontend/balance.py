@@ -186,31 +186,32 @@ def _spend_spare(stages: list[Stage], shapes: list[tuple[int, int]], cycles: lis
     to three PEs gains thousands of cycles from a few dozen, a GEMM a few hundred from as
     many. Lazy: a stage's step is recomputed when it comes up, as others' growth may have
     taken the room it needed."""
-    def score(i: int) -> float | None:
-        """Cycles saved per added PE by stage i's next step; None if it has none."""
+    def next_step(i: int):
+        """(cycles saved per added PE, the step) of stage i's next step; None if it has
+        none."""
         step = _grow(i, stages, shapes, cycles, config, lookahead, least)
         if step is None:
             return None
         (r, c), fit = step
         added = r * c - shapes[i][0] * shapes[i][1]
-        return math.inf if added <= 0 else (cycles[i] - fit) / added
+        return (math.inf if added <= 0 else (cycles[i] - fit) / added), step
 
     best: list[tuple[float, int]] = []  # a max-heap of (-score, stage); ties: graph order
     for i in range(len(stages)):
-        if (gain := score(i)) is not None:
-            best.append((-gain, i))
+        if (found := next_step(i)) is not None:
+            best.append((-found[0], i))
     heapq.heapify(best)
     while best:
         negative, i = heapq.heappop(best)
-        gain = score(i)
-        if gain is None:
+        found = next_step(i)
+        if found is None:
             continue
-        if -gain > negative:  # worse than when it was queued: queue it again
-            heapq.heappush(best, (-gain, i))
+        if -found[0] > negative:  # worse than when it was queued: queue it again
+            heapq.heappush(best, (-found[0], i))
             continue
-        shapes[i], cycles[i] = _grow(i, stages, shapes, cycles, config, lookahead, least)
-        if (gain := score(i)) is not None:
-            heapq.heappush(best, (-gain, i))
+        shapes[i], cycles[i] = found[1]
+        if (found := next_step(i)) is not None:
+            heapq.heappush(best, (-found[0], i))
 
 
 def stage_cycles(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> int | None:
