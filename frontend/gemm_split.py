@@ -1,13 +1,14 @@
 """How many tiles one GEMM's output columns spread over in pipelined mode.
 
-gemm_summa multicasts its panels on one color per tile row and column (`summa_colors`), so
-one SUMMA tile has at most rows + cols = the fabric's program colors (21 of 24): at most
-about 10 x 11 PEs, fewer for a GEMM of few rows (TinyGPT's 32 tokens: 3 x 18 at best).
-Its cycles per PE grow with its block of C's columns, so a wide GEMM stays slow however
-many PEs the fabric has spare, and in a pipeline it sets the rate. Cut into column blocks
-of C (B's columns, the bias's), each on a tile of its own with colors of its own (disjoint
-tiles reuse them), its blocks compute at once: A moves to every block's tile, the blocks'
-outputs meet in the consumer's operand as a bmm's batch entries do.
+gemm_summa multicasts its panels on one color per tile row and column
+(`summa_tile_colors`), so one SUMMA tile has at most rows + cols = the fabric's program
+colors (21 of 24): at most about 10 x 11 PEs, fewer for a GEMM of few rows (TinyGPT's 32
+tokens: 3 x 18 at best). Its cycles per PE grow with its block of C's columns, so a wide
+GEMM stays slow however many PEs the fabric has spare, and in a pipeline it sets the rate.
+Cut into column blocks of C (B's columns, the bias's), each on a tile of its own with
+colors of its own (disjoint tiles reuse them), its blocks compute at once: A moves to every
+block's tile, the blocks' outputs meet in the consumer's operand as a bmm's batch entries
+do.
 
 The split is planned with the kernel's analytic model (`summa_model`) before placement:
 `column_parts(config)(m, k, n)` is 1 unless the GEMM's best single tile within its share of
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from fabric.config import FabricConfig
 from fabric.kernels import summa_model
 from fabric.program import Rect
+from frontend.tile_shapes import summa_tile_colors
 
 MOST_PARTS = 4  # tiles one GEMM spreads over at most
 SHARE = 4  # one GEMM's PEs, all parts together, at most the fabric's PEs / SHARE
@@ -48,7 +50,8 @@ def best_tile(config: FabricConfig, m: int, k: int, n: int, pes: int
     colors = len(config.program_colors)
     best = None
     for rows in _block_counts(m, min(m, config.rows, pes, colors)):
-        most = min(n, config.cols, pes // rows, colors - (rows if rows > 1 else 0))
+        # the columns the colors leave once the rows have theirs (a column of one tile row)
+        most = min(n, config.cols, pes // rows, colors - summa_tile_colors(rows, 1))
         widest = _block_counts(n, most)[-2:] if most >= 1 else []
         for cols in widest:
             try:
@@ -67,12 +70,6 @@ def _block_counts(n: int, most: int) -> list[int]:
     return counts
 
 
-def summa_colors(rows: int, cols: int) -> int:
-    """Colors an fp32 gemm_summa takes on a rows x cols tile: one per owner row and column
-    (a side of one PE needs none)."""
-    return (rows if rows > 1 else 0) + (cols if cols > 1 else 0)
-
-
 def column_parts(config: FabricConfig, most: int = MOST_PARTS, share: int = SHARE,
                  slack: float = SLACK, min_saving: float = MIN_SAVING
                  ) -> Callable[[int, int, int], int]:
@@ -84,7 +81,7 @@ def column_parts(config: FabricConfig, most: int = MOST_PARTS, share: int = SHAR
     @functools.cache
     def parts(m: int, k: int, n: int) -> int:
         single = best_tile(config, m, k, n, budget)
-        if single is None or summa_colors(*single[1:]) < colors - 1:
+        if single is None or summa_tile_colors(*single[1:]) < colors - 1:
             return 1  # not bound by the colors: a larger tile would do, if it paid
         cycles = {1: single[0]}
         for count in range(2, min(most, n) + 1):

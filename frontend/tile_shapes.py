@@ -22,9 +22,14 @@ def min_pes(stage: Stage, config: FabricConfig) -> int:
 
 
 def summa_colors(stage: Stage, rows: int, cols: int) -> int:
+    """Colors the stage's gemm_summa takes on a rows x cols tile (`summa_tile_colors`)."""
+    return summa_tile_colors(rows, cols, half=stage.dtype != "f32")
+
+
+def summa_tile_colors(rows: int, cols: int, half: bool = False) -> int:
     """Colors gemm_summa takes on a rows x cols tile: one per owner column and row (a side
-    of one PE needs none), one more for a 16-bit dtype's B scalars."""
-    return (cols if cols > 1 else 0) + (rows if rows > 1 else 0) + (stage.dtype != "f32")
+    of one PE needs none), one more for a 16-bit dtype's B scalars (`half`)."""
+    return (cols if cols > 1 else 0) + (rows if rows > 1 else 0) + half
 
 
 def candidates(stage: Stage, pes: int, config: FabricConfig):

@@ -7,7 +7,8 @@ import torch
 
 import frontend
 from fabric import FabricConfig
-from frontend.gemm_split import MIN_SAVING, best_tile, column_parts, summa_colors
+from frontend.gemm_split import MIN_SAVING, best_tile, column_parts
+from frontend.tile_shapes import summa_tile_colors
 
 WIDE = FabricConfig.small(20, 20)  # wide enough for a color-bound SUMMA tile (R + C = 20)
 
@@ -26,7 +27,7 @@ def test_split_where_colors_bind(shape):
     budget = WIDE.num_pes // 4
     single = best_tile(WIDE, m, k, n, budget)
     # the single tile uses (almost) every color: more PEs in one tile are not to be had
-    assert summa_colors(*single[1:]) >= len(WIDE.program_colors) - 1
+    assert summa_tile_colors(*single[1:]) >= len(WIDE.program_colors) - 1
     part = best_tile(WIDE, m, k, -(-n // count), budget // count)
     assert part[0] <= (1 - MIN_SAVING) * single[0]
     assert count * part[1] * part[2] <= budget
