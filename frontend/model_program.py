@@ -103,7 +103,7 @@ class ModelProgram:
         """SRAM (rows, cols, words) with the weights and constants in place: loaded on the
         first call, every call starts from it (weights are loaded once per model)."""
         if self._loaded is None:
-            self._loaded = _loaded(self)
+            self._loaded = _load_weights(self)
         return self._loaded
 
     def run(self, inputs: dict[str, torch.Tensor], max_cycles: int,
@@ -147,7 +147,7 @@ class ModelProgram:
         return ProgramRun(words, waves)
 
 
-def _loaded(program: ModelProgram) -> np.ndarray:
+def _load_weights(program: ModelProgram) -> np.ndarray:
     """The program's SRAM (rows, cols, words) with every kernel's weights and constants
     loaded: each kernel loaded alone (its `load`, runtime operands as zeros), its memory
     copied into the merged program's."""
