@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import frontend
-from tests.frontend.models import CONFIG, MLP, LeNet, TinyGPT
+from tests.frontend.models import CONFIG, MLP, TinyGPT, lenet_with_statistics
 
 
 def _check(model, inputs):
@@ -30,10 +30,7 @@ def test_mlp(batch):
 
 def test_lenet_with_batch_norm():
     torch.manual_seed(0)
-    model = LeNet()
-    with torch.no_grad():  # non-trivial running statistics
-        model.bn.running_mean.uniform_(-0.5, 0.5)
-        model.bn.running_var.uniform_(0.5, 2.0)
+    model = lenet_with_statistics()
     cm = _check(model, (torch.randn(2, 1, 8, 8),))
     assert "rowreduce" in {p.stage.kind for p in cm.prepared}
 

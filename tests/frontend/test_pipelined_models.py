@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import frontend
-from tests.frontend.models import CONFIG, MLP, LeNet, TinyGPT
+from tests.frontend.models import CONFIG, MLP, TinyGPT, lenet_with_statistics
 
 
 def _check_pipelined(model, inputs, output=lambda out: out):
@@ -36,11 +36,7 @@ def test_mlp_pipelined():
 @pytest.mark.long  # convolutions pipelined; LeNet runs sequentially by default
 def test_lenet_pipelined():
     torch.manual_seed(0)
-    model = LeNet()
-    with torch.no_grad():  # non-trivial running statistics
-        model.bn.running_mean.uniform_(-0.5, 0.5)
-        model.bn.running_var.uniform_(0.5, 2.0)
-    _check_pipelined(model, (torch.randn(2, 1, 8, 8),))
+    _check_pipelined(lenet_with_statistics(), (torch.randn(2, 1, 8, 8),))
 
 
 @pytest.mark.long

@@ -13,7 +13,7 @@ from fabric.program import Rect
 from frontend.errors import FrontendError
 from frontend.tables import MIN_TABLE_ROWS
 from frontend.training import compile_training_step, joint_graphs
-from tests.frontend.models import CONFIG, MLP, LeNet, TinyGPT
+from tests.frontend.models import CONFIG, MLP, LeNet, TinyGPT, lenet_with_statistics
 
 
 def _eager(model, inputs, targets, loss_fn):
@@ -69,10 +69,7 @@ def test_lenet_conv_pool_batch_norm_gradients():
     """Convolution, batch norm (eval: running statistics are constants, its affine
     parameters are trained), relu, max and average pooling, a linear layer."""
     torch.manual_seed(0)
-    model = LeNet().eval()
-    with torch.no_grad():  # non-trivial running statistics
-        model.bn.running_mean.uniform_(-0.5, 0.5)
-        model.bn.running_var.uniform_(0.5, 2.0)
+    model = lenet_with_statistics().eval()
     step = _check_step(model, (torch.randn(2, 1, 8, 8),), (torch.randn(2, 5),), F.mse_loss)
     kinds = {s.kind for s in step.backward.lowered.stages}
     assert {"gemm_summa", "relation", "select", "rowreduce"} <= kinds
