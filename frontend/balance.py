@@ -5,20 +5,28 @@ resident tile) over all stages.
 
 Greedy: every stage starts on the best tile for its smallest share (`tile_shape` at
 `min_pes`), then the slowest stage moves, one step at a time, to a tile that its model
-predicts faster and that still packs (`pack`: shelves in graph order, so producer and
-consumer tiles stay neighbours), until the slowest stage cannot get faster. Until then a
-stage that is never the slowest keeps its small tile, and one whose kernel does not get
-faster with more PEs stays where it is. Then, with `spare`, the other stages move into the
-PEs left over, the step that saves the most cycles per added PE of all stages' first: the
-rate stays, the latency through the pipeline (about the sum of the stages' cycles) drops
-as far as the PEs left allow. A resident tile (a table, gathered rows) weighs the words
-it holds over its PEs (`stage_cycles`): it computes nothing, but all it holds passes
-through its PEs. TinyGPT d=64 on small(32, 32), its GEMMs split (`frontend.gemm_split`),
-one sample: latency 60,612 cycles with the slowest of the other stages served first,
-53,150 by cycles saved per PE, 51,025 with resident tiles weighed (the token table on 15
-PEs instead of one). Measured worse: a node's side-by-side stages (batch entries, column
-blocks) counted only through their slowest (56,806), or moved together (54,247), and
-first-fit shelves (59,973): each leaves the layer norms and the softmax fewer PEs.
+predicts faster and that still packs (`pack`: a skyline in graph order, so producer and
+consumer tiles stay close) within `period_share` (60 %) of the fabric's PEs, until the
+slowest stage cannot get faster there. Until then a stage that is never the slowest keeps
+its small tile, and one whose kernel does not get faster with more PEs stays where it is.
+Then, with `spare`, the other stages move into the PEs left over, the step that saves the
+most cycles per added PE of all stages' first: the rate stays (or rises, where a step of
+the slowest stage is among the best), the latency through the pipeline (about the sum of
+the stages' cycles) drops as far as the PEs left allow. A
+resident tile (a table, gathered rows) weighs the words it holds over its PEs
+(`stage_cycles`): it computes nothing, but all it holds passes through its PEs.
+
+The share bounds a trade: a step of the slowest stage lowers the period only to the next
+slowest, so the last steps take many PEs for a few per cent of rate, PEs that the spare
+phase turns into latency. TinyGPT d=64 on small(32, 32), its GEMMs split
+(`frontend.gemm_split`), one sample (latency / period, cycles): the period set within 50 %
+of the fabric 44,160 / 5,330, 60 % 43,755 / 5,330, 70 % 46,711 / 5,306, 80 % or the whole
+fabric 50,133 / 4,930 (the GEMMs on 810 PEs, 12 PEs left spare). Before the skyline, on
+shelves (a row of tiles as tall as its tallest; 104 PEs lost under short tiles) and the
+whole fabric: 60,612 with the slowest of the other stages served first, 53,150 by cycles
+saved per PE, 51,025 with resident tiles weighed (the token table on 15 PEs instead of
+one). Measured worse, on shelves: a node's side-by-side stages (batch entries, column
+blocks) counted only through their slowest (56,806), or moved together (54,247).
 
 Spare steps must be measurable: each must save at least `min_saving` (0.75 %) of the
 period. A stage's growth then ends where its savings fall below that, whatever the
@@ -53,6 +61,7 @@ from frontend.tile_shapes import min_pes, model_cycles, pack, summa_colors, tile
 
 LOOKAHEAD = 2  # counts tried past a step that saves too few cycles, per direction
 MIN_SAVING = 0.0075  # of the period: what a step of the spare phase must save (docstring)
+PERIOD_SHARE = 0.6  # of the fabric's PEs: what the tiles may take while the period is set
 
 
 def next_split(n: int, parts: int, most: int) -> int | None:
@@ -113,12 +122,14 @@ def _steps(stage: Stage, shape: tuple[int, int], config: FabricConfig,
 
 
 def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: list[int],
-          config: FabricConfig, lookahead: int, least: int = 1
+          config: FabricConfig, lookahead: int, least: int = 1, most_pes: int | None = None
           ) -> tuple[tuple[int, int], int] | None:
     """Stage i's next tile and its cycles: of the first tile in each direction that still
-    packs and saves at least `least` cycles, one with no more PEs if any (the fastest),
-    else the one that saves the most cycles per added PE; None if none saves that many."""
+    packs, keeps all tiles within `most_pes` PEs (None: the fabric) and saves at least
+    `least` cycles, one with no more PEs if any (the fastest), else the one that saves the
+    most cycles per added PE; None if none saves that many."""
     stage, (r0, c0) = stages[i], shapes[i]
+    others = used(shapes) - r0 * c0
     best = None
     for ahead in _steps(stage, shapes[i], config, lookahead):
         for shape in ahead:
@@ -126,6 +137,8 @@ def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: li
             if fit is None:  # SRAM, colors or blocks: further on in this way, likely too
                 break
             if fit > cycles[i] - least:
+                continue
+            if most_pes is not None and others + shape[0] * shape[1] > most_pes:
                 continue
             if pack(shapes[:i] + [shape] + shapes[i + 1:], config) is None:
                 break
@@ -138,20 +151,24 @@ def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: li
 
 
 def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = LOOKAHEAD,
-                   spare: bool = True, min_saving: float = MIN_SAVING
-                   ) -> list[tuple[int, int]] | None:
+                   spare: bool = True, min_saving: float = MIN_SAVING,
+                   period_share: float = PERIOD_SHARE) -> list[tuple[int, int]] | None:
     """Tile shapes (rows, cols) for `stages`, in their order, that lower the largest
-    predicted cycles as far as growing the slowest stage allows; None if even the starting
-    tiles do not pack onto `config`.
+    predicted cycles as far as growing the slowest stage within `period_share` of the
+    fabric allows; None if even the starting tiles do not pack onto `config`.
 
     lookahead: block counts tried per direction past one that saves too few cycles.
-    spare: once the slowest stage is as fast as it gets, keep moving the others, slowest
-        first, while they get measurably faster and still pack (see the module's
-        docstring): the rate stays, the latency drops, and the larger tiles have more SRAM
-        for buffers. False: the slowest stage alone grows.
+    spare: once the slowest stage is as fast as it gets, keep moving the stages, the step
+        that saves the most cycles per added PE first, while they get measurably faster
+        and still pack (see the module's docstring): the rate stays or rises, the latency
+        drops, and the larger tiles have more SRAM for buffers. False: the slowest stage
+        alone grows.
     min_saving: the fraction of the period (the slowest stage's predicted cycles once it
         is as fast as it gets) that a step of the spare phase must save (module
         docstring); 0 lets any saving count.
+    period_share: the fraction of the fabric's PEs the tiles may take while the period is
+        set (module docstring; the starting tiles may take more); 1 lets the period take
+        the whole fabric.
 
     >>> shapes = balance_cycles(compiled.lowered.stages, FabricConfig.small(32, 32))
     """
@@ -166,7 +183,8 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
     heapq.heapify(slowest)
     while slowest and slowest[0][0] < 0:
         _, i = slowest[0]
-        step = _grow(i, stages, shapes, cycles, config, lookahead)
+        step = _grow(i, stages, shapes, cycles, config, lookahead,
+                     most_pes=max(used(shapes), int(period_share * config.num_pes)))
         if step is None:  # the slowest is as fast as it gets: the period is set
             if spare:
                 _spend_spare(stages, shapes, cycles, config, lookahead,
@@ -212,6 +230,11 @@ def _spend_spare(stages: list[Stage], shapes: list[tuple[int, int]], cycles: lis
         shapes[i], cycles[i] = found[1]
         if (found := next_step(i)) is not None:
             heapq.heappush(best, (-found[0], i))
+
+
+def used(shapes: list[tuple[int, int]]) -> int:
+    """PEs of tiles of `shapes` (rows, cols)."""
+    return sum(r * c for r, c in shapes)
 
 
 def stage_cycles(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> int | None:

@@ -4,11 +4,12 @@ stay resident at once.
 Sizing: a stage's share of the fabric follows its work (multiply-adds for GEMMs, elements
 otherwise), at least what its SRAM need asks for, within what its kernel accepts (every PE
 must hold a block; one-column kernels stay one column wide; SUMMA needs a color per tile row
-and column). Packing: shelves filled left to right in graph order, so a stage sits next to
-the stages it exchanges tensors with (the previous and next ones); when the tiles do not fit,
-every share shrinks and the packing starts over, down to the minimum sizes; below those the
-model does not fit and `PlacementError` says what it needs against what the fabric has:
-PEs, SRAM, and for a stage that fits no tile, the SRAM per PE its kernel would need.
+and column). Packing: a skyline filled in graph order, each tile where its top is lowest, so
+a stage sits beside or below the stages it exchanges tensors with (the previous and next
+ones); when the tiles do not fit, every share shrinks and the packing starts over, down to
+the minimum sizes; below those the model does not fit and `PlacementError` says what it
+needs against what the fabric has: PEs, SRAM, and for a stage that fits no tile, the SRAM
+per PE its kernel would need.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
         "work": a model run one stage at a time; shares of PEs follow each stage's work and
             add up to `SHARE` of the fabric, shrunk until they pack.
         "cycles": a pipelined run, all stages at once, at the rate of the slowest; tiles
-            grow to make the largest predicted cycles as small as the kernels and the
-            fabric allow (`frontend.balance`); then the others grow into the PEs left over
+            grow to make the largest predicted cycles as small as the kernels and 60 % of
+            the fabric allow (`frontend.balance`); then the others grow into the PEs left over
             by steps that each save a measurable share of that period
             (`frontend.balance.MIN_SAVING`), so a larger fabric hands out no more PEs once
             it holds them.
@@ -188,8 +189,8 @@ def _does_not_fit(stages: list[Stage], config: FabricConfig) -> PlacementError:
             f"{need_pes} PEs ({total} available) and {need_bytes} B of SRAM "
             f"({total * sram} B available: {total} PEs x {sram} B)")
     if not alone and need_pes <= total:
-        head += ("; their tiles do not pack onto the grid (shelves of tiles in graph order, "
-                 "each tile in one piece)")
+        head += ("; their tiles do not pack onto the grid (tiles placed in graph order, "
+                 "each in one piece)")
     details = []
     for i, stage in enumerate(alone):
         tile = largest_tile(stage, config)

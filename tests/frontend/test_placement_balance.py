@@ -5,6 +5,7 @@ save a measurable share of the period (`frontend.balance.MIN_SAVING`)."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -13,14 +14,17 @@ from fabric import FabricConfig
 from frontend.balance import (
     LOOKAHEAD,
     MIN_SAVING,
+    PERIOD_SHARE,
     _grow,
     balance_cycles,
     next_split,
     previous_split,
     spare_saving,
     stage_cycles,
+    used,
 )
 from frontend.placement import OBJECTIVES, model_cycles, place
+from frontend.tile_shapes import pack
 from tests.frontend.models import MLP, TinyGPT
 
 GPT_FABRIC = FabricConfig.small(32, 32)
@@ -138,3 +142,45 @@ def test_resident_tiles_spread_their_words(gpt):
     other = next(s for s in stages if s.kind != "resident")
     shape = (2, 2)
     assert stage_cycles(other, shape, GPT_FABRIC) == model_cycles(other, shape, GPT_FABRIC)
+
+
+def test_the_period_is_set_within_its_share_of_the_fabric(gpt):
+    """While the period is set, the tiles take at most PERIOD_SHARE of the PEs: on
+    small(16, 16) TinyGPT's slowest stages would take more (and lower the period) with the
+    whole fabric, which the spare phase then has less of to shorten the latency."""
+    stages, small = gpt.lowered.stages, FabricConfig.small(16, 16)
+
+    def period(shapes):
+        return max(stage_cycles(s, shape, small) for s, shape in zip(stages, shapes))
+    within = balance_cycles(stages, small, spare=False)
+    whole = balance_cycles(stages, small, spare=False, period_share=1.0)
+    assert used(within) <= PERIOD_SHARE * small.num_pes < used(whole)
+    assert period(whole) < period(within)
+    spent = balance_cycles(stages, small)
+    # the spare phase has the rest: it may grow the slowest stage too, where that step
+    # saves the most cycles per PE
+    assert period(spent) <= period(within)
+    assert used(spent) > used(within)
+
+
+def test_tiles_pack_under_short_tiles_beside_tall_ones():
+    """A skyline, not shelves: a tile goes where its top is lowest, so the room under a
+    short tile beside a tall one is used (on shelves the third tile would start row 2)."""
+    grid = FabricConfig.small(4, 6)
+    rects = pack([(2, 3), (1, 3), (1, 3)], grid)
+    assert [(r.row, r.col) for r in rects] == [(0, 0), (0, 3), (1, 3)]
+    assert pack([(2, 3), (1, 3), (1, 3), (3, 6)], grid) is None  # 5 rows of 4
+    assert pack([(1, 7)], grid) is None  # wider than the grid
+    # any shapes: tiles in the grid, no PE twice, or None only when the PEs run out
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        shapes = [tuple(int(v) for v in rng.integers(1, 4, 2)) for _ in range(8)]
+        rects = pack(shapes, grid)
+        if rects is None:
+            continue
+        seen = set()
+        for (r, c), rect in zip(shapes, rects):
+            assert (rect.rows, rect.cols) == (r, c)
+            assert rect.row_end <= grid.rows and rect.col_end <= grid.cols
+            assert not set(rect.pes()) & seen
+            seen |= set(rect.pes())
