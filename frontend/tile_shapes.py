@@ -111,10 +111,10 @@ def pack(shapes: list[tuple[int, int]], config: FabricConfig) -> list[Rect] | No
         # the lowest top over the tile's columns is at a run's first column (moving left
         # within a run lowers no top), the leftmost of the lowest taken
         row, col, at = config.rows, None, 0
-        for i, (start, _, _) in enumerate(skyline):
+        for i, (start, _, height) in enumerate(skyline):
             if start + c > config.cols:
                 break
-            top, j = skyline[i][2], i + 1
+            top, j = height, i + 1
             while top < row and j < len(skyline) and skyline[j][0] < start + c:
                 top, j = max(top, skyline[j][2]), j + 1
             if top < row:
