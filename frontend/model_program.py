@@ -24,7 +24,9 @@ a link take turns in the order of their colors, renamed by the graph's assignmen
 `ModelProgram.run` returns per part; `overlap=True` starts them in waves instead (every
 part whose inputs are complete at once). Kernels started by the data that reaches them,
 and samples streamed through the program, are the next steps; the pipelined timeline
-(`frontend.schedule`) places these parts' cycles in time meanwhile.
+(`frontend.schedule`) places these parts' cycles in time meanwhile. A call that does not
+finish raises StageRunError naming the parts running and those stuck, with their PEs
+(`fabric.stuck_parts`), stages by FX node and moves by their ends.
 
 Not in the program: an embedding's per-call gathers (their moves follow each call's
 indices) and moves from resident inputs; a model with them is refused.
@@ -37,10 +39,10 @@ import dataclasses
 import numpy as np
 import torch
 
-from fabric import BuildError, MergedProgram, Part, Simulator, merge_programs
+from fabric import BuildError, MergedProgram, Part, RunError, Simulator, merge_programs, stuck_parts
 from fabric import build as build_tables
 from fabric.kernels import WordMap, read_words, write_words
-from frontend.errors import PlacementError
+from frontend.errors import PlacementError, StageRunError
 from frontend.graph_colors import GraphColors, move_label, stage_label
 from frontend.runtime import PreparedStage, input_words
 from frontend.sources import describe
@@ -136,8 +138,11 @@ class ModelProgram:
                     for task in self.round_tasks[name]:
                         view.launch(task)
             start = int(sim.state.cycle)
-            waves.append((tuple(ready), sim.run(max_cycles=max_cycles, progress=False).cycles
-                          - start))
+            try:
+                stats = sim.run(max_cycles=max_cycles, progress=False)
+            except RunError as exc:
+                raise StageRunError(self._failure(sim, ready, exc)) from exc
+            waves.append((tuple(ready), stats.cycles - start))
             done.update(ready)
         words = {}
         for p in self.prepared:
@@ -145,6 +150,20 @@ class ModelProgram:
             got = read_words(sim, _renamed(p.out_map, mine))
             words[p.stage.name] = {k: got[mine.local(k)] for k in p.out_map.symbols}
         return ProgramRun(words, waves)
+
+    def _failure(self, sim: Simulator, started: list[str], exc: RunError) -> str:
+        """The engine's message on a stopped call, led by the parts it ran (stages by FX
+        node and source line, moves by their ends) and those stuck, with their PEs."""
+        what = part_descriptions(self.prepared, self.moves, self.stages)
+        lines = ["the model program did not finish; parts running: "
+                 + "; ".join(f"{n} = {what[n]}" for n in started)]
+        stuck = stuck_parts(self.merged, sim)
+        if stuck:
+            lines.append("stuck in:")
+            lines += [f"  {what.get(n, n)} at PE{'s' if len(pes) > 1 else ''} "
+                      + ", ".join(map(str, pes[:8])) + (" ..." if len(pes) > 8 else "")
+                      for n, pes in stuck.items()]
+        return "\n".join(lines + [str(exc)])
 
 
 def _load_weights(program: ModelProgram) -> np.ndarray:
@@ -239,11 +258,20 @@ def _named(exc: BuildError, prepared: list[PreparedStage], moves: list[MovePart]
            stages: dict[str, str]) -> str:
     """The build's message with the parts it names (s3, m2r0) given as stages and moves."""
     text = str(exc)
+    found = [f"{part} = {what}"
+             for part, what in part_descriptions(prepared, moves, stages).items()
+             if f"{part}." in text]
+    return text + ("\nparts: " + "; ".join(found) if found else "")
+
+
+def part_descriptions(prepared: list[PreparedStage], moves: list[MovePart],
+                      stages: dict[str, str]) -> dict[str, str]:
+    """{part name (s3, m2r0): "stage 'addmm' (FX node ..., line ...)" or "move 'a' -> 'b'
+    operand 'x' round 1"}."""
     names = {part: f"stage {name!r} ({describe(p.stage.node)})"
              for (name, part), p in zip(stages.items(), prepared)}
     for m in moves:
         for k, part in enumerate(m.rounds):
             names[part] = (f"move {m.tensor!r} -> {m.consumer!r} operand {m.operand!r}"
                            + (f" round {k}" if len(m.rounds) > 1 else ""))
-    found = [f"{part} = {what}" for part, what in names.items() if f"{part}." in text]
-    return text + ("\nparts: " + "; ".join(found) if found else "")
+    return names

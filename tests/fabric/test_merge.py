@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from fabric import (
+    DeadlockError,
     FabricConfig,
     MergeError,
     Part,
@@ -14,6 +15,7 @@ from fabric import (
     Simulator,
     Tile,
     merge_programs,
+    stuck_parts,
 )
 from fabric import instructions as ins
 from fabric.kernels import build_elementwise, build_gemv, run_kernel
@@ -143,3 +145,23 @@ def test_views_of_a_symbol_in_another_word_format_are_refused():
     merged = merge_programs(CONFIG, [Part("v", view, shared={"v": "o.y"}), Part("o", owner)])
     kept = merged.program.tile_at(0, 0).tile.symbols["o.y"]
     assert (kept.dtype, kept.shape) == ("f32", (4,))
+
+
+def test_a_stuck_run_is_reported_by_part():
+    """Two GEMVs, the second launched on its tile's bottom row only: the first finishes,
+    the second's launched PEs wait for the x its top row never sends, and `stuck_parts`
+    names the second part alone, at those PEs."""
+    (ka, xa), (kb, xb) = _gemv(Rect(0, 0, 2, 2), 0), _gemv(Rect(0, 2, 2, 2), 1)
+    shift = {c: c + 8 for c in {r.color for r in kb.program.routes}}
+    parts = [Part("a", ka.program), Part("b", kb.program, colors=shift)]
+    merged = merge_programs(CONFIG, parts)
+    sim = Simulator(CONFIG, merged.program)
+    for part, kernel, data in zip(parts, [ka, kb], [xa, xb]):
+        kernel.load(merged.view(sim, part.name), data)
+    ka.launch(merged.view(sim, "a"))
+    merged.view(sim, "b").launch("main", Rect(1, 2, 1, 2))  # its tile's bottom row
+    with pytest.raises(DeadlockError):
+        sim.run(max_cycles=20_000)
+    stuck = stuck_parts(merged, sim)
+    assert list(stuck) == ["b"]
+    assert stuck["b"] == [(1, 2), (1, 3)]  # the PEs launched, waiting for x

@@ -5,14 +5,16 @@ alone (exactly for these kernels; a move's flows sharing a link take turns in th
 their renamed colors)."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 import torch
 
 import frontend
-from fabric import FabricConfig
-from frontend.errors import FrontendError, PlacementError
+from fabric import DeadlockError, FabricConfig
+from fabric.window import bounding_box
+from frontend.errors import FrontendError, PlacementError, StageRunError
 from tests.frontend.models import CONFIG, MLP, TinyGPT
 
 # small enough that the pipelined placement's tiles, and so the moves' flows crossing a PE,
@@ -135,3 +137,40 @@ def test_per_call_gathers_are_refused():
                           colors="report")
     with pytest.raises(PlacementError, match="gathers operand .* by each call's indices"):
         cm.one_program(idx)
+
+
+def test_a_stuck_call_names_the_move_and_its_pes():
+    """A move whose receivers never start (its "recv" chain left out): its wavelets fill the
+    routes and input queues and stop, and the deadlock is reported by part, the move named
+    by its ends with the PEs where its wavelets wait, before the engine's own report."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 16)
+    cm = frontend.compile(MLP().eval(), (x,), SMALL, mode="pipelined")
+    cm.one_program(x)
+    program = cm._model_program
+    move = program.moves[0]
+    first = move.rounds[0]
+    assert "recv" in program.round_tasks[first]
+    program.round_tasks[first] = tuple(t for t in program.round_tasks[first] if t != "recv")
+    with pytest.raises(StageRunError) as info:
+        cm.one_program(x)
+    text = str(info.value)
+    assert isinstance(info.value.__cause__, DeadlockError)
+    assert f"parts running: {first} = move {move.tensor!r} -> {move.consumer!r}" in text
+    stuck = re.search(r"stuck in:\n  move (.*) at PEs? (.*)\n", text)
+    assert stuck and stuck.group(1).startswith(f"{move.tensor!r} -> {move.consumer!r}")
+    waiting = {tuple(map(int, pe)) for pe in re.findall(r"\((\d+), (\d+)\)", stuck.group(2))}
+    consumer = cm.placement.rects[move.consumer]
+    window = bounding_box(cm.placement.rects[move.tensor], consumer)
+    assert all(window.contains(*pe) for pe in waiting)  # on the move's routes
+    assert any(consumer.contains(*pe) for pe in waiting)  # at receivers that never took them
+    assert "deadlock at cycle" in text and "CE input queues holding" in text  # the engine's
+
+
+def test_a_call_past_the_cycle_limit_names_the_running_stage():
+    torch.manual_seed(0)
+    x = torch.randn(3, 16)
+    cm = frontend.compile(MLP().eval(), (x,), SMALL, mode="pipelined", max_cycles=50)
+    with pytest.raises(StageRunError, match=r"parts running: s0 = stage 'addmm' \(FX node "
+                                            r"'addmm'.*\n(.|\n)*cycle limit reached"):
+        cm.one_program(x)
