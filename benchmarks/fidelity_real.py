@@ -107,6 +107,8 @@ def facts() -> list[dict]:
          f"{w2.host_channel_spacing} rows"),
         ("channels SdkRuntime streams on", "up to 16", str(host_streams(w2))),
         ("host link", "~1.2 Tb/s (unverified)", f"{w2.host_link_bps / 1e12:g} Tb/s"),
+        ("memcpy support columns, west / east", "3 / 2, beside the program",
+         "{} / {}, their hops in every transfer".format(*w2.memcpy_columns)),
         ("host I/O, 994-row column x 100 words, cycles", f"channel-bound: "
          f"{math.ceil(994 * 100 / 16)} + hops", f"{host_io_cycles(w2, col, 100)} "
          f"(one-channel-per-row model: {old_column})"),

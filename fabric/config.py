@@ -108,6 +108,10 @@ class FabricConfig:
         host_link_bps: bits per second of the system's link to the host, which bounds every
             transfer (about 1.2 Tb/s, the CS-2's 12 x 100 Gb Ethernet ports; unverified in
             the SDK's documents).
+        memcpy_columns: (west, east) columns of PEs the SDK's memcpy adds beside a program
+            to carry its host transfers (3 west, 2 east: SDK, Host Runtime and Tensor
+            Streaming); they lie outside the grid and add their hops to every transfer's
+            latency (`fabric.host_io`). (0, 0): words reach the grid's edge PEs directly.
         generation: "wse2" or "wse3" (selects the SIMD table of `small`).
         task_binding: what a data task is bound to: "color" (WSE-2: its task id is its
             color, ids 0..23 of the 0..30 shared with local tasks) or "queue" (WSE-3: one of
@@ -145,6 +149,7 @@ class FabricConfig:
     host_channels_per_edge: int = 60
     host_streams: int = 16
     host_link_bps: float = 1.2e12
+    memcpy_columns: tuple = (3, 2)
     generation: str = "wse2"
 
     # Task ids: ids 0..num_colors-1 are data tasks bound to the color of the same id (as on
@@ -181,6 +186,9 @@ class FabricConfig:
                self.host_streams) < 1 or not self.host_link_bps > 0:
             problems.append("edge_bandwidth, host_channel_spacing, host_channels_per_edge and "
                             "host_streams must be >= 1 and host_link_bps > 0")
+        if len(self.memcpy_columns) != 2 or min(self.memcpy_columns) < 0:
+            problems.append("memcpy_columns must be (west, east) column counts >= 0, got "
+                            f"{self.memcpy_columns}")
         if self.deadlock_window < 4:
             problems.append(f"deadlock_window must be >= 4, got {self.deadlock_window}")
         if self.task_binding not in ("color", "queue"):

@@ -11,15 +11,14 @@ The model (docs/engine.md, "Host I/O"; sources in fabric/config.py):
   i.e. host_link_bps / clock_hz / 32 words per cycle;
 - the words of a rectangle enter it through its rows' west and east links, one wavelet
   per cycle per link: at most 2 * rect.rows words per cycle;
-- the farthest PE of the rectangle from the nearer edge adds its column distance once.
+- the farthest PE of the rectangle from the nearer edge adds its hops from the host once:
+  its column distance from that edge plus the memcpy support columns the SDK adds beside
+  a program on that side (`memcpy_columns`, 3 west and 2 east), which every word crosses.
 
     cycles = ceil(rect.rows * rect.cols * words / rate) + max over the rect's columns c of
-             min(c + 1, cols - c),
+             min(c + 1 + west, cols - c + east),
     rate   = min(streams * edge_bandwidth, link words per cycle, 2 * rect.rows),
     streams = min(host_streams, 2 * min(host_channels_per_edge, ceil(rows / spacing))).
-
-The memcpy support columns the SDK adds beside a program (3 west, 2 east) sit outside the
-simulated grid; their few cycles of extra latency are not counted.
 """
 
 from __future__ import annotations
@@ -61,13 +60,28 @@ def host_io_cycles(config: FabricConfig, rect: Rect, words_per_pe: int) -> int:
 
     Example:
         >>> host_io_cycles(FabricConfig.small(1, 8), Rect(0, 2, 1, 3), 5)  # 2 words/cycle
-        12
+        15
     """
     if words_per_pe <= 0:
         return 0
     words = rect.rows * rect.cols * words_per_pe
     stream = math.ceil(words / host_words_per_cycle(config, rect))
-    hops = max(min(c + 1, config.cols - c) for c in (rect.col, rect.col_end - 1,
-                                                     min(max(rect.col, (config.cols - 1) // 2),
-                                                         rect.col_end - 1)))
-    return stream + hops
+    return stream + host_hops(config, rect)
+
+
+def host_hops(config: FabricConfig, rect: Rect) -> int:
+    """Hops from the host to the PE of `rect` farthest from it: over the rectangle's
+    columns c, the most of min(c + 1 + west, cols - c + east), (west, east) the memcpy
+    support columns.
+
+    Example:
+        >>> host_hops(FabricConfig.small(4, 8), Rect(0, 0, 4, 8))  # column 3: 4 + 3
+        7
+    """
+    west, east = config.memcpy_columns
+    # the distance rises with c up to where the two sides meet, then falls: its most over
+    # the rectangle is at an end or at the meeting columns, clamped into the rectangle
+    meet = (config.cols - 1 + east - west) / 2
+    inside = {min(max(c, rect.col), rect.col_end - 1)
+              for c in (rect.col, rect.col_end - 1, math.floor(meet), math.ceil(meet))}
+    return max(min(c + 1 + west, config.cols - c + east) for c in inside)
