@@ -32,7 +32,7 @@ from fabric.host import Simulator, load_checkpoint
 from fabric.host_io import edge_channels, host_io_cycles, host_streams
 from fabric.isa import Port
 from fabric.merge import MergedProgram, MergeError, Part, merge_programs
-from fabric.part_report import stuck_parts
+from fabric.part_report import PartMap, stuck_parts
 from fabric.program import Program, Rect, Tile
 from fabric.state import FabricState, init_state
 from fabric.stats import Stats
@@ -42,7 +42,8 @@ from fabric.window import Window, whole_fabric, window_for
 __all__ = [
     "assign_part_colors", "BuildError", "CheckpointError", "ColorAssignment", "ColorNode",
     "ColorPart", "CycleLimitError", "DeadlockError", "FabricConfig", "FabricError",
-    "FabricState", "MergeError", "MergedProgram", "Part", "Port", "Program", "ProgramInfo",
+    "FabricState", "MergeError", "MergedProgram", "Part", "PartMap", "Port", "Program",
+    "ProgramInfo",
     "Rect", "RunError", "Simulator", "Stats", "Tables", "Tile", "Trace", "build",
     "edge_channels", "host_io_cycles", "host_streams", "init_state", "instructions",
     "load_checkpoint", "merge_programs", "program_table_rows", "row_demo", "run",

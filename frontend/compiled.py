@@ -193,9 +193,10 @@ class CompiledModel:
         """Run once on `args` as one fabric program (pipelined mode; `frontend.model_program`).
         overlap False: the parts one at a time, which gives the words `run` gives bit for bit
         and each part about the cycles it takes alone (flows sharing a link take turns in
-        the order of their colors, which the graph's assignment renames); True: in waves,
-        every part whose inputs are complete started together, contending for PEs and links
-        as the engine simulates."""
+        the order of their colors, which the graph's assignment renames); True: every part
+        started as soon as the parts it reads have finished (the host looks every few
+        cycles), independent parts at once, contending for PEs and links as the engine
+        simulates."""
         if self.mode != "pipelined":
             raise FrontendError("one_program: the model was compiled in mode "
                                 f"{self.mode!r}; one fabric program holds a pipelined model "

@@ -21,8 +21,10 @@ inputs into the operands they feed, then the parts are started by the host in th
 order, each run until the fabric is quiet: a stage's incoming moves, then its kernel. Every
 part therefore computes what it computes alone, in about its cycles alone (flows sharing
 a link take turns in the order of their colors, renamed by the graph's assignment), which
-`ModelProgram.run` returns per part; `overlap=True` starts them in waves instead (every
-part whose inputs are complete at once). Kernels started by the data that reaches them,
+`ModelProgram.run` returns per part; `overlap=True` starts each part as soon as the parts
+it reads have finished instead (the host looks every POLL_CYCLES cycles for parts with no
+work left, `fabric.PartMap`), independent parts at once. Kernels started by the data that
+reaches them,
 and samples streamed through the program, are the next steps; the pipelined timeline
 (`frontend.schedule`) places these parts' cycles in time meanwhile. A call that does not
 finish raises StageRunError naming the parts running and those stuck, with their PEs
@@ -39,13 +41,24 @@ import dataclasses
 import numpy as np
 import torch
 
-from fabric import BuildError, MergedProgram, Part, RunError, Simulator, merge_programs, stuck_parts
+from fabric import (
+    BuildError,
+    MergedProgram,
+    Part,
+    PartMap,
+    RunError,
+    Simulator,
+    merge_programs,
+    stuck_parts,
+)
 from fabric import build as build_tables
 from fabric.kernels import WordMap, read_words, write_words
 from frontend.errors import PlacementError, StageRunError
 from frontend.graph_colors import GraphColors, move_label, stage_label
 from frontend.runtime import PreparedStage, input_words
 from frontend.sources import describe
+
+POLL_CYCLES = 8  # how often a call with overlap looks for parts that have finished
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,21 +75,19 @@ class MovePart:
 
 @dataclasses.dataclass
 class ProgramRun:
-    """One call of a model program: `words` {stage: its output's words}; `waves` the parts
-    started together (by the host) and the cycles until the fabric was quiet again, in
-    order."""
+    """One call of a model program: `words` {stage: its output's words}; `spans` {part:
+    (the cycle the host started it, the cycle it was seen finished)}, cycles counted from
+    the call's start; `cycles` until the fabric was quiet after the last part."""
 
     words: dict[str, dict[str, np.ndarray]]
-    waves: list[tuple[tuple[str, ...], int]]
-
-    @property
-    def cycles(self) -> int:
-        return sum(c for _, c in self.waves)
+    spans: dict[str, tuple[int, int]]
+    cycles: int
 
     @property
     def part_cycles(self) -> dict[str, int]:
-        """{part: its cycles} of the parts that ran alone in their wave."""
-        return {parts[0]: c for parts, c in self.waves if len(parts) == 1}
+        """{part: the cycles from its start to its end}: alone with `overlap=False`; with
+        `overlap=True` beside the parts running at once, and to the poll that saw it end."""
+        return {name: end - start for name, (start, end) in self.spans.items()}
 
 
 @dataclasses.dataclass
@@ -109,11 +120,17 @@ class ModelProgram:
         return self._loaded
 
     def run(self, inputs: dict[str, torch.Tensor], max_cycles: int,
-            overlap: bool = False) -> ProgramRun:
+            overlap: bool = False, poll: int = POLL_CYCLES) -> ProgramRun:
         """One call on `inputs` (the user inputs by graph name, as `runtime.Execution`
         takes them). overlap False: one part at a time in graph order, each run until the
-        fabric is quiet; True: in waves, every part whose inputs are complete started
-        together, so independent parts run at once and contend for PEs and links."""
+        fabric is quiet; True: every part started as soon as the parts it reads have
+        finished (`after`), the host looking every `poll` cycles for parts with no work
+        left (`fabric.PartMap.at_work`), so independent parts run at once and contend for
+        PEs and links, and a part starts at most `poll` - 1 cycles after its inputs are
+        complete.
+
+        Raises StageRunError when the call does not finish (a deadlock, or `max_cycles`
+        cycles in all), naming the parts running and those stuck."""
         sim = Simulator(self.merged.program.config, self.merged.program)
         sim.host_sram()[...] = self.loaded_memory()
         for p in self.prepared:  # the host writes the user inputs where they are read
@@ -125,31 +142,37 @@ class ModelProgram:
                                  for k, w in input_words(src, inputs).items()},
                                 mapped_only=True)
         kernels = {self.stages[p.stage.name]: p.kernel for p in self.prepared}
-        done: set[str] = set()
-        waves = []
-        while len(done) < len(self.order):
-            ready = [n for n in self.order if n not in done and self.after[n] <= done]
-            ready = ready if overlap else ready[:1]
-            for name in ready:
+        parts = PartMap(self.merged) if overlap else None
+        begin = int(sim.state.cycle)
+        spans: dict[str, tuple[int, int]] = {}
+        running: dict[str, int] = {}  # part -> its start
+        while len(spans) < len(self.order):
+            ready = [n for n in self.order if n not in spans and n not in running
+                     and self.after[n] <= spans.keys()]
+            for name in ready if overlap else ready[:1]:
                 view = self.merged.view(sim, name)
                 if name in kernels:
                     kernels[name].launch(view)
                 else:
                     for task in self.round_tasks[name]:
                         view.launch(task)
-            start = int(sim.state.cycle)
+                running[name] = int(sim.state.cycle) - begin
+            left = max_cycles - (int(sim.state.cycle) - begin)
             try:
-                stats = sim.run(max_cycles=max_cycles, progress=False)
+                sim.run(max_cycles=min(poll, left) if overlap else left, progress=False,
+                        raise_on_limit=not overlap or left <= poll)
             except RunError as exc:
-                raise StageRunError(self._failure(sim, ready, exc)) from exc
-            waves.append((tuple(ready), stats.cycles - start))
-            done.update(ready)
+                raise StageRunError(self._failure(sim, list(running), exc)) from exc
+            now = int(sim.state.cycle) - begin
+            busy = parts.at_work(sim) if overlap else {}
+            for name in [n for n in running if n not in busy]:
+                spans[name] = (running.pop(name), now)
         words = {}
         for p in self.prepared:
             mine = self.merged.part(self.stages[p.stage.name])
             got = read_words(sim, _renamed(p.out_map, mine))
             words[p.stage.name] = {k: got[mine.local(k)] for k in p.out_map.symbols}
-        return ProgramRun(words, waves)
+        return ProgramRun(words, spans, int(sim.state.cycle) - begin)
 
     def _failure(self, sim: Simulator, started: list[str], exc: RunError) -> str:
         """The engine's message on a stopped call, led by the parts it ran (stages by FX

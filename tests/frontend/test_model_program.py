@@ -44,7 +44,10 @@ def test_one_program_gives_the_parts_words_and_cycles(model):
     run = cm.one_program(x)
     program = cm._model_program
     cycles = run.part_cycles
-    assert len(cycles) == len(run.waves) == len(program.order)  # one part at a time
+    assert len(cycles) == len(program.order)
+    spans = sorted(run.spans.values())
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))  # one part at a time
+    assert [n for n, _ in sorted(run.spans.items(), key=lambda kv: kv[1])] == program.order
     for p, result in zip(cm.prepared, cm.last.results):
         for k, w in run.words[p.stage.name].items():
             np.testing.assert_array_equal(w, cm.last.words[p.stage.name][k],
@@ -84,17 +87,22 @@ def _longest_path(program, cycles: dict[str, int]) -> int:
 
 
 def test_independent_parts_overlap_inside_the_program():
-    """The residual block's two branches start together: fewer waves than parts, the same
-    words bit for bit, fewer cycles than one part at a time, and no fewer than the longest
-    chain of parts run alone (parts running at once can only slow each other)."""
+    """The residual block's two branches start together and each part as soon as those it
+    reads have finished: the same words bit for bit, fewer cycles than one part at a time,
+    and no fewer than the longest chain of parts run alone (parts running at once can only
+    slow each other)."""
     torch.manual_seed(0)
     x = torch.randn(3, 16)
     cm = frontend.compile(Residual().eval(), (x,), SMALL, mode="pipelined")
     alone = cm.one_program(x)
     together = cm.one_program(x, overlap=True)
     program = cm._model_program
-    assert len(together.waves) < len(program.order)
-    assert len(together.waves[0][0]) >= 2  # both branches' GEMMs in the first wave
+    spans = together.spans
+    firsts = [n for n in program.order if not program.after[n]]
+    assert len(firsts) >= 2 and all(spans[n][0] == 0 for n in firsts)  # both branches
+    for name in program.order:
+        # started at the poll that saw the last of its inputs end
+        assert spans[name][0] == max((spans[a][1] for a in program.after[name]), default=0)
     for stage, words in alone.words.items():
         for k, w in words.items():
             np.testing.assert_array_equal(together.words[stage][k], w)
