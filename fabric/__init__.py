@@ -33,6 +33,7 @@ from fabric.host_io import edge_channels, host_io_cycles, host_streams
 from fabric.isa import Port
 from fabric.merge import MergedProgram, MergeError, Part, merge_programs
 from fabric.part_report import PartMap, stuck_parts
+from fabric.part_state import restore_part
 from fabric.program import Program, Rect, Tile
 from fabric.state import FabricState, init_state
 from fabric.stats import Stats
@@ -47,6 +48,6 @@ __all__ = [
     "Rect", "RunError", "Simulator", "Stats", "Tables", "Tile", "Trace", "build",
     "edge_channels", "host_io_cycles", "host_streams", "init_state", "instructions",
     "load_checkpoint", "merge_programs", "program_table_rows", "row_demo", "run",
-    "save_checkpoint", "step", "stuck_parts",
+    "restore_part", "save_checkpoint", "step", "stuck_parts",
     "tile_colors", "whole_fabric", "Window", "window_for", "write_atomic",
 ]

@@ -73,6 +73,7 @@ class ProgramInfo:
     num_instructions: int
     num_dsds: int
     instr_origin: tuple  # per instruction row: (tile, task, index in task code)
+    registers: tuple = ()  # per placement: dict register name -> index
 
     def placement_index(self, row: int, col: int) -> int | None:
         for i, p in enumerate(self.placements):
@@ -123,7 +124,7 @@ def build(config: FabricConfig, program: Program,
     init_blocked = np.zeros((R, C), np.uint32)
     init_regs = np.zeros((R, C, config.num_registers), np.int32)
     sram_used = np.zeros((R, C), np.int64)
-    symbols, task_ids = [], []
+    symbols, task_ids, registers = [], [], []
 
     for placement in program.placements:
         tile, rect = placement.tile, placement.rect
@@ -146,6 +147,7 @@ def build(config: FabricConfig, program: Program,
         sram_used[r0:r1, c0:c1] = sum(s.words for s in tile.symbols.values())
         symbols.append(sym_info)
         task_ids.append(ids)
+        registers.append(dict(regs))
 
     n_instr, n_dsd = len(instr_rows), len(dsd_rows)
     instr = np.zeros((bucket(max(n_instr, min_table_rows[0])), I_FIELDS), np.int32)
@@ -175,6 +177,7 @@ def build(config: FabricConfig, program: Program,
         num_instructions=n_instr,
         num_dsds=n_dsd,
         instr_origin=tuple(origins),
+        registers=tuple(registers),
     )
     return tables, info
 

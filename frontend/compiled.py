@@ -16,8 +16,9 @@ from frontend.errors import FrontendError
 from frontend.gemm_split import column_parts
 from frontend.graph_colors import GraphColors, check_color_policy, graph_colors
 from frontend.lowering import lower
-from frontend.model_program import ModelProgram, ProgramRun, build_model_program
+from frontend.model_program import ModelProgram, build_model_program
 from frontend.placement import place
+from frontend.program_run import ProgramStream, run_stream
 from frontend.runtime import Execution, ResidentTensor, Source, call_programs, prepare
 from frontend.schedule import Timeline, check_mode, timeline
 from frontend.tables import table_rows, widest
@@ -189,21 +190,34 @@ class CompiledModel:
         self.run(*args, resident=resident)
         return self.outputs()
 
-    def one_program(self, *args, overlap: bool = False) -> ProgramRun:
-        """Run once on `args` as one fabric program (pipelined mode; `frontend.model_program`).
-        overlap False: the parts one at a time, which gives the words `run` gives bit for bit
-        and each part about the cycles it takes alone (flows sharing a link take turns in
-        the order of their colors, which the graph's assignment renames); True: every part
-        started as soon as the parts it reads have finished (the host looks every few
-        cycles), independent parts at once, contending for PEs and links as the engine
-        simulates."""
+    def one_program(self, *args, overlap: bool = False) -> ProgramStream:
+        """Run once on `args` as one fabric program (pipelined mode; `frontend.model_program`,
+        `frontend.program_run`). overlap False: the parts one at a time, which gives the
+        words `run` gives bit for bit and each part about the cycles it takes alone (flows
+        sharing a link take turns in the order of their colors, which the graph's
+        assignment renames); True: every part started as soon as the parts it reads have
+        finished (the host looks every few cycles), independent parts at once, contending
+        for PEs and links as the engine simulates."""
+        return self.one_program_stream([args], serial=not overlap)
+
+    def one_program_stream(self, samples: Iterable[Sequence], serial: bool = False
+                           ) -> ProgramStream:
+        """`samples` (each a tuple of runtime inputs, as a call takes them) streamed
+        through the one fabric program: each part starts on a sample as soon as its inputs
+        for it are in and the next part is done with what it overwrites (`frontend.
+        program_run`), so consecutive samples overlap in one engine run. `.words[s]` every
+        stage's output words of sample s; `.latency`, `.period` (cycles per sample between
+        the first and last samples' ends), `.spans`. serial: one part at a time."""
         if self.mode != "pipelined":
             raise FrontendError("one_program: the model was compiled in mode "
                                 f"{self.mode!r}; one fabric program holds a pipelined model "
                                 "(every stage on its own tile)")
         if self._model_program is None:
             self._model_program = build_model_program(self.prepared, self.colors)
-        return self._model_program.run(self._inputs(args), self.max_cycles, overlap)
+        inputs = [self._inputs(args) for args in samples]
+        if not inputs:
+            raise FrontendError("one_program_stream: no samples given")
+        return run_stream(self._model_program, inputs, self.max_cycles, serial=serial)
 
     def stream(self, samples: Iterable[Sequence], resident: dict[str, ResidentTensor] | None
                = None) -> list:

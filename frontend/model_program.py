@@ -14,21 +14,17 @@ merged tile (its kernel's symbols plus those of every move round crossing it) wi
 SRAM, registers and task ids; a model that does not fit is refused with a PlacementError
 naming the stage or move and the resource.
 
-Running (`ModelProgram.run`): one simulator holds the whole call. Weights and constants are
-loaded once per model program (each kernel loaded as on its own, its memory copied in; every
-call starts from that memory, `loaded_memory`), the host writes the
-inputs into the operands they feed, then the parts are started by the host in the graph's
-order, each run until the fabric is quiet: a stage's incoming moves, then its kernel. Every
-part therefore computes what it computes alone, in about its cycles alone (flows sharing
-a link take turns in the order of their colors, renamed by the graph's assignment), which
-`ModelProgram.run` returns per part; `overlap=True` starts each part as soon as the parts
-it reads have finished instead (the host looks every POLL_CYCLES cycles for parts with no
-work left, `fabric.PartMap`), independent parts at once. Kernels started by the data that
-reaches them,
-and samples streamed through the program, are the next steps; the pipelined timeline
-(`frontend.schedule`) places these parts' cycles in time meanwhile. A call that does not
-finish raises StageRunError naming the parts running and those stuck, with their PEs
-(`fabric.stuck_parts`), stages by FX node and moves by their ends.
+Running (`frontend.program_run`): one simulator holds a call, or a stream of samples.
+Weights and constants are loaded once per model program (each kernel loaded as on its
+own, its memory copied in; every call starts from that memory, `loaded_memory`); the host
+writes a sample's inputs into the operands they feed (`write_inputs`), starts the parts
+(`launch`: a kernel's entry tasks, a move round's chains), reads each kernel's output
+(`read_output`) and, before a part takes another sample, puts it back as loaded (`rearm`,
+`fabric.restore_part`, less the operands moves have written: `moved_in`). What may start
+when is `after` (what a part reads) and `reuses` (what must be done with the previous
+sample before a part overwrites it). A call that does not finish raises StageRunError
+naming the parts running and those stuck, with their PEs (`failure`,
+`fabric.stuck_parts`), stages by FX node and moves by their ends.
 
 Not in the program: an embedding's per-call gathers (their moves follow each call's
 indices) and moves from resident inputs; a model with them is refused.
@@ -45,20 +41,18 @@ from fabric import (
     BuildError,
     MergedProgram,
     Part,
-    PartMap,
     RunError,
     Simulator,
     merge_programs,
+    restore_part,
     stuck_parts,
 )
 from fabric import build as build_tables
 from fabric.kernels import WordMap, read_words, write_words
-from frontend.errors import PlacementError, StageRunError
+from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
 from frontend.runtime import PreparedStage, input_words
 from frontend.sources import describe
-
-POLL_CYCLES = 8  # how often a call with overlap looks for parts that have finished
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,23 +65,6 @@ class MovePart:
     source: int
     tensor: str
     rounds: tuple[str, ...]
-
-
-@dataclasses.dataclass
-class ProgramRun:
-    """One call of a model program: `words` {stage: its output's words}; `spans` {part:
-    (the cycle the host started it, the cycle it was seen finished)}, cycles counted from
-    the call's start; `cycles` until the fabric was quiet after the last part."""
-
-    words: dict[str, dict[str, np.ndarray]]
-    spans: dict[str, tuple[int, int]]
-    cycles: int
-
-    @property
-    def part_cycles(self) -> dict[str, int]:
-        """{part: the cycles from its start to its end}: alone with `overlap=False`; with
-        `overlap=True` beside the parts running at once, and to the poll that saw it end."""
-        return {name: end - start for name, (start, end) in self.spans.items()}
 
 
 @dataclasses.dataclass
@@ -106,6 +83,7 @@ class ModelProgram:
     order: list[str]
     after: dict[str, frozenset]
     round_tasks: dict[str, tuple[str, ...]]  # a move round's part -> the tasks it launches
+    moved_in: frozenset = frozenset()  # merged names of the kernels' symbols moves write
     _loaded: np.ndarray | None = dataclasses.field(default=None, repr=False)
 
     @property
@@ -119,67 +97,72 @@ class ModelProgram:
             self._loaded = _load_weights(self)
         return self._loaded
 
-    def run(self, inputs: dict[str, torch.Tensor], max_cycles: int,
-            overlap: bool = False, poll: int = POLL_CYCLES) -> ProgramRun:
-        """One call on `inputs` (the user inputs by graph name, as `runtime.Execution`
-        takes them). overlap False: one part at a time in graph order, each run until the
-        fabric is quiet; True: every part started as soon as the parts it reads have
-        finished (`after`), the host looking every `poll` cycles for parts with no work
-        left (`fabric.PartMap.at_work`), so independent parts run at once and contend for
-        PEs and links, and a part starts at most `poll` - 1 cycles after its inputs are
-        complete.
-
-        Raises StageRunError when the call does not finish (a deadlock, or `max_cycles`
-        cycles in all), naming the parts running and those stuck."""
+    def simulator(self) -> Simulator:
+        """A simulator of the program with the weights and constants loaded."""
         sim = Simulator(self.merged.program.config, self.merged.program)
         sim.host_sram()[...] = self.loaded_memory()
-        for p in self.prepared:  # the host writes the user inputs where they are read
-            mine = self.merged.part(self.stages[p.stage.name])
-            for src in (s for sources in p.sources.values() for s in sources):
-                if src.plan is None:
-                    write_words(sim, _renamed(src.dst, mine),
-                                {mine.local(k): w
-                                 for k, w in input_words(src, inputs).items()},
-                                mapped_only=True)
-        kernels = {self.stages[p.stage.name]: p.kernel for p in self.prepared}
-        parts = PartMap(self.merged) if overlap else None
-        begin = int(sim.state.cycle)
-        spans: dict[str, tuple[int, int]] = {}
-        running: dict[str, int] = {}  # part -> its start
-        while len(spans) < len(self.order):
-            ready = [n for n in self.order if n not in spans and n not in running
-                     and self.after[n] <= spans.keys()]
-            for name in ready if overlap else ready[:1]:
-                view = self.merged.view(sim, name)
-                if name in kernels:
-                    kernels[name].launch(view)
-                else:
-                    for task in self.round_tasks[name]:
-                        view.launch(task)
-                running[name] = int(sim.state.cycle) - begin
-            left = max_cycles - (int(sim.state.cycle) - begin)
-            try:
-                sim.run(max_cycles=min(poll, left) if overlap else left, progress=False,
-                        raise_on_limit=not overlap or left <= poll)
-            except RunError as exc:
-                raise StageRunError(self._failure(sim, list(running), exc)) from exc
-            now = int(sim.state.cycle) - begin
-            busy = parts.at_work(sim) if overlap else {}
-            for name in [n for n in running if n not in busy]:
-                spans[name] = (running.pop(name), now)
-        words = {}
-        for p in self.prepared:
-            mine = self.merged.part(self.stages[p.stage.name])
-            got = read_words(sim, _renamed(p.out_map, mine))
-            words[p.stage.name] = {k: got[mine.local(k)] for k in p.out_map.symbols}
-        return ProgramRun(words, spans, int(sim.state.cycle) - begin)
+        return sim
 
-    def _failure(self, sim: Simulator, started: list[str], exc: RunError) -> str:
-        """The engine's message on a stopped call, led by the parts it ran (stages by FX
-        node and source line, moves by their ends) and those stuck, with their PEs."""
+    def write_inputs(self, sim: Simulator, kernel: str, inputs: dict[str, torch.Tensor]
+                     ) -> None:
+        """The host writes the user inputs that kernel part `kernel` reads (by graph
+        name, as `runtime.Execution` takes them) into its operands."""
+        p = self.prepared[list(self.stages.values()).index(kernel)]
+        mine = self.merged.part(kernel)
+        for src in (s for sources in p.sources.values() for s in sources):
+            if src.plan is None:
+                write_words(sim, _renamed(src.dst, mine),
+                            {mine.local(k): w for k, w in input_words(src, inputs).items()},
+                            mapped_only=True)
+
+    def rearm(self, sim: Simulator, name: str) -> None:
+        """Part `name` back as loaded, to run on another sample (`fabric.restore_part`):
+        its registers, blocked bits and symbols, but the operands moves have written."""
+        restore_part(sim, self.merged, name, self.loaded_memory(), keep=self.moved_in)
+
+    def launch(self, sim: Simulator, name: str) -> None:
+        """Start part `name`: a kernel's entry tasks, or a move round's chains."""
+        view = self.merged.view(sim, name)
+        kernel = self._kernels.get(name)
+        if kernel is not None:
+            kernel.launch(view)
+        else:
+            for task in self.round_tasks[name]:
+                view.launch(task)
+
+    def read_output(self, sim: Simulator, kernel: str) -> dict[str, np.ndarray]:
+        """{symbol: words} of kernel part `kernel`'s output, as `runtime` reads a stage's."""
+        p = self.prepared[list(self.stages.values()).index(kernel)]
+        mine = self.merged.part(kernel)
+        got = read_words(sim, _renamed(p.out_map, mine))
+        return {k: got[mine.local(k)] for k in p.out_map.symbols}
+
+    @property
+    def _kernels(self) -> dict:
+        return {self.stages[p.stage.name]: p.kernel for p in self.prepared}
+
+    def reuses(self) -> dict[str, frozenset]:
+        """{part: the parts whose previous sample must have finished before it starts on
+        the next}, besides itself: a move round writes its consumer's operand, so that
+        kernel must be done with it; a kernel writes its output, so every round reading it
+        must be done with it."""
+        out: dict[str, set] = {name: set() for name in self.order}
+        for m in self.moves:
+            consumer = self.stages[m.consumer]
+            producer = self.stages.get(m.tensor)
+            for r in m.rounds:
+                out[r].add(consumer)
+                if producer is not None:
+                    out[producer].add(r)
+        return {name: frozenset(v) for name, v in out.items()}
+
+    def failure(self, sim: Simulator, started: list[str], exc: RunError) -> str:
+        """The engine's message on a stopped call, led by the parts it ran (`started`:
+        part names, each maybe followed by " (sample s)"; stages by FX node and source
+        line, moves by their ends) and those stuck, with their PEs."""
         what = part_descriptions(self.prepared, self.moves, self.stages)
         lines = ["the model program did not finish; parts running: "
-                 + "; ".join(f"{n} = {what[n]}" for n in started)]
+                 + "; ".join(f"{n} = {what[n.split(' ')[0]]}" for n in started)]
         stuck = stuck_parts(self.merged, sim)
         if stuck:
             lines.append("stuck in:")
@@ -238,6 +221,7 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors
     order: list[str] = []
     after: dict[str, frozenset] = {}
     round_tasks: dict[str, tuple[str, ...]] = {}
+    moved_in: set[str] = set()
     for p in prepared:
         incoming = []
         for operand, sources in p.sources.items():  # the order of graph_colors.graph_parts
@@ -254,6 +238,8 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors
                 ends = {"src": kernels[producer.stage.name], "dst": kernels[p.stage.name]}
                 shared = {sym: ends[end].local(name)
                           for sym, (end, name) in src.plan.end_symbols.items()}
+                moved_in |= {ends[end].local(name)
+                             for end, name in src.plan.end_symbols.values() if end == "dst"}
                 names = []
                 for k, rnd in enumerate(src.plan.rounds):
                     names.append(f"m{len(moves)}r{k}")
@@ -274,7 +260,8 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors
     except BuildError as exc:
         raise PlacementError("the pipelined model does not fit one fabric program: "
                              f"{_named(exc, prepared, moves, stages)}") from exc
-    return ModelProgram(merged, stages, moves, prepared, order, after, round_tasks)
+    return ModelProgram(merged, stages, moves, prepared, order, after, round_tasks,
+                        frozenset(moved_in))
 
 
 def _named(exc: BuildError, prepared: list[PreparedStage], moves: list[MovePart],

@@ -15,6 +15,7 @@ from fabric import (
     Simulator,
     Tile,
     merge_programs,
+    restore_part,
     stuck_parts,
 )
 from fabric import instructions as ins
@@ -165,3 +166,40 @@ def test_a_stuck_run_is_reported_by_part():
     stuck = stuck_parts(merged, sim)
     assert list(stuck) == ["b"]
     assert stuck["b"] == [(1, 2), (1, 3)]  # the PEs launched, waiting for x
+
+
+def test_a_part_restored_runs_again_as_loaded():
+    """Two GEMVs; the first runs, then is restored with its output kept: its registers
+    and other symbols are as loaded, its output and the second part's memory untouched;
+    run again, it gives the same output in the same cycles."""
+    (ka, xa), (kb, xb) = _gemv(Rect(0, 0, 2, 2), 0), _gemv(Rect(0, 2, 2, 2), 1)
+    shift = {c: c + 8 for c in {r.color for r in kb.program.routes}}
+    parts = [Part("a", ka.program), Part("b", kb.program, colors=shift)]
+    merged = merge_programs(CONFIG, parts)
+    sim = Simulator(CONFIG, merged.program)
+    for part, kernel, data in zip(parts, [ka, kb], [xa, xb]):
+        kernel.load(merged.view(sim, part.name), data)
+    loaded = sim.host_sram().copy()
+    for part, kernel in zip(parts, [ka, kb]):
+        kernel.launch(merged.view(sim, part.name))
+    sim.run()
+    out = ka.read(merged.view(sim, "a"))
+    ran = sim.host_sram().copy()
+    y = sim.info.symbols[0]["a.y"]
+    ys = slice(y.address, y.address + merged.program.placements[0].tile.symbols["a.y"].words)
+    assert not np.array_equal(ran[:, :2, ys], loaded[:, :2, ys])  # the output was written
+    restore_part(sim, merged, "a", loaded, keep={"a.y"})
+    now = sim.host_sram()
+    np.testing.assert_array_equal(now[:, :2, ys], ran[:, :2, ys])  # kept
+    others = np.ones(now.shape[2], bool)
+    others[ys] = False
+    np.testing.assert_array_equal(now[:, :2, others], loaded[:, :2, others])
+    np.testing.assert_array_equal(now[:, 2:], ran[:, 2:])  # part b untouched
+    regs = np.asarray(sim.state.regs)
+    np.testing.assert_array_equal(regs[:, :2], np.asarray(sim.tables.init_regs)[:, :2])
+    start = int(sim.state.cycle)
+    ka.launch(merged.view(sim, "a"))
+    assert sim.run().cycles - start == run_kernel(ka, xa).cycles  # as alone
+    np.testing.assert_array_equal(ka.read(merged.view(sim, "a")), out)
+    with pytest.raises(KeyError, match="no part 'c'"):
+        restore_part(sim, merged, "c", loaded)

@@ -43,13 +43,13 @@ def test_one_program_gives_the_parts_words_and_cycles(model):
     cm(x)  # every part simulated apart
     run = cm.one_program(x)
     program = cm._model_program
-    cycles = run.part_cycles
+    cycles = run.part_cycles()
     assert len(cycles) == len(program.order)
     spans = sorted(run.spans.values())
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))  # one part at a time
-    assert [n for n, _ in sorted(run.spans.items(), key=lambda kv: kv[1])] == program.order
+    assert [n for (n, _), _ in sorted(run.spans.items(), key=lambda kv: kv[1])] == program.order
     for p, result in zip(cm.prepared, cm.last.results):
-        for k, w in run.words[p.stage.name].items():
+        for k, w in run.words[0][p.stage.name].items():
             np.testing.assert_array_equal(w, cm.last.words[p.stage.name][k],
                                           err_msg=f"stage {p.stage.name}, symbol {k}")
         assert cycles[program.stages[p.stage.name]] == result.kernel_cycles, p.stage.name
@@ -74,7 +74,7 @@ def test_weights_are_loaded_once_per_model_program():
     assert loads == []  # the second call starts from the memory the first one loaded
     cm(y)  # the parts apart, on y: the second call's words bit for bit
     for p in cm.prepared:
-        for k, w in second.words[p.stage.name].items():
+        for k, w in second.words[0][p.stage.name].items():
             np.testing.assert_array_equal(w, cm.last.words[p.stage.name][k],
                                           err_msg=f"stage {p.stage.name}, symbol {k}")
 
@@ -97,16 +97,43 @@ def test_independent_parts_overlap_inside_the_program():
     alone = cm.one_program(x)
     together = cm.one_program(x, overlap=True)
     program = cm._model_program
-    spans = together.spans
+    spans = {name: span for (name, _), span in together.spans.items()}
     firsts = [n for n in program.order if not program.after[n]]
     assert len(firsts) >= 2 and all(spans[n][0] == 0 for n in firsts)  # both branches
     for name in program.order:
         # started at the poll that saw the last of its inputs end
         assert spans[name][0] == max((spans[a][1] for a in program.after[name]), default=0)
-    for stage, words in alone.words.items():
+    for stage, words in alone.words[0].items():
         for k, w in words.items():
-            np.testing.assert_array_equal(together.words[stage][k], w)
-    assert _longest_path(program, alone.part_cycles) <= together.cycles < alone.cycles
+            np.testing.assert_array_equal(together.words[0][stage][k], w)
+    assert _longest_path(program, alone.part_cycles()) <= together.cycles < alone.cycles
+
+
+def test_samples_stream_through_the_one_program():
+    """Four samples through the test MLP's one program: each sample's words bit for bit
+    those of a call on it alone; consecutive samples overlap (a part starts on the next
+    sample once it and what it overwrites are done), so the stream takes less than four
+    calls, and the steady state's cycles per sample are within 10 % of its slowest part's
+    cycles alone (the rate of the slowest stage, as the pipelined timeline predicts)."""
+    torch.manual_seed(0)
+    xs = [torch.randn(3, 16) for _ in range(4)]
+    cm = frontend.compile(MLP().eval(), (xs[0],), SMALL, mode="pipelined")
+    alone = [cm.one_program(x) for x in xs]
+    stream = cm.one_program_stream([(x,) for x in xs])
+    program = cm._model_program
+    for s, one in enumerate(alone):
+        for stage, words in one.words[0].items():
+            for k, w in words.items():
+                np.testing.assert_array_equal(stream.words[s][stage][k], w,
+                                              err_msg=f"sample {s}, stage {stage}")
+    for name in program.order:  # a part's samples in order, one at a time
+        ends = [stream.spans[(name, s)] for s in range(4)]
+        assert all(a[1] <= b[0] for a, b in zip(ends, ends[1:])), name
+    assert stream.latency < stream.cycles < sum(one.cycles for one in alone)
+    slowest = max(alone[0].part_cycles().values())
+    assert stream.period == pytest.approx(slowest, rel=0.10)
+    with pytest.raises(FrontendError, match="no samples given"):
+        cm.one_program_stream([])
 
 
 def test_one_program_needs_a_pipelined_model():
