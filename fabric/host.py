@@ -272,6 +272,25 @@ class Simulator:
         self.state = engine.replace(self.state,
                                     activated=self.state.activated | jnp.asarray(mask))
 
+    def launch_each(self, starts) -> None:
+        """Activate, on each PE, its own local tasks: `starts` {(row, col): task names},
+        in one update (a host that starts a part PE by PE, as each PE's inputs arrive).
+
+        Raises ValueError for a PE without one of its tasks, or a data task."""
+        mask = np.zeros((self.config.rows, self.config.cols), np.uint32)
+        for (r, c), tasks in starts.items():
+            i = self.info.placement_index(r, c)
+            ids = self.info.task_ids[i] if i is not None else {}
+            for task in tasks:
+                if task not in ids:
+                    raise ValueError(f"launch_each: PE ({r}, {c}) has no task {task!r}")
+                if self.info.placements[i].tile.tasks[task].kind != "local":
+                    raise ValueError(f"launch_each: task {task!r} on PE ({r}, {c}) is a "
+                                     "data task; only local tasks can be launched")
+                mask[r, c] |= np.uint32(1 << ids[task])
+        self.state = engine.replace(self.state,
+                                    activated=self.state.activated | jnp.asarray(mask))
+
     # ---- running ------------------------------------------------------------------------
     def run(self, max_cycles: int = 1_000_000, raise_on_limit: bool = True,
             progress: bool | None = None, chunk_cycles: int | None = None) -> Stats:

@@ -79,6 +79,10 @@ class Part:
             return self.shared[name] if isinstance(self.shared, Mapping) else name
         return f"{self.name}{SEPARATOR}{name}"
 
+    def task(self, name: str) -> str:
+        """A task's name on the merged fabric."""
+        return f"{self.name}{SEPARATOR}{name}"
+
     def rect(self, rect: Rect) -> Rect:
         return Rect(rect.row + self.corner[0], rect.col + self.corner[1], rect.rows, rect.cols)
 
@@ -131,7 +135,7 @@ class PartView:
         return self.sim.memcpy_d2h(self.part.local(name), self._rect(rect))
 
     def launch(self, task: str, rect: Rect | None = None) -> None:
-        self.sim.launch(f"{self.part.name}{SEPARATOR}{task}", self._rect(rect))
+        self.sim.launch(self.part.task(task), self._rect(rect))
 
     def run(self, *args, **kwargs):
         return self.sim.run(*args, **kwargs)

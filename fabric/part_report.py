@@ -47,9 +47,11 @@ class PartMap:
                 for r, c in part.rect(placement.rect).pes():
                     self.covering.setdefault((r, c), []).append(part.name)
 
-    def at_work(self, sim) -> dict[str, list[tuple[int, int]]]:
+    def at_work(self, sim, wavelets: bool = True) -> dict[str, list[tuple[int, int]]]:
         """{part name: the PEs (row, col) where it has work} of `sim` (a simulator of the
-        merged program), parts in the order of `merged.parts` (module docstring)."""
+        merged program), parts in the order of `merged.parts` (module docstring).
+        wavelets False: its CEs' work alone (tasks and ops), not the wavelets of its colors
+        held in routers and queues: where it has finished what it does on its own PEs."""
         st, info = sim.state, sim.info
         pc, task = np.asarray(st.pc), np.asarray(st.task)
         active, slots = np.asarray(st.slot_active), np.asarray(st.slots)
@@ -74,7 +76,7 @@ class PartMap:
             if not colors:  # memory alone: any part with a tile here may own it
                 for part in self.covering.get((int(r), int(c)), []):
                     add(part, r, c)
-        for held in (np.asarray(st.rq_count), np.asarray(st.iq_count)):  # (R, C, colors)
+        for held in (np.asarray(st.rq_count), np.asarray(st.iq_count)) if wavelets else ():
             for r, c, color in np.argwhere(held > 0):
                 add(self.owners.get((int(r), int(c), int(color))), r, c)
         return {name: sorted(found[name]) for name in self.order if name in found}

@@ -195,19 +195,21 @@ class CompiledModel:
         `frontend.program_run`). overlap False: the parts one at a time, which gives the
         words `run` gives bit for bit and each part about the cycles it takes alone (flows
         sharing a link take turns in the order of their colors, which the graph's
-        assignment renames); True: every part started as soon as the parts it reads have
-        finished (the host looks every few cycles), independent parts at once, contending
-        for PEs and links as the engine simulates."""
-        return self.one_program_stream([args], serial=not overlap)
+        assignment renames); True: every part started on each of its PEs as soon as the
+        parts it reads are done there (the host looks every few cycles), independent parts
+        at once, contending for PEs and links as the engine simulates."""
+        return self.one_program_stream([args], start="pe" if overlap else "serial")
 
-    def one_program_stream(self, samples: Iterable[Sequence], serial: bool = False
+    def one_program_stream(self, samples: Iterable[Sequence], start: str = "pe"
                            ) -> ProgramStream:
         """`samples` (each a tuple of runtime inputs, as a call takes them) streamed
         through the one fabric program: each part starts on a sample as soon as its inputs
         for it are in and the next part is done with what it overwrites (`frontend.
         program_run`), so consecutive samples overlap in one engine run. `.words[s]` every
         stage's output words of sample s; `.latency`, `.period` (cycles per sample between
-        the first and last samples' ends), `.spans`. serial: one part at a time."""
+        the first and last samples' ends), `.spans`. start: "pe" (each PE of a part as
+        soon as the parts it reads are done there), "part" (a part on all its PEs once
+        they are done everywhere) or "serial" (one part at a time)."""
         if self.mode != "pipelined":
             raise FrontendError("one_program: the model was compiled in mode "
                                 f"{self.mode!r}; one fabric program holds a pipelined model "
@@ -217,7 +219,7 @@ class CompiledModel:
         inputs = [self._inputs(args) for args in samples]
         if not inputs:
             raise FrontendError("one_program_stream: no samples given")
-        return run_stream(self._model_program, inputs, self.max_cycles, serial=serial)
+        return run_stream(self._model_program, inputs, self.max_cycles, start=start)
 
     def stream(self, samples: Iterable[Sequence], resident: dict[str, ResidentTensor] | None
                = None) -> list:

@@ -41,6 +41,7 @@ from fabric import (
     BuildError,
     MergedProgram,
     Part,
+    Rect,
     RunError,
     Simulator,
     merge_programs,
@@ -121,14 +122,23 @@ class ModelProgram:
         restore_part(sim, self.merged, name, self.loaded_memory(), keep=self.moved_in)
 
     def launch(self, sim: Simulator, name: str) -> None:
-        """Start part `name`: a kernel's entry tasks, or a move round's chains."""
-        view = self.merged.view(sim, name)
+        """Start part `name` on all its PEs: a kernel's entry tasks, a move round's chains."""
+        self._start(self.merged.view(sim, name), name)
+
+    def _start(self, view, name: str) -> None:
         kernel = self._kernels.get(name)
         if kernel is not None:
             kernel.launch(view)
         else:
             for task in self.round_tasks[name]:
                 view.launch(task)
+
+    def entries(self, name: str) -> dict[tuple[int, int], tuple[str, ...]]:
+        """{PE (row, col) of the merged fabric: the merged names of the tasks `launch`
+        starts there} of part `name`."""
+        record = _LaunchRecord(self.merged.part(name))
+        self._start(record, name)
+        return {pe: tuple(tasks) for pe, tasks in record.tasks.items()}
 
     def read_output(self, sim: Simulator, kernel: str) -> dict[str, np.ndarray]:
         """{symbol: words} of kernel part `kernel`'s output, as `runtime` reads a stage's."""
@@ -170,6 +180,24 @@ class ModelProgram:
                       + ", ".join(map(str, pes[:8])) + (" ..." if len(pes) > 8 else "")
                       for n, pes in stuck.items()]
         return "\n".join(lines + [str(exc)])
+
+
+class _LaunchRecord:
+    """A part's view that records what its launch starts instead of starting it:
+    `tasks` {PE of the merged fabric: the merged task names}."""
+
+    def __init__(self, part: Part):
+        self.part = part
+        self.tasks: dict[tuple[int, int], list[str]] = {}
+
+    def launch(self, task: str, rect: Rect | None = None) -> None:
+        for placement in self.part.program.placements:
+            if task not in placement.tile.tasks:
+                continue
+            for r, c in placement.rect.pes():
+                if rect is None or rect.contains(r, c):
+                    pe = (r + self.part.corner[0], c + self.part.corner[1])
+                    self.tasks.setdefault(pe, []).append(self.part.task(task))
 
 
 def _load_weights(program: ModelProgram) -> np.ndarray:

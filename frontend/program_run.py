@@ -2,23 +2,29 @@
 through it, in one simulator.
 
 The host starts the parts: a stage's kernel or a round of a move, each for one sample (a
-"token", (part, sample)). A token may start when
-- the parts it reads have finished for its sample (`ModelProgram.after`),
+"token", (part, sample)). A token is armed (the part put back as loaded, `rearm`, and the
+sample's user inputs written into a kernel's operands) once
 - the part has finished the previous sample,
 - and whatever it overwrites is no longer needed by the previous sample
   (`ModelProgram.reuses`): a move round writes its consumer's operand, so that kernel
   must be done with the previous sample; a kernel writes its output, so the rounds
   reading it must be done with it.
-The host writes a sample's user inputs into a kernel's operands just before starting that
-kernel on it, and reads every kernel's output words for a sample as soon as it has
-finished (before anything can overwrite them).
-
-serial: one token at a time, in sample then graph order, each run until the fabric is
-quiet (each part in the cycles it takes alone). Otherwise every token starts as soon as it
-may: the host looks every `poll` cycles for parts with no work left (`fabric.PartMap`), so
-independent parts, and the parts of consecutive samples, run at once and contend for PEs
-and links as the engine simulates them; a token starts at most `poll` - 1 cycles after the
-last of its conditions is met.
+Then its entry tasks start (`ModelProgram.entries`, PE by PE) by `start`:
+- "pe": on each PE as soon as the parts it reads (`ModelProgram.after`) are done on that
+  PE: a move's receivers at once, its senders where the producer has finished, a kernel
+  where the rounds delivering its operands there have finished. A kernel reads only its
+  own PE's memory, so its inputs there are all it waits for; kernels run correctly with
+  their PEs started at different times (their wavelets wait in queues for a PE's own
+  tasks). On the chip, a per-PE gate counting the chains that end there would start the
+  kernel; here the host stands for it, looking every `poll` cycles;
+- "part": on all its PEs once the parts it reads are done everywhere;
+- "serial": one token at a time, in sample then graph order, each run until the fabric
+  is quiet (each part in the cycles it takes alone).
+Otherwise than serial, the host looks every `poll` cycles at what each part still has to
+do (`fabric.PartMap`): independent parts, and the parts of consecutive samples, run at
+once and contend for PEs and links as the engine simulates them, and a part starts at
+most `poll` - 1 cycles after its condition is met. The host reads every kernel's output
+words for a sample as soon as it has finished (before anything can overwrite them).
 
 Figures (`ProgramStream`): `latency`, the first sample's last part's end; `period`, the
 cycles between the ends of the first and last samples over the samples between (the
@@ -38,16 +44,19 @@ from frontend.errors import StageRunError
 from frontend.model_program import ModelProgram
 
 POLL_CYCLES = 8  # how often the host looks for parts that have finished
+STARTS = ("serial", "part", "pe")  # how the host starts the parts (module docstring)
 
 
 @dataclasses.dataclass
 class ProgramStream:
     """Samples through a model program: `words[s]` {stage: its output's words} of sample
-    s; `spans` {(part, sample): (the cycle the host started it, the cycle it was seen
-    finished)}; `cycles` until the fabric was quiet after the last."""
+    s; `spans` {(part, sample): (the cycle it first started on a PE, the cycle it was seen
+    finished)}; `starts` {(part, sample): {PE: the cycle it started there}}; `cycles`
+    until the fabric was quiet after the last."""
 
     words: list[dict[str, dict[str, np.ndarray]]]
     spans: dict[tuple[str, int], tuple[int, int]]
+    starts: dict[tuple[str, int], dict[tuple[int, int], int]]
     cycles: int
 
     def ends(self) -> list[int]:
@@ -69,56 +78,86 @@ class ProgramStream:
         return (ends[-1] - ends[0]) / (len(ends) - 1) if len(ends) > 1 else float(ends[0])
 
     def part_cycles(self, sample: int = 0) -> dict[str, int]:
-        """{part: the cycles from its start to its end} for `sample`: alone when run
+        """{part: the cycles from its first start to its end} for `sample`: alone when run
         serially, else beside the parts running at once, to the poll that saw it end."""
         return {p: end - start for (p, s), (start, end) in self.spans.items() if s == sample}
 
 
 def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
-               max_cycles: int, serial: bool = False, poll: int = POLL_CYCLES
-               ) -> ProgramStream:
+               max_cycles: int, start: str = "pe", poll: int = POLL_CYCLES) -> ProgramStream:
     """`samples` (each the user inputs by graph name) through `program` (module docstring).
 
-    Raises StageRunError when the stream does not finish (a deadlock, or `max_cycles`
-    cycles in all), naming the parts running and those stuck."""
+    start: "serial", "part" or "pe" (module docstring).
+
+    Raises ValueError for another `start`; StageRunError when the stream does not finish
+    (a deadlock, or `max_cycles` cycles in all), naming the parts running and those stuck."""
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {list(STARTS)}, got {start!r}")
     if not samples:
         raise ValueError("run_stream: no samples given")
+    serial = start == "serial"
     sim = program.simulator()
     kernels = set(program.stages.values())
     reuses = program.reuses()
     parts = None if serial else PartMap(program.merged)
     tokens = [(name, s) for s in range(len(samples)) for name in program.order]
+    entries = {name: program.entries(name) for name in program.order}
     begin = int(sim.state.cycle)
     spans: dict[tuple[str, int], tuple[int, int]] = {}
-    running: dict[tuple[str, int], int] = {}  # token -> its start
+    armed: dict[tuple[str, int], dict] = {}  # token -> {PE: its start}, PEs started so far
     words: list[dict] = [{} for _ in samples]
     by_kernel = {part: stage for stage, part in program.stages.items()}
 
-    def may_start(name: str, s: int) -> bool:
-        return ((name, s) not in spans and (name, s) not in running
-                and all((a, s) in spans for a in program.after[name])
+    def may_arm(name: str, s: int) -> bool:
+        """The token's conditions on whole parts (module docstring); "pe" starts its PEs
+        apart, each when the parts it reads are done there."""
+        return ((name, s) not in spans and (name, s) not in armed
+                and (start == "pe" or all((a, s) in spans for a in program.after[name]))
                 and (s == 0 or all((b, s - 1) in spans for b in reuses[name] | {name})))
 
+    def done_at(name: str, s: int, pe) -> bool:
+        """Part `name` has finished sample s at PE `pe`: it has no task there, or it had
+        started there when the host last looked and its CE had no work of it left."""
+        if (name, s) in spans or pe not in entries[name]:
+            return True
+        started = armed.get((name, s), {})
+        return pe in started and started[pe] < looked and pe not in busy.get(name, ())
+
+    busy: dict = {}  # part -> PEs where its CEs had work when the host last looked
+    looked = 0  # the cycle it looked
+    starts: dict = {}
     while len(spans) < len(tokens):
-        ready = [t for t in tokens if may_start(*t)]
-        for name, s in ready[:1] if serial else ready:
+        now = int(sim.state.cycle) - begin
+        arming = [t for t in tokens if may_arm(*t)]
+        for name, s in arming[:1] if serial else arming:
             if s:  # the part ran the previous sample: put it back as loaded
                 program.rearm(sim, name)
             if name in kernels:
                 program.write_inputs(sim, name, samples[s])
-            program.launch(sim, name)
-            running[(name, s)] = int(sim.state.cycle) - begin
-        left = max_cycles - (int(sim.state.cycle) - begin)
+            armed[(name, s)] = {}
+        starting: dict = {}  # PE -> the merged task names started there now
+        for (name, s), started in armed.items():
+            for pe, tasks in entries[name].items():
+                if pe not in started and (start != "pe" or all(
+                        done_at(a, s, pe) for a in program.after[name])):
+                    started[pe] = now
+                    starting.setdefault(pe, []).extend(tasks)
+        sim.launch_each(starting)
+        left = max_cycles - now
         try:
             sim.run(max_cycles=left if serial else min(poll, left), progress=False,
                     raise_on_limit=serial or left <= poll)
         except RunError as exc:
-            started = [f"{n} (sample {s})" if len(samples) > 1 else n for n, s in running]
-            raise StageRunError(program.failure(sim, started, exc)) from exc
+            running = [f"{n} (sample {s})" if len(samples) > 1 else n for n, s in armed]
+            raise StageRunError(program.failure(sim, running, exc)) from exc
         now = int(sim.state.cycle) - begin
-        busy = {} if serial else parts.at_work(sim)
-        for name, s in [t for t in running if t[0] not in busy]:
-            spans[(name, s)] = (running.pop((name, s)), now)
+        everything = {} if serial else parts.at_work(sim)
+        busy = {} if serial else parts.at_work(sim, wavelets=False)
+        looked = now
+        for name, s in [t for t, started in armed.items() if t[0] not in everything
+                        and len(started) == len(entries[t[0]])]:
+            started = starts[(name, s)] = armed.pop((name, s))
+            spans[(name, s)] = (min(started.values(), default=now), now)
             if name in kernels:  # read before the next sample can overwrite it
                 words[s][by_kernel[name]] = program.read_output(sim, name)
-    return ProgramStream(words, spans, int(sim.state.cycle) - begin)
+    return ProgramStream(words, spans, starts, int(sim.state.cycle) - begin)

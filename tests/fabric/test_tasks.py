@@ -295,3 +295,25 @@ def test_launch_on_a_sub_rectangle_only():
     sim.launch("main", Rect(0, 2, 1, 3))
     sim.run()
     np.testing.assert_array_equal(sim.memcpy_d2h("out")[0, :, 0], [0, 0, 1, 1, 1, 0, 0, 0])
+
+
+def test_launch_each_starts_each_pe_its_own_tasks():
+    """`launch_each`: PE 1 runs task a, PE 3 a and b, the others nothing; a PE without the
+    task, or a data task, is refused naming the PE and the task."""
+    t = Tile("t")
+    out = t.symbol("out", "i32", 2)
+    t.local_task("a", [ins.mov(out.dsd(length=1), 1)])
+    t.local_task("b", [ins.mov(out.dsd(offset=1, length=1), 2)])
+    t.data_task("d", 3, [])
+    prog = Program(ROW)
+    prog.place(t, Rect(0, 0, 1, 6))
+    prog.route(Rect(0, 0, 1, 6), 3, Port.WEST, Port.RAMP)
+    sim = Simulator(ROW, prog)
+    sim.launch_each({(0, 1): ["a"], (0, 3): ["a", "b"]})
+    sim.run()
+    got = sim.memcpy_d2h("out", Rect(0, 0, 1, 6))[0]
+    np.testing.assert_array_equal(got, [[0, 0], [1, 0], [0, 0], [1, 2], [0, 0], [0, 0]])
+    with pytest.raises(ValueError, match=r"PE \(0, 7\) has no task 'a'"):
+        sim.launch_each({(0, 7): ["a"]})
+    with pytest.raises(ValueError, match=r"task 'd' on PE \(0, 2\) is a data task"):
+        sim.launch_each({(0, 2): ["d"]})

@@ -95,7 +95,7 @@ def test_independent_parts_overlap_inside_the_program():
     x = torch.randn(3, 16)
     cm = frontend.compile(Residual().eval(), (x,), SMALL, mode="pipelined")
     alone = cm.one_program(x)
-    together = cm.one_program(x, overlap=True)
+    together = cm.one_program_stream([(x,)], start="part")
     program = cm._model_program
     spans = {name: span for (name, _), span in together.spans.items()}
     firsts = [n for n in program.order if not program.after[n]]
@@ -107,6 +107,34 @@ def test_independent_parts_overlap_inside_the_program():
         for k, w in words.items():
             np.testing.assert_array_equal(together.words[0][stage][k], w)
     assert _longest_path(program, alone.part_cycles()) <= together.cycles < alone.cycles
+
+
+def test_a_part_starts_on_each_pe_once_its_inputs_are_done_there():
+    """Started PE by PE (`overlap=True`): a move's receivers start at once, and a kernel
+    starts on a PE once the rounds that deliver there are done there, before they are
+    done everywhere; the words are those of one part at a time, bit for bit."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 16)
+    cm = frontend.compile(MLP().eval(), (x,), SMALL, mode="pipelined")
+    alone = cm.one_program(x)
+    run = cm.one_program(x, overlap=True)
+    program = cm._model_program
+    for stage, words in alone.words[0].items():
+        for k, w in words.items():
+            np.testing.assert_array_equal(run.words[0][stage][k], w)
+    early = 0
+    for name in program.order:
+        starts = run.starts[(name, 0)]
+        assert set(starts) == set(program.entries(name))  # every entry PE started
+        for pe, cycle in starts.items():
+            for a in program.after[name]:  # after the parts delivering there started
+                if pe in program.entries(a):
+                    assert run.starts[(a, 0)][pe] < cycle, (name, a, pe)
+        inputs_done = max((run.spans[(a, 0)][1] for a in program.after[name]), default=0)
+        early += name in program.stages.values() and min(starts.values()) < inputs_done
+    assert early  # a kernel began on some PEs before its inputs were in everywhere
+    with pytest.raises(ValueError, match="start must be one of"):
+        cm.one_program_stream([(x,)], start="eager")
 
 
 def test_samples_stream_through_the_one_program():
