@@ -12,6 +12,7 @@ from fabric.config import FabricConfig
 from fabric.kernels import WordMap, plan_redistribution
 from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half
 from frontend.capture import Captured, capture_module
+from frontend.color_fit import fit_colors
 from frontend.errors import FrontendError
 from frontend.gemm_split import column_parts
 from frontend.graph_colors import GraphColors, check_color_policy, graph_colors
@@ -46,8 +47,11 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
         same up to the order of sums in kernels placed on other tiles.
     colors: "pipelined" only, where every stage's kernel and every move are on the fabric
         at once: their routes get colors over the whole graph (`frontend.graph_colors`,
-        `cm.colors`), and a model the fabric's colors cannot hold is refused with a
-        PlacementError ("refuse") or compiled anyway with the shortfall in `cm.colors` and
+        `cm.colors`). A model whose balanced tiles the fabric's colors cannot hold is
+        refused with a PlacementError ("refuse"), placed again on smaller tiles until they
+        can ("fit", `frontend.color_fit`: a pipeline that runs as one fabric program,
+        `cm.one_program`, often slower; refused when even the smallest tiles need more),
+        or compiled on its balanced tiles anyway with the shortfall in `cm.colors` and
         `cm.report()` ("report"); its parts are simulated apart, each with its own colors,
         in every mode.
 
@@ -73,7 +77,7 @@ class CompiledModel:
                  colors: str = "refuse"):
         """half: the 16-bit format of a "mixed" model (`frontend.amp.resolve_half`);
         None in fp32. mode: "sequential" or "pipelined" (`frontend.schedule`). colors: what
-        a pipelined model short of colors gets, "refuse" or "report" (`compile`)."""
+        a pipelined model short of colors gets, "fit", "refuse" or "report" (`compile`)."""
         t0 = time.perf_counter()
         try:
             self.mode = check_mode(mode)
@@ -102,13 +106,17 @@ class CompiledModel:
         self.edges = _edges(self.lowered)
         # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
         # at a time, their sum: shares that follow the work
-        self.placement = place(self.lowered.stages, config, self.edges,
-                               balance="cycles" if mode == "pipelined" else "work")
-        self.prepared = prepare(self.lowered.stages, self.placement.rects,
-                                self.lowered.tensors, config)
         # pipelined: every part on the fabric at once, so their routes share its colors
-        self.colors: GraphColors | None = (
-            graph_colors(self.prepared, config, colors) if self.mode == "pipelined" else None)
+        self.colors: GraphColors | None = None
+        if self.mode == "pipelined":
+            fit = fit_colors(self.lowered.stages, self.lowered.tensors, config, self.edges,
+                             colors)
+            self.placement, self.prepared, self.colors = fit.placement, fit.prepared, \
+                fit.colors
+        else:
+            self.placement = place(self.lowered.stages, config, self.edges, balance="work")
+            self.prepared = prepare(self.lowered.stages, self.placement.rects,
+                                    self.lowered.tensors, config)
         self.table_rows = table_rows(config, call_programs(self.prepared))
         self.output_reads = _output_reads(self)
         self.compile_s = time.perf_counter() - t0
@@ -195,21 +203,21 @@ class CompiledModel:
         `frontend.program_run`). overlap False: the parts one at a time, which gives the
         words `run` gives bit for bit and each part about the cycles it takes alone (flows
         sharing a link take turns in the order of their colors, which the graph's
-        assignment renames); True: every part started on each of its PEs as soon as the
-        parts it reads are done there (the host looks every few cycles), independent parts
-        at once, contending for PEs and links as the engine simulates."""
-        return self.one_program_stream([args], start="pe" if overlap else "serial")
+        assignment renames); True: every part started as soon as the parts it reads are done
+        (the host looks every few cycles), independent parts at once, contending for PEs
+        and links as the engine simulates."""
+        return self.one_program_stream([args], start="part" if overlap else "serial")
 
-    def one_program_stream(self, samples: Iterable[Sequence], start: str = "pe"
+    def one_program_stream(self, samples: Iterable[Sequence], start: str = "part"
                            ) -> ProgramStream:
         """`samples` (each a tuple of runtime inputs, as a call takes them) streamed
         through the one fabric program: each part starts on a sample as soon as its inputs
         for it are in and the next part is done with what it overwrites (`frontend.
         program_run`), so consecutive samples overlap in one engine run. `.words[s]` every
         stage's output words of sample s; `.latency`, `.period` (cycles per sample between
-        the first and last samples' ends), `.spans`. start: "pe" (each PE of a part as
-        soon as the parts it reads are done there), "part" (a part on all its PEs once
-        they are done everywhere) or "serial" (one part at a time)."""
+        the first and last samples' ends), `.spans`. start: "part" (a part on all its PEs
+        once the parts it reads are done), "pe" (on each PE once they are done on that PE)
+        or "serial" (one part at a time)."""
         if self.mode != "pipelined":
             raise FrontendError("one_program: the model was compiled in mode "
                                 f"{self.mode!r}; one fabric program holds a pipelined model "

@@ -26,7 +26,7 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
     options (from `torch.compile(model, backend="fabric", options={...})`): "config" (a
     FabricConfig, default small(32, 32)), "fallback" (run unsupported graphs eagerly with a
     warning, default True), "precision" ("fp32" or "mixed"), "half" (the 16-bit format
-    under "mixed"), "mode" ("sequential" or "pipelined") and "colors" ("refuse" or
+    under "mixed"), "mode" ("sequential" or "pipelined") and "colors" ("fit", "refuse" or
     "report": a pipelined graph short of colors), as `frontend.compile`'s.
 
     The fabric's programs have static shapes. A graph with symbolic sizes (dynamo makes one

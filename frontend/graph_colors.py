@@ -30,7 +30,7 @@ from frontend.errors import PlacementError
 from frontend.runtime import PreparedStage
 from frontend.sources import describe
 
-COLOR_POLICIES = ("refuse", "report")  # compile's `colors`: what a model short of them gets
+COLOR_POLICIES = ("fit", "refuse", "report")  # compile's `colors` (`compile`'s docstring)
 
 
 def check_color_policy(colors: str) -> str:
@@ -46,6 +46,7 @@ class GraphColors:
 
     assignment: ColorAssignment
     moves: dict[tuple[str, str], list[str]]
+    fitted: str = ""  # how the tiles were shrunk for the colors to fit (colors="fit")
 
     def edge_colors(self, producer: str, consumer: str) -> list[int]:
         """The colors assigned to the moves from `producer` into `consumer`, ascending."""
@@ -64,7 +65,8 @@ class GraphColors:
                        "parts cross it, the fewest any assignment needs")
         if a.ok:
             return (f"colors over the whole graph (one program's plan): {a.used} used of "
-                    f"{a.config.palette_text()}{busiest}")
+                    f"{a.config.palette_text()}{busiest}"
+                    + (f"; {self.fitted}" if self.fitted else ""))
         return (f"colors over the whole graph: {a.needed} needed (greedy), "
                 f"{a.config.palette_text()}{busiest}: not one program on this fabric; "
                 "its parts are simulated apart, each with its own colors")
@@ -110,18 +112,22 @@ def graph_colors(prepared: list[PreparedStage], config: FabricConfig,
                  colors: str = "refuse") -> GraphColors:
     """Colors for every part of a pipelined model on `config`.
 
-    colors: what a model whose parts the fabric's colors cannot hold gets: "refuse" a
-        PlacementError naming the colors needed and available, the busiest PE and the
-        stages and moves crossing it, and the parts left without a color; "report" the
-        assignment as far as it goes (`GraphColors.summary` says what is short)."""
+    colors: what a model whose parts the fabric's colors cannot hold gets: "refuse" (or
+        "fit": the compile has shrunk its tiles as far as it goes) a PlacementError naming
+        the colors needed and available, the busiest PE and the stages and moves crossing
+        it, and the parts left without a color; "report" the assignment as far as it goes
+        (`GraphColors.summary` says what is short)."""
     check_color_policy(colors)
     parts, moves = graph_parts(prepared)
     assignment = assign_part_colors(config, parts)
-    if not assignment.ok and colors == "refuse":
+    if not assignment.ok and colors != "report":
+        shrunk = (" even with every stage on its starting tile (colors=\"fit\" shrank the "
+                  "tiles as far as they go)" if colors == "fit" else "")
         raise PlacementError(
             "pipelined mode keeps every stage's kernel and every move on the fabric at once, "
-            "and their routes do not fit its colors: " + assignment.shortfall()
+            f"and their routes do not fit its colors{shrunk}: " + assignment.shortfall()
             + "\n(smaller tiles take fewer colors: a SUMMA GEMM one per tile row and column, "
-            "a move one per flow crossing a PE; compile(..., colors=\"report\") compiles the "
-            "model anyway, its parts simulated apart as in every mode)")
+            "a move one per flow crossing a PE; compile(..., colors=\"fit\") places the "
+            "model on smaller tiles until they fit, colors=\"report\") compiles it on these "
+            "anyway, its parts simulated apart as in every mode)")
     return GraphColors(assignment, moves)

@@ -20,7 +20,7 @@ import math
 
 from fabric.config import FabricConfig
 from fabric.program import Rect
-from frontend.balance import balance_cycles
+from frontend.balance import PERIOD_SHARE, balance_cycles
 from frontend.errors import PlacementError
 from frontend.stages import Stage
 from frontend.tile_shapes import kernel_fit, min_pes, model_cycles, pack, summa_colors, tile_shape
@@ -54,7 +54,8 @@ def data_bytes(stage: Stage) -> int:
     return (4 if stage.dtype == "f32" else 2) * elements
 
 
-def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work") -> Placement:
+def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work",
+          period_share: float = PERIOD_SHARE, spare: bool = True) -> Placement:
     """A tile for every stage of `stages` (graph order) on `config`; `edges`: (producer,
     consumer) stage names, kept on the result.
 
@@ -66,7 +67,8 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
             the fabric allow (`frontend.balance`); then the others grow into the PEs left over
             by steps that each save a measurable share of that period
             (`frontend.balance.MIN_SAVING`), so a larger fabric hands out no more PEs once
-            it holds them.
+            it holds them. period_share and spare: `balance_cycles`'s (a smaller share and
+            no spare PEs give smaller tiles, whose routes need fewer colors).
     Raises ValueError for another `balance`, PlacementError when the stages do not fit."""
     if balance not in OBJECTIVES:
         raise ValueError(f"balance must be one of {', '.join(map(repr, OBJECTIVES))}; "
@@ -74,7 +76,7 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
     if not stages:  # a graph of layout-only ops: nothing to place
         return Placement(config, {}, list(edges))
     if balance == "cycles":
-        shapes = balance_cycles(stages, config)
+        shapes = balance_cycles(stages, config, period_share=period_share, spare=spare)
     else:
         shapes = _work_shapes(stages, config)
     if shapes is None:

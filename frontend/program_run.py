@@ -16,8 +16,11 @@ Then its entry tasks start (`ModelProgram.entries`, PE by PE) by `start`:
   own PE's memory, so its inputs there are all it waits for; kernels run correctly with
   their PEs started at different times (their wavelets wait in queues for a PE's own
   tasks). On the chip, a per-PE gate counting the chains that end there would start the
-  kernel; here the host stands for it, looking every `poll` cycles;
-- "part": on all its PEs once the parts it reads are done everywhere;
+  kernel; here the host stands for it, looking every `poll` cycles. It can be slower: a
+  kernel's PE started early waits in a synchronous receive for PEs of its that have not
+  started, holding the CE that other parts' chains on that PE need (LeNet on small(6, 6),
+  8 samples: 1,282 cycles per sample against 1,180 by parts; benchmarks/one_program.py);
+- "part" (the default): on all its PEs once the parts it reads are done everywhere;
 - "serial": one token at a time, in sample then graph order, each run until the fabric
   is quiet (each part in the cycles it takes alone).
 Otherwise than serial, the host looks every `poll` cycles at what each part still has to
@@ -84,7 +87,8 @@ class ProgramStream:
 
 
 def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
-               max_cycles: int, start: str = "pe", poll: int = POLL_CYCLES) -> ProgramStream:
+               max_cycles: int, start: str = "part", poll: int = POLL_CYCLES
+               ) -> ProgramStream:
     """`samples` (each the user inputs by graph name) through `program` (module docstring).
 
     start: "serial", "part" or "pe" (module docstring).

@@ -166,7 +166,28 @@ def test_the_dynamo_backend_takes_the_color_policy():
     assert not cm.colors.assignment.ok
 
 
+def test_fit_policy_shrinks_the_tiles_until_the_colors_fit():
+    """With 10 colors the balanced tiles need more; "fit" places the model again on
+    smaller tiles (fewer PEs) whose routes fit, says so, and runs it right; with 2 colors
+    not even the starting tiles fit and the model is refused, saying the tiles were
+    shrunk. (This file compiles only, but for that one validated call.)"""
+    few = CONFIG.replace(reserved_colors=tuple(range(10, 24)))
+    balanced = _compile(few, colors="report")
+    fit = _compile(few, colors="fit")
+    assert fit.colors.assignment.ok and fit.colors.assignment.used <= 10
+    assert fit.placement.pes_used < balanced.placement.pes_used
+    needed = balanced.colors.assignment.needed
+    assert ("tiles shrunk for the colors to fit (the period set within 40% of the fabric"
+            in fit.report())
+    assert f"the balanced placement needed {needed})" in fit.report()
+    fit.validate(torch.randn(4, 16))  # every node against eager, fp32 tolerances
+    two = CONFIG.replace(reserved_colors=tuple(range(2, 24)))
+    with pytest.raises(frontend.PlacementError, match="do not fit its colors even with every "
+                                                      "stage on its starting tile"):
+        _compile(two, colors="fit")
+
+
 def test_an_unknown_color_policy_is_refused():
-    with pytest.raises(frontend.FrontendError, match=r"colors must be one of \['refuse', "
-                                                     r"'report'\], got 'ignore'"):
+    with pytest.raises(frontend.FrontendError, match=r"colors must be one of \['fit', "
+                                                     r"'refuse', 'report'\], got 'ignore'"):
         _compile(colors="ignore")

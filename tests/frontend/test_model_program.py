@@ -95,7 +95,7 @@ def test_independent_parts_overlap_inside_the_program():
     x = torch.randn(3, 16)
     cm = frontend.compile(Residual().eval(), (x,), SMALL, mode="pipelined")
     alone = cm.one_program(x)
-    together = cm.one_program_stream([(x,)], start="part")
+    together = cm.one_program(x, overlap=True)
     program = cm._model_program
     spans = {name: span for (name, _), span in together.spans.items()}
     firsts = [n for n in program.order if not program.after[n]]
@@ -110,14 +110,14 @@ def test_independent_parts_overlap_inside_the_program():
 
 
 def test_a_part_starts_on_each_pe_once_its_inputs_are_done_there():
-    """Started PE by PE (`overlap=True`): a move's receivers start at once, and a kernel
+    """Started PE by PE (start "pe"): a move's receivers start at once, and a kernel
     starts on a PE once the rounds that deliver there are done there, before they are
     done everywhere; the words are those of one part at a time, bit for bit."""
     torch.manual_seed(0)
     x = torch.randn(3, 16)
     cm = frontend.compile(MLP().eval(), (x,), SMALL, mode="pipelined")
     alone = cm.one_program(x)
-    run = cm.one_program(x, overlap=True)
+    run = cm.one_program_stream([(x,)], start="pe")
     program = cm._model_program
     for stage, words in alone.words[0].items():
         for k, w in words.items():

@@ -1,0 +1,128 @@
+"""Pipelined models as one fabric program: samples streamed through it in one engine run
+(`cm.one_program_stream`), against the pipelined timeline that schedules the same parts
+run apart (`cm.stream`).
+
+Per model (the zoo's MLP and LeNet, on the largest small fabric whose 21 program colors
+hold all their kernels and moves at once) and start policy ("part": a part on all its PEs
+once the parts it reads are done; "pe": on each PE once they are done there; see
+`frontend.program_run`): the latency (the first sample's last part's end) and the
+steady-state cycles per sample of --samples samples, the timeline's latency and period
+(host I/O included, which the one program leaves apart), whether every sample's words are
+those of the parts run apart on it, bit for bit, and the wall seconds of the stream.
+
+    python benchmarks/one_program.py --json benchmarks/results/one_program.json [--samples 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from harness import write_json  # noqa: E402
+
+import frontend  # noqa: E402
+from fabric import FabricConfig  # noqa: E402
+from frontend.zoo import MLP, LeNet  # noqa: E402
+
+STARTS = ("part", "pe")
+
+
+def cases():
+    """(name, model, a sample maker, fabric): each on the largest small(n, n) where its
+    greedy color assignment fits 21 colors (mlp needs 23 on small(5, 5), lenet 22 on
+    small(8, 8))."""
+    yield "mlp", MLP(), lambda: torch.randn(4, 16), FabricConfig.small(4, 4)
+    yield "lenet", LeNet(), lambda: torch.randn(2, 1, 8, 8), FabricConfig.small(6, 6)
+
+
+def measure(name, model, sample, config, samples: int) -> list[dict]:
+    torch.manual_seed(0)
+    xs = [sample() for _ in range(samples)]
+    cm = frontend.compile(model.eval(), (xs[0],), config=config, mode="pipelined")
+    cm.stream([(x,) for x in xs])
+    tl = cm.timeline
+    apart = []  # every sample's stage words, the parts run apart
+    for x in xs:
+        cm(x)
+        apart.append({stage: dict(words) for stage, words in cm.last.words.items()})
+    rows = []
+    for start in STARTS:
+        t0 = time.perf_counter()
+        run = cm.one_program_stream([(x,) for x in xs], start=start)
+        wall = time.perf_counter() - t0
+        same = all(np.array_equal(run.words[s][stage][k], w)
+                   for s, words in enumerate(apart) for stage, ws in words.items()
+                   for k, w in ws.items())
+        rows.append({"model": name, "fabric": config.name, "start": start,
+                     "samples": samples, "parts": len(cm._model_program.order),
+                     "colors_used": cm.colors.assignment.used,
+                     "latency_cycles": run.latency, "cycles_per_sample": run.period,
+                     "timeline_latency_cycles": tl.latency,
+                     "timeline_cycles_per_sample": tl.period,
+                     "period_vs_timeline": run.period / tl.period,
+                     "words_match_parts_apart": bool(same), "wall_s": wall})
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--png", default=None)
+    ap.add_argument("--samples", type=int, default=8)
+    args = ap.parse_args(argv)
+    rows = [r for name, model, sample, config in cases()
+            for r in measure(name, model, sample, config, args.samples)]
+    columns = ["model", "fabric", "start", "parts", "latency", "cycles/sample",
+               "timeline latency", "timeline cycles/sample", "ratio", "words match",
+               "wall s"]
+    table = [[r["model"], r["fabric"], r["start"], r["parts"], r["latency_cycles"],
+              round(r["cycles_per_sample"]), r["timeline_latency_cycles"],
+              round(r["timeline_cycles_per_sample"]), round(r["period_vs_timeline"], 3),
+              r["words_match_parts_apart"], round(r["wall_s"], 1)] for r in rows]
+    headline = [f"{r['model']} one program ({r['start']}): {r['cycles_per_sample']:.0f} cycles "
+                f"per sample over {r['samples']} samples, {r['period_vs_timeline']:.3f} x the "
+                f"timeline's {r['timeline_cycles_per_sample']:.0f}; latency "
+                f"{r['latency_cycles']}" for r in rows]
+    png = Path(args.png) if args.png else Path(args.json).with_suffix(".png")
+    _plot(rows, png)
+    write_json(args.json, {"benchmark": "one_program", "results": rows, "headline": headline,
+                           "table": {"columns": columns, "rows": table},
+                           "pngs": [str(png)]})
+    for line in headline:
+        print(line)
+    return 0 if all(r["words_match_parts_apart"] for r in rows) else 1
+
+
+def _plot(rows, path: Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    width = 0.8 / (len(STARTS) + 1)
+    timeline = {r["model"]: r["timeline_cycles_per_sample"] for r in rows}
+    ax.bar([i for i in range(len(models))], [timeline[m] for m in models], width,
+           label="timeline (parts apart)")
+    for j, start in enumerate(STARTS, 1):
+        mine = {r["model"]: r["cycles_per_sample"] for r in rows if r["start"] == start}
+        ax.bar([i + j * width for i in range(len(models))], [mine[m] for m in models], width,
+               label=f"one program, start {start}")
+    ax.set_xticks([i + width * len(STARTS) / 2 for i in range(len(models))], models)
+    ax.set_ylabel("cycles per sample (steady state)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
