@@ -17,6 +17,7 @@ from frontend.errors import FrontendError
 from frontend.gemm_split import column_parts
 from frontend.graph_colors import GraphColors, check_color_policy, graph_colors
 from frontend.lowering import lower
+from frontend.micro_batches import join, split
 from frontend.model_program import ModelProgram, build_model_program
 from frontend.placement import place
 from frontend.program_run import ProgramStream, run_stream
@@ -172,9 +173,11 @@ class CompiledModel:
             if not isinstance(value, torch.Tensor):
                 raise FrontendError(f"input {name!r} must be a tensor, got {type(value)}")
             if tuple(value.shape) != tuple(want.shape) or value.dtype != want.dtype:
+                batch = (f"; a call on k x {want.shape[0]} along dimension 0 runs as k "
+                         "micro-batches" if want.dim() else "")
                 raise FrontendError(f"input {name!r} is {tuple(value.shape)} {value.dtype}; "
                                     f"the model was compiled for {tuple(want.shape)} "
-                                    f"{want.dtype} (shapes are static)")
+                                    f"{want.dtype} (shapes are static{batch})")
             _check_integer_range(name, value)
             out[name] = value.detach()
         return out
@@ -195,8 +198,17 @@ class CompiledModel:
         return self.last
 
     def __call__(self, *args, resident: dict[str, ResidentTensor] | None = None):
-        self.run(*args, resident=resident)
-        return self.outputs()
+        """The model's outputs on `args`; on k times the batch it was compiled for (every
+        input k times as long along dimension 0), k micro-batches streamed through it and
+        their outputs joined (`frontend.micro_batches`; the figures are the stream's)."""
+        names = [n for n in self.captured.user_inputs if n not in self.resident_inputs]
+        shapes = [tuple(self.captured.graph.find_nodes(op="placeholder", target=n)[0]
+                        .meta["val"].shape) for n in names]
+        batches = split(args, shapes) if not resident else None
+        if batches is None:
+            self.run(*args, resident=resident)
+            return self.outputs()
+        return join(self.stream(batches), shapes[0][0])
 
     def one_program(self, *args, overlap: bool = False) -> ProgramStream:
         """Run once on `args` as one fabric program (pipelined mode; `frontend.model_program`,

@@ -97,6 +97,32 @@ def streamed():
     return model, samples, out
 
 
+def test_a_larger_batch_runs_as_micro_batches(streamed):
+    """A call on 4 x the compiled batch: the same outputs as the 4 samples streamed, bit
+    for bit, joined along the batch, and the stream's figures; a batch that is not a
+    multiple of the compiled one, or a model whose output has no batch dimension, is
+    refused with what to do instead."""
+    model, samples, out = streamed
+    batch = torch.cat([x for (x,) in samples])
+    for cm, outputs in out.values():
+        y = cm(batch)
+        assert torch.equal(y, torch.cat(outputs))
+        assert len(cm.timeline.spans) == len(samples)  # the stream's timeline, 4 samples
+        with pytest.raises(FrontendError, match=r"input 'input' is \(10, 16\).*compiled for "
+                                                r"\(4, 16\).*a call on k x 4 along dimension "
+                                                r"0 runs as k micro-batches"):
+            cm(torch.randn(10, 16))
+    summed = frontend.compile(_Summed(), (torch.randn(4, 16),), CONFIG)
+    with pytest.raises(FrontendError, match=r"output 0 of the model is \(\), without the "
+                                            r"micro-batch of 4 along dimension 0.*cm.stream"):
+        summed(torch.randn(8, 16))
+
+
+class _Summed(torch.nn.Module):
+    def forward(self, x):
+        return (2 * x).sum()
+
+
 def test_stream_gives_each_samples_outputs_in_both_modes(streamed):
     model, samples, out = streamed
     for _, outputs in out.values():
