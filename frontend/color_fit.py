@@ -45,15 +45,30 @@ class ColorFit:
     tries: int
 
 
+def check_period_share(share: float | None, mode: str) -> float:
+    """compile's `period_share` (None: `PERIOD_SHARE`); ValueError unless a fraction in
+    [0, 1], given in pipelined mode only."""
+    if share is None:
+        return PERIOD_SHARE
+    if mode != "pipelined":
+        raise ValueError(f"period_share sizes the pipelined placement; mode is {mode!r}")
+    if not 0 <= share <= 1:
+        raise ValueError(f"period_share must be a fraction of the fabric in [0, 1], got "
+                         f"{share!r}")
+    return float(share)
+
+
 def fit_colors(stages: list[Stage], tensors, config: FabricConfig, edges,
-               policy: str) -> ColorFit:
-    """The pipelined placement of `stages` by colors policy `policy` (compile's `colors`):
-    "fit" the first of `FIT_TRIES` whose parts the colors hold (module docstring); "refuse"
+               policy: str, period_share: float = PERIOD_SHARE) -> ColorFit:
+    """The pipelined placement of `stages` by colors policy `policy` (compile's `colors`),
+    the period set within `period_share` of the fabric: "fit" the first of that and the
+    smaller tiles of `FIT_TRIES` whose parts the colors hold (module docstring); "refuse"
     and "report" the balanced one alone, refused or reported as `graph_colors` does.
 
     Raises PlacementError: the stages do not fit the fabric, or their colors do not (under
     "fit", not even on their starting tiles; the shortfall is that placement's)."""
-    tries = FIT_TRIES if policy == "fit" else FIT_TRIES[:1]
+    tries = [(period_share, True)] + ([(s, spare) for s, spare in FIT_TRIES[1:]
+                                       if s < period_share] if policy == "fit" else [])
     first = None
     for n, (share, spare) in enumerate(tries, 1):
         placement = place(stages, config, edges, balance="cycles", period_share=share,

@@ -12,7 +12,7 @@ from fabric.config import FabricConfig
 from fabric.kernels import WordMap, plan_redistribution
 from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half
 from frontend.capture import Captured, capture_module
-from frontend.color_fit import fit_colors
+from frontend.color_fit import check_period_share, fit_colors
 from frontend.errors import FrontendError
 from frontend.gemm_split import column_parts
 from frontend.graph_colors import GraphColors, check_color_policy, graph_colors
@@ -31,7 +31,7 @@ from frontend.values import Ref
 def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (public name)
             config: FabricConfig | None = None, max_cycles: int = 5_000_000,
             precision: str = "fp32", half=None, mode: str = "sequential",
-            colors: str = "refuse") -> CompiledModel:
+            colors: str = "refuse", period_share: float | None = None) -> CompiledModel:
     """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
     `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
 
@@ -55,6 +55,11 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
         or compiled on its balanced tiles anyway with the shortfall in `cm.colors` and
         `cm.report()` ("report"); its parts are simulated apart, each with its own colors,
         in every mode.
+    period_share: "pipelined" only: the share of the fabric's PEs the tiles may take
+        while the period is set (`frontend.balance`; default `PERIOD_SHARE`, 0.6): more
+        gives a lower period (a higher rate) and fewer spare PEs for the latency (TinyGPT
+        d=64 on small(32, 32): 1.0 gives 4,930 cycles per sample and a latency of 50,133,
+        0.6 5,330 and 43,755).
 
     The returned model runs on the simulated fabric when called; shapes are those of the
     example inputs (as `torch.export` captures them)."""
@@ -66,7 +71,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
                                 "the fabric holds every tensor in PE memory, so each needs at "
                                 "least one element (a batch size of at least 1)")
     return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
-                         precision, example_inputs, half, mode, colors)
+                         precision, example_inputs, half, mode, colors, period_share)
 
 
 class CompiledModel:
@@ -75,14 +80,16 @@ class CompiledModel:
     def __init__(self, captured: Captured, config: FabricConfig, max_cycles: int,
                  precision: str = "fp32", example_inputs: Sequence = (),
                  half: HalfDtype | None = None, mode: str = "sequential",
-                 colors: str = "refuse"):
+                 colors: str = "refuse", period_share: float | None = None):
         """half: the 16-bit format of a "mixed" model (`frontend.amp.resolve_half`);
         None in fp32. mode: "sequential" or "pipelined" (`frontend.schedule`). colors: what
-        a pipelined model short of colors gets, "fit", "refuse" or "report" (`compile`)."""
+        a pipelined model short of colors gets, "fit", "refuse" or "report" (`compile`).
+        period_share: the pipelined placement's (`compile`)."""
         t0 = time.perf_counter()
         try:
             self.mode = check_mode(mode)
             self.color_policy = check_color_policy(colors)
+            share = check_period_share(period_share, self.mode)
         except ValueError as exc:
             raise FrontendError(str(exc)) from None
         self.captured = captured
@@ -111,7 +118,7 @@ class CompiledModel:
         self.colors: GraphColors | None = None
         if self.mode == "pipelined":
             fit = fit_colors(self.lowered.stages, self.lowered.tensors, config, self.edges,
-                             colors)
+                             colors, share)
             self.placement, self.prepared, self.colors = fit.placement, fit.prepared, \
                 fit.colors
         else:

@@ -12,6 +12,7 @@ import torch
 from fabric.config import FabricConfig
 from frontend.amp import resolve_half
 from frontend.capture import from_graph_module
+from frontend.color_fit import check_period_share
 from frontend.compiled import CompiledModel
 from frontend.errors import UnsupportedOpError
 from frontend.graph_colors import check_color_policy
@@ -27,7 +28,7 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
     FabricConfig, default small(32, 32)), "fallback" (run unsupported graphs eagerly with a
     warning, default True), "precision" ("fp32" or "mixed"), "half" (the 16-bit format
     under "mixed"), "mode" ("sequential" or "pipelined") and "colors" ("fit", "refuse" or
-    "report": a pipelined graph short of colors), as `frontend.compile`'s.
+    "report": a pipelined graph short of colors) and "period_share", as `frontend.compile`'s.
 
     The fabric's programs have static shapes. A graph with symbolic sizes (dynamo makes one
     when a second call has other shapes, e.g. the short last batch of an eval loop) is
@@ -40,21 +41,23 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
     settings["half"] = resolve_half(precision, options.pop("half", None))
     settings["mode"] = check_mode(options.pop("mode", "sequential"))
     settings["colors"] = check_color_policy(options.pop("colors", "refuse"))
+    settings["period_share"] = options.pop("period_share", None)
+    check_period_share(settings["period_share"], settings["mode"])
     if options:
         raise ValueError(f"fabric backend: unknown options {sorted(options)} (config, "
-                         "fallback, precision, half, mode, colors)")
+                         "fallback, precision, half, mode, colors, period_share)")
     if any(_symbolic(a) for a in example_inputs):
         return PerShape(gm, settings)
     return _compile(gm, example_inputs, **settings)
 
 
 def _compile(module: torch.nn.Module, example_inputs, config, fallback, precision, half,
-             mode, colors):
+             mode, colors, period_share=None):
     """The fabric's callable for `module` on inputs shaped like `example_inputs` (static),
     or `module` itself, run eagerly, when an op has no rule and `fallback` is on."""
     try:
         cm = CompiledModel(from_graph_module(module, example_inputs), config, 5_000_000,
-                           precision, example_inputs, half, mode, colors)
+                           precision, example_inputs, half, mode, colors, period_share)
     except UnsupportedOpError as exc:
         if not fallback:
             raise

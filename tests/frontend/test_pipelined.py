@@ -263,3 +263,38 @@ def test_one_calls_bound_counts_the_buffers_a_stream_would_have():
     one = timeline("pipelined", [chain], {"b": 7}, sram_bytes=2000)
     stream = timeline("pipelined", [chain] * 6, {"b": 7}, sram_bytes=2000)
     assert one.buffers["a"] == [2, 2] and one.period == one.bound == 100 == stream.period
+
+
+def test_the_period_share_sizes_the_pipelined_tiles():
+    """compile's period_share is the balance's: each placement is the one
+    `balance_cycles` gives within that share (LeNet on small(12, 12): other tiles within
+    10 % than within the whole fabric); the same through the dynamo backend; out of
+    [0, 1], or in sequential mode, it is refused."""
+    from frontend.balance import balance_cycles
+    from frontend.dynamo_backend import fabric_backend
+    from frontend.tile_shapes import pack
+    from tests.frontend.models import CONFIG as LENET_FABRIC
+    from tests.frontend.models import LeNet
+
+    torch.manual_seed(0)
+    model, x = LeNet().eval(), torch.randn(2, 1, 8, 8)
+    rects = {}
+    for share in (0.1, 1.0):
+        cm = frontend.compile(model, (x,), LENET_FABRIC, mode="pipelined", colors="report",
+                              period_share=share)
+        want = pack(balance_cycles(cm.lowered.stages, LENET_FABRIC, period_share=share),
+                    LENET_FABRIC)
+        assert list(cm.placement.rects.values()) == want
+        rects[share] = cm.placement.rects
+    assert rects[0.1] != rects[1.0]
+    gm = torch.fx.symbolic_trace(model)
+    cm = fabric_backend(gm, [x], {"config": LENET_FABRIC, "mode": "pipelined",
+                                  "colors": "report", "period_share": 0.1, "fallback": False})
+    assert list(cm.placement.rects.values()) == list(rects[0.1].values())
+    mlp, y = _mlp(), torch.randn(4, 16)
+    with pytest.raises(FrontendError, match=r"period_share must be a fraction of the fabric "
+                                            r"in \[0, 1\], got 1.5"):
+        frontend.compile(mlp, (y,), CONFIG, mode="pipelined", period_share=1.5)
+    with pytest.raises(FrontendError, match="period_share sizes the pipelined placement; "
+                                            "mode is 'sequential'"):
+        frontend.compile(mlp, (y,), CONFIG, period_share=0.5)
