@@ -130,6 +130,7 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     busy: dict = {}  # part -> PEs where its CEs had work when the host last looked
     looked = 0  # the cycle it looked
     starts: dict = {}
+    finished = 0  # tokens done when the host last looked
     while len(spans) < len(tokens):
         now = int(sim.state.cycle) - begin
         arming = [t for t in tokens if may_arm(*t)]
@@ -154,6 +155,7 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
         except RunError as exc:
             running = [f"{n} (sample {s})" if len(samples) > 1 else n for n, s in armed]
             raise StageRunError(program.failure(sim, running, exc)) from exc
+        moved = int(sim.state.cycle) - begin > now
         now = int(sim.state.cycle) - begin
         everything = {} if serial else parts.at_work(sim)
         busy = {} if serial else parts.at_work(sim, wavelets=False)
@@ -164,4 +166,9 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
             spans[(name, s)] = (min(started.values(), default=now), now)
             if name in kernels:  # read before the next sample can overwrite it
                 words[s][by_kernel[name]] = program.read_output(sim, name)
+        if not (moved or starting or len(spans) > finished):
+            waiting = [t for t in tokens if t not in spans][:8]
+            raise StageRunError(f"the model program's stream stopped at cycle {now} with "
+                                f"nothing running and parts not done: {waiting}")
+        finished = len(spans)
     return ProgramStream(words, spans, starts, int(sim.state.cycle) - begin)

@@ -237,3 +237,18 @@ def test_a_call_past_the_cycle_limit_names_the_running_stage():
     with pytest.raises(StageRunError, match=r"parts running: s0 = stage 'addmm' \(FX node "
                                             r"'addmm'.*\n(.|\n)*cycle limit reached"):
         cm.one_program(x)
+
+
+def test_a_stream_that_cannot_go_on_stops_instead_of_hanging():
+    """A plan whose first part waits for the last (a cycle in `after`): nothing can start,
+    and the stream says so instead of looking at a quiet fabric forever."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 16)
+    cm = frontend.compile(MLP().eval(), (x,), SMALL, mode="pipelined")
+    cm.one_program(x)
+    program = cm._model_program
+    first, last = program.order[0], program.order[-1]
+    program.after[first] = frozenset([last])
+    with pytest.raises(StageRunError, match=r"stopped at cycle 0 with nothing running and "
+                                            rf"parts not done: \[\('{first}', 0\)"):
+        cm.one_program(x, overlap=True)
