@@ -269,8 +269,7 @@ class Simulator:
                     raise ValueError(f"launch({task!r}): PE ({r}, {c}) has no task {task!r}")
         if not found:
             raise ValueError(f"launch({task!r}): no tile has a task {task!r}")
-        self.state = engine.replace(self.state,
-                                    activated=self.state.activated | jnp.asarray(mask))
+        self._activate(mask)
 
     def launch_each(self, starts) -> None:
         """Activate, on each PE, its own local tasks: `starts` {(row, col): task names},
@@ -288,6 +287,10 @@ class Simulator:
                     raise ValueError(f"launch_each: task {task!r} on PE ({r}, {c}) is a "
                                      "data task; only local tasks can be launched")
                 mask[r, c] |= np.uint32(1 << ids[task])
+        self._activate(mask)
+
+    def _activate(self, mask: np.ndarray) -> None:
+        """Set the task bits of `mask` (rows, cols) in the activated state."""
         self.state = engine.replace(self.state,
                                     activated=self.state.activated | jnp.asarray(mask))
 

@@ -52,6 +52,11 @@ class PartMap:
         merged program), parts in the order of `merged.parts` (module docstring).
         wavelets False: its CEs' work alone (tasks and ops), not the wavelets of its colors
         held in routers and queues: where it has finished what it does on its own PEs."""
+        return self.work(sim)[1 if wavelets else 0]
+
+    def work(self, sim) -> tuple[dict[str, list[tuple[int, int]]],
+                                 dict[str, list[tuple[int, int]]]]:
+        """`at_work(sim, wavelets=False)` and `at_work(sim)`, from one read of the state."""
         st, info = sim.state, sim.info
         pc, task = np.asarray(st.pc), np.asarray(st.task)
         active, slots = np.asarray(st.slot_active), np.asarray(st.slots)
@@ -76,9 +81,13 @@ class PartMap:
             if not colors:  # memory alone: any part with a tile here may own it
                 for part in self.covering.get((int(r), int(c)), []):
                     add(part, r, c)
-        for held in (np.asarray(st.rq_count), np.asarray(st.iq_count)) if wavelets else ():
+        on_ce = self._listed(found)
+        for held in (np.asarray(st.rq_count), np.asarray(st.iq_count)):  # (R, C, colors)
             for r, c, color in np.argwhere(held > 0):
                 add(self.owners.get((int(r), int(c), int(color))), r, c)
+        return on_ce, self._listed(found)
+
+    def _listed(self, found: dict[str, set]) -> dict[str, list[tuple[int, int]]]:
         return {name: sorted(found[name]) for name in self.order if name in found}
 
 

@@ -33,6 +33,7 @@ indices) and moves from resident inputs; a model with them is refused.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import torch
@@ -108,7 +109,7 @@ class ModelProgram:
                      ) -> None:
         """The host writes the user inputs that kernel part `kernel` reads (by graph
         name, as `runtime.Execution` takes them) into its operands."""
-        p = self.prepared[list(self.stages.values()).index(kernel)]
+        p = self._stage_of[kernel]
         mine = self.merged.part(kernel)
         for src in (s for sources in p.sources.values() for s in sources):
             if src.plan is None:
@@ -126,9 +127,9 @@ class ModelProgram:
         self._start(self.merged.view(sim, name), name)
 
     def _start(self, view, name: str) -> None:
-        kernel = self._kernels.get(name)
-        if kernel is not None:
-            kernel.launch(view)
+        stage = self._stage_of.get(name)
+        if stage is not None:
+            stage.kernel.launch(view)
         else:
             for task in self.round_tasks[name]:
                 view.launch(task)
@@ -142,14 +143,15 @@ class ModelProgram:
 
     def read_output(self, sim: Simulator, kernel: str) -> dict[str, np.ndarray]:
         """{symbol: words} of kernel part `kernel`'s output, as `runtime` reads a stage's."""
-        p = self.prepared[list(self.stages.values()).index(kernel)]
+        p = self._stage_of[kernel]
         mine = self.merged.part(kernel)
         got = read_words(sim, _renamed(p.out_map, mine))
         return {k: got[mine.local(k)] for k in p.out_map.symbols}
 
-    @property
-    def _kernels(self) -> dict:
-        return {self.stages[p.stage.name]: p.kernel for p in self.prepared}
+    @functools.cached_property
+    def _stage_of(self) -> dict[str, PreparedStage]:
+        """{kernel part: its prepared stage}."""
+        return {self.stages[p.stage.name]: p for p in self.prepared}
 
     def reuses(self) -> dict[str, frozenset]:
         """{part: the parts whose previous sample must have finished before it starts on

@@ -157,8 +157,7 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
             raise StageRunError(program.failure(sim, running, exc)) from exc
         moved = int(sim.state.cycle) - begin > now
         now = int(sim.state.cycle) - begin
-        everything = {} if serial else parts.at_work(sim)
-        busy = {} if serial else parts.at_work(sim, wavelets=False)
+        busy, everything = ({}, {}) if serial else parts.work(sim)
         looked = now
         for name, s in [t for t, started in armed.items() if t[0] not in everything
                         and len(started) == len(entries[t[0]])]:

@@ -148,10 +148,9 @@ def test_views_of_a_symbol_in_another_word_format_are_refused():
     assert (kept.dtype, kept.shape) == ("f32", (4,))
 
 
-def test_a_stuck_run_is_reported_by_part():
-    """Two GEMVs, the second launched on its tile's bottom row only: the first finishes,
-    the second's launched PEs wait for the x its top row never sends, and `stuck_parts`
-    names the second part alone, at those PEs."""
+def _two_gemvs_loaded():
+    """GEMV parts "a" and "b" (colors renamed 8 up) on the two halves of the fabric, merged
+    and loaded: ((a's kernel, its inputs), b's kernel, the merged program, its simulator)."""
     (ka, xa), (kb, xb) = _gemv(Rect(0, 0, 2, 2), 0), _gemv(Rect(0, 2, 2, 2), 1)
     shift = {c: c + 8 for c in {r.color for r in kb.program.routes}}
     parts = [Part("a", ka.program), Part("b", kb.program, colors=shift)]
@@ -159,6 +158,14 @@ def test_a_stuck_run_is_reported_by_part():
     sim = Simulator(CONFIG, merged.program)
     for part, kernel, data in zip(parts, [ka, kb], [xa, xb]):
         kernel.load(merged.view(sim, part.name), data)
+    return (ka, xa), kb, merged, sim
+
+
+def test_a_stuck_run_is_reported_by_part():
+    """Two GEMVs, the second launched on its tile's bottom row only: the first finishes,
+    the second's launched PEs wait for the x its top row never sends, and `stuck_parts`
+    names the second part alone, at those PEs."""
+    (ka, xa), kb, merged, sim = _two_gemvs_loaded()
     ka.launch(merged.view(sim, "a"))
     merged.view(sim, "b").launch("main", Rect(1, 2, 1, 2))  # its tile's bottom row
     with pytest.raises(DeadlockError):
@@ -172,16 +179,10 @@ def test_a_part_restored_runs_again_as_loaded():
     """Two GEMVs; the first runs, then is restored with its output kept: its registers
     and other symbols are as loaded, its output and the second part's memory untouched;
     run again, it gives the same output in the same cycles."""
-    (ka, xa), (kb, xb) = _gemv(Rect(0, 0, 2, 2), 0), _gemv(Rect(0, 2, 2, 2), 1)
-    shift = {c: c + 8 for c in {r.color for r in kb.program.routes}}
-    parts = [Part("a", ka.program), Part("b", kb.program, colors=shift)]
-    merged = merge_programs(CONFIG, parts)
-    sim = Simulator(CONFIG, merged.program)
-    for part, kernel, data in zip(parts, [ka, kb], [xa, xb]):
-        kernel.load(merged.view(sim, part.name), data)
+    (ka, xa), kb, merged, sim = _two_gemvs_loaded()
     loaded = sim.host_sram().copy()
-    for part, kernel in zip(parts, [ka, kb]):
-        kernel.launch(merged.view(sim, part.name))
+    for part, kernel in (("a", ka), ("b", kb)):
+        kernel.launch(merged.view(sim, part))
     sim.run()
     out = ka.read(merged.view(sim, "a"))
     ran = sim.host_sram().copy()
