@@ -68,7 +68,8 @@ def measure(name, model, inputs, config, repeats, dtype="fp32") -> dict:
     model.eval()
     precision, half = ("fp32", None) if dtype == "fp32" else ("mixed", dtype)
     t0 = time.perf_counter()
-    cm = frontend.compile(model, inputs, config=config, precision=precision, half=half)
+    cm = frontend.compile(model, inputs, config=config, precision=precision, half=half,
+                          mode="sequential")
     compile_s = time.perf_counter() - t0
     warm_s = warm_up(lambda: cm(*inputs))
     simulate_s, _ = median_time(lambda: cm(*inputs), repeats)

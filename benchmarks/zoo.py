@@ -1,13 +1,17 @@
 """Model zoo: every architecture of frontend.architectures through the frontend, fp32.
 
-Per model: whether it compiles (else the ATen op that stops it), simulated cycles, PEs
-used, fma utilization, the largest node error against eager PyTorch (validate), the
+Per model, in the execution mode asked (`--mode`, default the frontend's, pipelined):
+whether it compiles (else the ATen op that stops it), simulated cycles (pipelined: one
+sample's latency, and the cycles per sample of a stream, the period), PEs used, fma
+utilization (over the period when pipelined), the colors one fabric program of it would
+need (pipelined), the largest node error against eager PyTorch (validate), the
 output's error against eager, and the wall seconds of compile and simulation. Each runs on
 its own fabric (`frontend.architectures.fabric_config`: small(12, 12), the frontend tests'
 fabric, or a larger one for a model that needs more PEs), or on small(grid, grid) for all
 with --grid.
 
     python benchmarks/zoo.py --json benchmarks/results/zoo.json [--only gpt2 llama]
+                             [--mode pipelined|sequential]
 """
 
 from __future__ import annotations
@@ -32,21 +36,22 @@ from frontend.architectures import (  # noqa: E402
     fabric_config,
     output_tensor,
 )
+from frontend.schedule import DEFAULT_MODE, MODES  # noqa: E402
 
 OUTPUT_TOL = 1e-4  # rtol and atol of the output against eager fp32, as the zoo test's
 
 
-def measure(name: str, config: FabricConfig) -> dict:
+def measure(name: str, config: FabricConfig, mode: str) -> dict:
     """One architecture: compiled or the op that stops it, and its figures."""
     arch = ARCHITECTURES[name]
     row = {"model": name, "family": arch.family, "source": arch.source,
-           "fabric": config.name}
+           "fabric": config.name, "mode": mode}
     model, inputs = build(name)
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch's export internals
-            cm = frontend.compile(model, inputs, config=config)
+            cm = frontend.compile(model, inputs, config=config, mode=mode)
     except frontend.UnsupportedOpError as exc:
         first = str(exc).splitlines()[0]
         op = re.search(r"\((aten\.[\w.]+)\)", first)
@@ -67,8 +72,9 @@ def measure(name: str, config: FabricConfig) -> dict:
     got = output_tensor(cm.outputs()).float()
     matches = bool(torch.allclose(got, want, rtol=OUTPUT_TOL, atol=OUTPUT_TOL))
     return {**row, "status": "runs" if matches and all(r.ok for r in rows) else "differs",
-            "cycles": cm.cycles, "pes_used": cm.placement.pes_used,
+            "cycles": cm.cycles, "period": cm.period, "pes_used": cm.placement.pes_used,
             "utilization": cm.utilization,
+            "colors_needed": cm.colors.assignment.needed if cm.colors else None,
             "max_node_error": max(r.max_abs for r in rows),
             "output_error": float((got - want).abs().max()),
             "compile_s": compile_s, "simulate_s": simulate_s}
@@ -82,6 +88,8 @@ def main(argv=None) -> int:
                          "fabric, small(12, 12) unless it needs more PEs)")
     ap.add_argument("--only", nargs="+", choices=list(ARCHITECTURES), metavar="NAME",
                     help="these architectures only")
+    ap.add_argument("--mode", choices=list(MODES), default=DEFAULT_MODE,
+                    help=f"execution mode (default {DEFAULT_MODE})")
     ap.add_argument("--quick", action="store_true",
                     help="the same (every model is tiny); kept for run_all's modes")
     args = ap.parse_args(argv)
@@ -89,7 +97,7 @@ def main(argv=None) -> int:
     for name in args.only or list(ARCHITECTURES):
         config = (FabricConfig.small(args.grid, args.grid) if args.grid
                   else fabric_config(name))
-        results.append(measure(name, config))
+        results.append(measure(name, config, args.mode))
         r = results[-1]
         print(f"{name:16} {r['status']:7} "
               + (f"{r['cycles']} cycles, {r['pes_used']} PEs, output error "
@@ -100,21 +108,24 @@ def main(argv=None) -> int:
     for r in results:
         if r["status"] in ("stops", "error", "too big"):
             stops.setdefault(r["stopped_by"], []).append(r["model"])
-    columns = ["model", "family", "fabric", "status", "cycles", "PEs", "util %",
-               "max node err", "output err", "compile s", "sim s"]
+    columns = ["model", "family", "fabric", "status", "cycles", "period", "PEs", "util %",
+               "colors", "max node err", "output err", "compile s", "sim s"]
     table = [[r["model"], r["family"], r["fabric"], r["status"] if "cycles" in r else
-              f"{r['status']}: {r['stopped_by']}", r.get("cycles", ""), r.get("pes_used", ""),
+              f"{r['status']}: {r['stopped_by']}", r.get("cycles", ""), r.get("period", ""),
+              r.get("pes_used", ""),
               round(100 * r["utilization"], 3) if "utilization" in r else "",
+              r.get("colors_needed") or "",
               f"{r['max_node_error']:.1e}" if "max_node_error" in r else "",
               f"{r['output_error']:.1e}" if "output_error" in r else "",
               round(r["compile_s"], 1), round(r["simulate_s"], 1) if "simulate_s" in r
               else ""] for r in results]
     headline = [f"{len(runs)} of {len(results)} architectures compile, run and match eager "
-                f"fp32 (output within {OUTPUT_TOL:g})"]
+                f"fp32 (output within {OUTPUT_TOL:g}), {args.mode} mode"]
     headline += [f"stopped by {op}: {', '.join(models)}" for op, models in
                  sorted(stops.items(), key=lambda kv: -len(kv[1]))]
     fabrics = sorted({r["fabric"] for r in results})
-    write_json(args.json, {"benchmark": "zoo", "config": ", ".join(fabrics), "results": results,
+    write_json(args.json, {"benchmark": "zoo", "config": ", ".join(fabrics), "mode": args.mode,
+                           "results": results,
                            "headline": headline, "table": {"columns": columns,
                                                            "rows": table}})
     for line in headline:

@@ -3,13 +3,14 @@ against eager PyTorch.
 
     cm = frontend.compile(model, example_inputs, config=FabricConfig.small(32, 32))
     out = cm(*inputs); print(cm.report()); cm.validate(*inputs); cm.plot_placement("p.png")
+    outs = cm.stream(samples)   # mode="pipelined" (default): samples through resident stages
 
 Mixed precision: `frontend.amp.set_half_dtype("bfloat16")`, then
 `frontend.compile(..., precision="mixed")`.
 
 Training: `frontend.Trainer(device="fabric", model=..., optimizer=..., loss=...,
 precision=..., loop=...).fit(train_loader)`, or `backend=frontend.backend("fabric",
-config=..., mode=..., execution="sequential" | "pipelined")` in place of device
+config=..., mode=..., execution="pipelined" | "sequential")` in place of device
 (`frontend.training`).
 """
 

@@ -3,7 +3,8 @@ timelines of the fabric-level demo (traces) and training runs.
 
     wafer info [--preset wse2|wse3|small] [--grid RxC] [--json]
     wafer run [MODULE:FACTORY | --model mlp|gpt] [--preset P] [--grid RxC] [--dtype D]
-              [--out DIR] [--quiet]          (--fabric-demo [--n N]: the fabric-level demo)
+              [--mode pipelined|sequential] [--out DIR] [--quiet]
+                                             (--fabric-demo [--n N]: the fabric-level demo)
     wafer bench [--quick] [--only NAME ...]
     wafer trace [--grid RxC] [--n N] [--rect R,C,H,W] [--links] [--out FILE]
     wafer train CONFIG.yaml [--steps N] [--device fabric|cpu] [--execution MODE] [--compare]
@@ -31,6 +32,7 @@ from fabric import edge_channels, host_streams
 from fabric.config import FabricConfig
 from fabric.errors import FabricError
 from frontend.errors import FrontendError, user_code_error
+from frontend.schedule import DEFAULT_MODE, MODES
 
 PRESETS = ("wse2", "wse3", "small")
 DEFAULT_RUN_GRID = (12, 12)
@@ -227,7 +229,7 @@ def cmd_run(args, parser) -> int:
         model, inputs = model_demo.demo_model(args.model)
     config = preset_config(args.preset, args.grid)
     return _run_quietly(lambda: model_demo.run_model(model, inputs, config, args.out,
-                                                     args.dtype), args.quiet)
+                                                     args.dtype, args.mode), args.quiet)
 
 
 # ---- trace -----------------------------------------------------------------------------
@@ -366,6 +368,9 @@ def build_parser() -> Parser:
     run.add_argument("--dtype", choices=["fp32", "fp16", "bf16", "cb16"], default="fp32",
                      help="fp32 (default), or mixed precision (autocast's rules) with this "
                      "16-bit format")
+    run.add_argument("--mode", choices=list(MODES), default=DEFAULT_MODE,
+                     help=f"execution mode (default {DEFAULT_MODE}: every stage resident, "
+                     "parts started as their data arrives; sequential: one stage at a time)")
     run.add_argument("--fabric-demo", action="store_true",
                      help="run the fabric-level demo instead of a model")
     run.add_argument("--n", type=int, default=64,
@@ -418,7 +423,7 @@ def build_parser() -> Parser:
                        "loop.max_steps)")
     train.add_argument("--device", choices=["fabric", "cpu"],
                        help="run on this device instead of the config's")
-    train.add_argument("--execution", choices=["sequential", "pipelined"],
+    train.add_argument("--execution", choices=list(MODES),
                        help="run each graph of a step in this execution mode instead of the "
                             "config's backend execution (fabric only)")
     train.add_argument("--compare", action="store_true",

@@ -15,14 +15,19 @@ from frontend.capture import Captured, capture_module
 from frontend.color_fit import check_period_share, fit_colors
 from frontend.errors import FrontendError
 from frontend.gemm_split import column_parts
-from frontend.graph_colors import GraphColors, check_color_policy, graph_colors
+from frontend.graph_colors import (
+    DEFAULT_COLOR_POLICY,
+    GraphColors,
+    check_color_policy,
+    graph_colors,
+)
 from frontend.lowering import lower
 from frontend.micro_batches import join, split
 from frontend.model_program import ModelProgram, build_model_program
 from frontend.placement import place
 from frontend.program_run import ProgramStream, run_stream
 from frontend.runtime import Execution, ResidentTensor, Source, call_programs, prepare
-from frontend.schedule import Timeline, check_mode, timeline
+from frontend.schedule import DEFAULT_MODE, Timeline, check_mode, timeline
 from frontend.tables import table_rows, widest
 from frontend.validate import golden_values, validate
 from frontend.values import Ref
@@ -30,8 +35,9 @@ from frontend.values import Ref
 
 def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (public name)
             config: FabricConfig | None = None, max_cycles: int = 5_000_000,
-            precision: str = "fp32", half=None, mode: str = "sequential",
-            colors: str = "refuse", period_share: float | None = None) -> CompiledModel:
+            precision: str = "fp32", half=None, mode: str = DEFAULT_MODE,
+            colors: str = DEFAULT_COLOR_POLICY,
+            period_share: float | None = None) -> CompiledModel:
     """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
     `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
 
@@ -40,12 +46,13 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
     half: that format under "mixed" ("float16", "bfloat16", "cbfloat16"); default the one
         of `frontend.amp.set_half_dtype` (float16 unless set), read now.
     mode: how a call's parts follow one another in time, see `frontend.schedule`:
-        "sequential" (one stage at a time, the rest of the fabric idle: a stage studied
-        alone) or "pipelined" (every stage resident and running as soon as its data is in,
-        samples streamed through with `CompiledModel.stream`; tiles sized to balance the
-        stages' predicted cycles; a GEMM whose single tile the colors bind spreads its
-        output columns over several tiles, `frontend.gemm_split`). The outputs are the
-        same up to the order of sums in kernels placed on other tiles.
+        "pipelined" (the default, how a wafer runs a model: every stage resident and
+        running as soon as its data is in, samples streamed through with
+        `CompiledModel.stream`; tiles sized to balance the stages' predicted cycles; a GEMM
+        whose single tile the colors bind spreads its output columns over several tiles,
+        `frontend.gemm_split`) or "sequential" (one stage at a time, the rest of the fabric
+        idle: a stage studied alone). The outputs are the same up to the order of sums in
+        kernels placed on other tiles.
     colors: "pipelined" only, where every stage's kernel and every move are on the fabric
         at once: their routes get colors over the whole graph (`frontend.graph_colors`,
         `cm.colors`). A model whose balanced tiles the fabric's colors cannot hold is
@@ -53,8 +60,9 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
         can ("fit", `frontend.color_fit`: a pipeline that runs as one fabric program,
         `cm.one_program`, often slower; refused when even the smallest tiles need more),
         or compiled on its balanced tiles anyway with the shortfall in `cm.colors` and
-        `cm.report()` ("report"); its parts are simulated apart, each with its own colors,
-        in every mode.
+        `cm.report()` ("report", the default: the figures of the balanced pipeline, which
+        `cm.one_program` then refuses, naming the colors short); its parts are simulated
+        apart, each with its own colors, in every mode.
     period_share: "pipelined" only: the share of the fabric's PEs the tiles may take
         while the period is set (`frontend.balance`; default `PERIOD_SHARE`, 0.6): more
         gives a lower period (a higher rate) and fewer spare PEs for the latency (TinyGPT
@@ -79,8 +87,8 @@ class CompiledModel:
 
     def __init__(self, captured: Captured, config: FabricConfig, max_cycles: int,
                  precision: str = "fp32", example_inputs: Sequence = (),
-                 half: HalfDtype | None = None, mode: str = "sequential",
-                 colors: str = "refuse", period_share: float | None = None):
+                 half: HalfDtype | None = None, mode: str = DEFAULT_MODE,
+                 colors: str = DEFAULT_COLOR_POLICY, period_share: float | None = None):
         """half: the 16-bit format of a "mixed" model (`frontend.amp.resolve_half`);
         None in fp32. mode: "sequential" or "pipelined" (`frontend.schedule`). colors: what
         a pipelined model short of colors gets, "fit", "refuse" or "report" (`compile`).

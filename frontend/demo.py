@@ -2,6 +2,7 @@
 node against eager PyTorch, with a printed report and the placement picture.
 
     python -m frontend.demo --out out [--model mlp|gpt] [--grid 12x12]
+                            [--dtype fp32|fp16|bf16|cb16] [--mode pipelined|sequential]
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 
 import frontend
 from fabric import FabricConfig
+from frontend.schedule import DEFAULT_MODE, MODES
 from frontend.validate import MIXED_ULPS, table
 
 DTYPES = ("fp32", "fp16", "bf16", "cb16")  # fp32, or mixed precision in a 16-bit format
@@ -75,19 +77,25 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="out", help="directory for the placement PNG")
     ap.add_argument("--dtype", choices=DTYPES, default="fp32",
                     help="fp32, or mixed precision with this 16-bit format")
+    ap.add_argument("--mode", choices=list(MODES), default=DEFAULT_MODE,
+                    help="execution mode (frontend.compile's mode)")
     args = ap.parse_args(argv)
     model, inputs = demo_model(args.model)
-    return run_model(model, inputs, FabricConfig.small(*args.grid), args.out, args.dtype)
+    return run_model(model, inputs, FabricConfig.small(*args.grid), args.out, args.dtype,
+                     args.mode)
 
 
-def run_model(model, inputs, config: FabricConfig, out_dir, dtype: str = "fp32") -> int:
+def run_model(model, inputs, config: FabricConfig, out_dir, dtype: str = "fp32",
+              mode: str = DEFAULT_MODE) -> int:
     """Compile, run and validate `model` on `config` in fp32, or in mixed precision with
     the 16-bit `dtype` (a `frontend.amp` name: float16/fp16, bfloat16/bf16,
-    cbfloat16/cb16); print the report and the numerics table, save the placement PNG in
-    `out_dir`. 0 when every node is within tolerance."""
+    cbfloat16/cb16), in execution `mode` (`frontend.schedule.MODES`); print the report and
+    the numerics table, save the placement PNG in `out_dir`. 0 when every node is within
+    tolerance."""
     precision, half = ("fp32", None) if dtype == "fp32" else ("mixed", dtype)
     t0 = time.perf_counter()
-    cm = frontend.compile(model, inputs, config=config, precision=precision, half=half)
+    cm = frontend.compile(model, inputs, config=config, precision=precision, half=half,
+                          mode=mode)
     t1 = time.perf_counter()
     rows = cm.validate(*inputs, raise_on_mismatch=False)
     t2 = time.perf_counter()

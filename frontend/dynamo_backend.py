@@ -15,8 +15,8 @@ from frontend.capture import from_graph_module
 from frontend.color_fit import check_period_share
 from frontend.compiled import CompiledModel
 from frontend.errors import UnsupportedOpError
-from frontend.graph_colors import check_color_policy
-from frontend.schedule import check_mode
+from frontend.graph_colors import DEFAULT_COLOR_POLICY, check_color_policy
+from frontend.schedule import DEFAULT_MODE, check_mode
 
 DEFAULT_CONFIG = FabricConfig.small(32, 32)
 
@@ -27,8 +27,9 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
     options (from `torch.compile(model, backend="fabric", options={...})`): "config" (a
     FabricConfig, default small(32, 32)), "fallback" (run unsupported graphs eagerly with a
     warning, default True), "precision" ("fp32" or "mixed"), "half" (the 16-bit format
-    under "mixed"), "mode" ("sequential" or "pipelined") and "colors" ("fit", "refuse" or
-    "report": a pipelined graph short of colors) and "period_share", as `frontend.compile`'s.
+    under "mixed"), "mode" ("pipelined", the default, or "sequential") and "colors" ("fit",
+    "refuse" or "report", the default: a pipelined graph short of colors) and
+    "period_share", as `frontend.compile`'s.
 
     The fabric's programs have static shapes. A graph with symbolic sizes (dynamo makes one
     when a second call has other shapes, e.g. the short last batch of an eval loop) is
@@ -39,8 +40,8 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
     precision = options.pop("precision", "fp32")
     settings["precision"] = precision
     settings["half"] = resolve_half(precision, options.pop("half", None))
-    settings["mode"] = check_mode(options.pop("mode", "sequential"))
-    settings["colors"] = check_color_policy(options.pop("colors", "refuse"))
+    settings["mode"] = check_mode(options.pop("mode", DEFAULT_MODE))
+    settings["colors"] = check_color_policy(options.pop("colors", DEFAULT_COLOR_POLICY))
     settings["period_share"] = options.pop("period_share", None)
     check_period_share(settings["period_share"], settings["mode"])
     if options:

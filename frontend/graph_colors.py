@@ -31,6 +31,8 @@ from frontend.runtime import PreparedStage
 from frontend.sources import describe
 
 COLOR_POLICIES = ("fit", "refuse", "report")  # compile's `colors` (`compile`'s docstring)
+# the parts of a model short of colors still run apart, the shortfall in its report
+DEFAULT_COLOR_POLICY = "report"
 
 
 def check_color_policy(colors: str) -> str:

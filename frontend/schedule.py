@@ -7,8 +7,9 @@ each with its exact cycles. A mode says how those parts follow one another in ti
 
 - "sequential": one part at a time, in graph order (a stage's moves, then its kernel), one
   sample after another; the rest of the fabric idle.
-- "pipelined": every stage resident on its tile at once, each part starting as soon as the
-  dataflow allows it, and the next sample entering while earlier ones are in flight. Each
+- "pipelined" (`DEFAULT_MODE`): every stage resident on its tile at once, each part
+  starting as soon as the dataflow allows it, and the next sample entering while earlier
+  ones are in flight. Each
   tile holds one sample's operands and one output (the layout its kernel has, single
   buffered, or as many times as its free SRAM holds), so for sample b:
   * a move of tensor t into stage s starts when t's producer has finished b and s has
@@ -49,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from frontend.runtime import StageResult
 
 MODES = ("sequential", "pipelined")
+DEFAULT_MODE = "pipelined"  # what a wafer runs: every stage resident, samples overlapping
 HOST = "host link"  # the bottleneck's name when the host's transfers bound the period
 
 

@@ -88,6 +88,14 @@ def test_run_mixed_precision_in_process(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "precision: mixed, bfloat16" in out and "err autocast" in out
     assert "all nodes within tolerance" in out and " bf16 " in out
+    assert "12x12, pipelined:" in out  # the default mode
+
+
+def test_run_takes_the_execution_mode(tmp_path, capsys):
+    assert cli.main(["run", "--mode", "sequential", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "12x12: 23 of 144 PEs" in out and "all nodes within tolerance" in out
+    assert "pipelined" not in out and "bottleneck" not in out
 
 
 @pytest.mark.parametrize("args, words", [
@@ -95,6 +103,7 @@ def test_run_mixed_precision_in_process(tmp_path, capsys):
     (["run", "nocolon"], "MODULE:FACTORY"),
     (["run", "no_such_module_xyz:make"], "cannot load"),
     (["run", "--dtype", "fp8"], "fp8"),
+    (["run", "--mode", "eager"], "'eager'"),
     (["nosuch"], "nosuch"),
 ])
 def test_bad_arguments_one_line_exit_2(args, words):

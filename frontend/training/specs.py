@@ -4,9 +4,9 @@ object itself (a Python config) or the plain-data form a YAML file holds; a bad 
 a ValueError that names the key and what it accepts.
 
     backend:    frontend.backend("fabric", config=FabricConfig.small(12, 12), mode="train",
-                                 execution="sequential")
+                                 execution="pipelined")
                 YAML: {name: fabric, config: {preset: small, rows: 12, cols: 12}, mode: train,
-                       execution: sequential}
+                       execution: pipelined}
     model:      an nn.Module, or {name: mlp|lenet|gpt, args: {...}, seed: 0} (frontend.zoo)
                 or {factory: "package.module:callable", args: {...}, seed: 0}
     optimizer:  {type: sgd|adamw, lr: ..., <torch's hyperparameters>}, or a torch.optim.SGD /
@@ -34,7 +34,7 @@ from fabric.config import FabricConfig
 from frontend import zoo
 from frontend.amp import HALF_DTYPES, get_half_dtype, half_dtype
 from frontend.errors import user_code_error
-from frontend.schedule import check_mode
+from frontend.schedule import DEFAULT_MODE, check_mode
 
 BACKENDS = ("fabric", "cpu")
 MODES = ("train", "validate", "compile_only")
@@ -106,15 +106,16 @@ class Backend:
     config: the fabric (fabric only). mode: "train"; "validate" (also compares each step's
     gradients with eager autograd at the same weights, into the history); "compile_only"
     (lower and place the step, run nothing). max_cycles: per graph run. execution: how
-    each graph of a step runs on the fabric (`frontend.schedule.MODES`): "sequential" (one
-    stage at a time) or "pipelined" (every stage resident on a tile sized for a pipeline,
-    stages overlapping as the dataflow allows), as `frontend.compile`'s `mode`."""
+    each graph of a step runs on the fabric (`frontend.schedule.MODES`): "pipelined" (the
+    default: every stage resident on a tile sized for a pipeline, stages overlapping as the
+    dataflow allows) or "sequential" (one stage at a time), as `frontend.compile`'s `mode`;
+    None on the cpu, which has no execution mode."""
 
     name: str = "fabric"
     config: FabricConfig | None = None
     mode: str = "train"
     max_cycles: int = 5_000_000
-    execution: str = "sequential"
+    execution: str | None = DEFAULT_MODE
 
 
 def fabric_config(spec) -> FabricConfig:
@@ -136,21 +137,22 @@ def fabric_config(spec) -> FabricConfig:
 
 
 def backend(name: str = "fabric", config=None, mode: str = "train",
-            max_cycles: int = 5_000_000, execution: str = "sequential") -> Backend:
+            max_cycles: int = 5_000_000, execution: str | None = None) -> Backend:
     """The settings of a run's device: `frontend.backend("fabric", config=..., mode=...,
     execution=...)` (see `Backend`)."""
     if name not in BACKENDS:
         raise ValueError(f"backend name must be one of {list(BACKENDS)}, got {name!r}")
     if mode not in MODES:
         raise ValueError(f"backend mode must be one of {list(MODES)}, got {mode!r}")
-    check_mode(execution, "backend execution")
-    if name == "cpu" and (config is not None or mode != "train" or execution != "sequential"):
+    if name == "cpu" and (config is not None or mode != "train" or execution is not None):
         raise ValueError("backend 'cpu' takes no fabric config and runs mode 'train' only, "
                          "in eager PyTorch (no execution mode)")
     if not (isinstance(max_cycles, int) and max_cycles > 0):
         raise ValueError(f"backend max_cycles must be a positive integer, got {max_cycles!r}")
     if name == "fabric":
         config = fabric_config(config) if config is not None else FabricConfig.small(32, 32)
+        execution = check_mode(DEFAULT_MODE if execution is None else execution,
+                               "backend execution")
     return Backend(name, config, mode, max_cycles, execution)
 
 

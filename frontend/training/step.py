@@ -43,6 +43,7 @@ from frontend.amp import HalfDtype, check_precision, resolve_half
 from frontend.capture import Captured
 from frontend.compiled import CompiledModel
 from frontend.errors import FrontendError
+from frontend.schedule import DEFAULT_MODE
 from frontend.tables import widest
 from frontend.training.graphs import JointGraphs, joint_graphs
 from frontend.values import Const
@@ -77,9 +78,9 @@ class TrainingStep:
     def __init__(self, model: torch.nn.Module, graphs: JointGraphs, config: FabricConfig,
                  max_cycles: int = 5_000_000, precision: str = "fp32",
                  example: tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]] = ((), ()),
-                 half: HalfDtype | None = None, execution: str = "sequential"):
+                 half: HalfDtype | None = None, execution: str = DEFAULT_MODE):
         """half: the 16-bit format of a "mixed" step (`frontend.amp.resolve_half`); None in
-        fp32. execution: each graph's mode, "sequential" or "pipelined" (module
+        fp32. execution: each graph's mode, "pipelined" or "sequential" (module
         docstring)."""
         self.model = model
         self.graphs = graphs
@@ -189,12 +190,12 @@ def compile_training_step(model: torch.nn.Module, example_inputs: Sequence[torch
                           targets: Sequence[torch.Tensor], loss_fn: Callable,
                           config: FabricConfig | None = None,
                           max_cycles: int = 5_000_000, precision: str = "fp32",
-                          half=None, execution: str = "sequential") -> TrainingStep:
+                          half=None, execution: str = DEFAULT_MODE) -> TrainingStep:
     """Trace `loss_fn(model(*example_inputs), *targets)` and its gradient (`joint_graphs`),
     lower both graphs to fabric kernels and place them on `config` (default
     `FabricConfig.small(32, 32)`). precision: "fp32" or "mixed" (module docstring); half:
     the 16-bit format under "mixed" (default `frontend.amp.get_half_dtype()`, read now);
-    execution: "sequential" or "pipelined", both graphs' mode (module docstring)."""
+    execution: "pipelined" (default) or "sequential", both graphs' mode (module docstring)."""
     config = config or FabricConfig.small(32, 32)
     half = resolve_half(precision, half)
     graphs = joint_graphs(model, example_inputs, loss_fn, targets)

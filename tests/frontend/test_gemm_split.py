@@ -48,7 +48,7 @@ def test_split_linear_matches_eager_and_sequential():
     piped = frontend.compile(model, (x,), config=WIDE, mode="pipelined", colors="report")
     names = [s.name for s in piped.lowered.stages if s.kind == "gemm_summa"]
     assert names == [f"addmm_n{i}" for i in range(4)]  # column_parts(WIDE)(32, 64, 64)
-    seq = frontend.compile(model, (x,), config=WIDE)
+    seq = frontend.compile(model, (x,), config=WIDE, mode="sequential")
     assert [s.name for s in seq.lowered.stages if s.kind == "gemm_summa"] == ["addmm"]
     rows = piped.validate(x)  # every node, the split addmm's too, within tolerance
     assert rows and all(r.ok for r in rows)

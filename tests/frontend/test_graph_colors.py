@@ -123,7 +123,7 @@ def test_a_resident_inputs_moves_join_the_assignment():
 
 def test_sequential_mode_assigns_no_colors():
     torch.manual_seed(0)
-    cm = frontend.compile(TwoLayers().eval(), (torch.randn(4, 16),), CONFIG)
+    cm = frontend.compile(TwoLayers().eval(), (torch.randn(4, 16),), CONFIG, mode="sequential")
     assert cm.colors is None and "colors over the whole graph" not in cm.report()
 
 
@@ -131,7 +131,7 @@ def test_too_few_colors_refuse_the_model_naming_its_stages_and_moves():
     # 14 colors reserved, 10 left; the model's busiest PE needs more
     few = CONFIG.replace(reserved_colors=tuple(range(10, 24)))
     with pytest.raises(frontend.PlacementError) as info:
-        _compile(few)
+        _compile(few, colors="refuse")
     text = str(info.value)
     needed = _compile(few, colors="report").colors.assignment.lower_bound
     line = inspect.getsourcelines(TwoLayers.forward)[1] + 1  # h = torch.relu(self.fc1(x))
@@ -159,11 +159,11 @@ def test_the_dynamo_backend_takes_the_color_policy():
     few = CONFIG.replace(reserved_colors=tuple(range(10, 24)))
     torch.manual_seed(0)
     gm = torch.fx.symbolic_trace(TwoLayers().eval())
-    options = {"config": few, "mode": "pipelined", "fallback": False}
+    options = {"config": few, "fallback": False}  # pipelined and "report" by default
     with pytest.raises(frontend.PlacementError, match="do not fit its colors"):
-        fabric_backend(gm, [torch.randn(4, 16)], options)
-    cm = fabric_backend(gm, [torch.randn(4, 16)], {**options, "colors": "report"})
-    assert not cm.colors.assignment.ok
+        fabric_backend(gm, [torch.randn(4, 16)], {**options, "colors": "refuse"})
+    cm = fabric_backend(gm, [torch.randn(4, 16)], options)
+    assert cm.mode == "pipelined" and not cm.colors.assignment.ok
 
 
 def test_fit_policy_shrinks_the_tiles_until_the_colors_fit():

@@ -166,7 +166,7 @@ def test_samples_stream_through_the_one_program():
 
 def test_one_program_needs_a_pipelined_model():
     x = torch.randn(3, 16)
-    cm = frontend.compile(MLP().eval(), (x,), CONFIG)
+    cm = frontend.compile(MLP().eval(), (x,), CONFIG, mode="sequential")
     with pytest.raises(FrontendError, match="one fabric program holds a pipelined model"):
         cm.one_program(x)
 

@@ -297,4 +297,4 @@ def test_the_period_share_sizes_the_pipelined_tiles():
         frontend.compile(mlp, (y,), CONFIG, mode="pipelined", period_share=1.5)
     with pytest.raises(FrontendError, match="period_share sizes the pipelined placement; "
                                             "mode is 'sequential'"):
-        frontend.compile(mlp, (y,), CONFIG, period_share=0.5)
+        frontend.compile(mlp, (y,), CONFIG, mode="sequential", period_share=0.5)

@@ -32,10 +32,11 @@ GPT_FABRIC = FabricConfig.small(32, 32)
 
 @pytest.fixture(scope="module")
 def gpt():
-    """TinyGPT compiled as usual (the default objective) on a 32 x 32 fabric."""
+    """TinyGPT compiled in sequential mode (the default objective) on a 32 x 32 fabric."""
     torch.manual_seed(0)
     model = TinyGPT(vocab=64, d=64, heads=4, layers=1, block=32)
-    return frontend.compile(model, (torch.randint(0, 64, (1, 32)),), config=GPT_FABRIC)
+    return frontend.compile(model, (torch.randint(0, 64, (1, 32)),), config=GPT_FABRIC,
+                            mode="sequential")
 
 
 def _check_tiles(cm, placement):
@@ -82,7 +83,7 @@ def test_default_objective_keeps_the_work_tiles(gpt):
 def test_cycles_spends_an_ample_fabric():
     torch.manual_seed(0)
     model = MLP(d_in=64, hidden=64, d_out=64)
-    cm = frontend.compile(model, (torch.randn(64, 64),), config=GPT_FABRIC)
+    cm = frontend.compile(model, (torch.randn(64, 64),), config=GPT_FABRIC, mode="sequential")
     work = cm.placement
     cycles = place(cm.lowered.stages, GPT_FABRIC, cm.edges, balance="cycles")
     _check_tiles(cm, cycles)

@@ -76,6 +76,7 @@ def test_both_graphs_are_compiled_for_a_pipeline(runs):
                               model={"name": "mlp"}, optimizer=SGD),
      r"backend execution must be one of \['sequential', 'pipelined'\], got 'parallel'"),
     (lambda: frontend.backend("cpu", execution="pipelined"), "no execution mode"),
+    (lambda: frontend.backend("cpu", execution="sequential"), "no execution mode"),
 ])
 def test_a_bad_execution_is_refused_with_the_accepted_ones(call, match):
     with pytest.raises(ValueError, match=match):
@@ -84,16 +85,17 @@ def test_a_bad_execution_is_refused_with_the_accepted_ones(call, match):
 
 def test_the_yaml_key_round_trips(tmp_path):
     backend = {"name": "fabric", "config": {"preset": "small", "rows": 12, "cols": 12},
-               "mode": "train", "execution": "pipelined"}
+               "mode": "train", "execution": "sequential"}
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump({"backend": backend, "model": {"name": "mlp"},
                                     "optimizer": SGD}))
     loaded = load_config(path)
     assert loaded["backend"] == backend
     trainer = make_trainer(loaded)
-    assert trainer.backend == frontend.backend("fabric", config=CONFIG, execution="pipelined")
+    assert trainer.backend == frontend.backend("fabric", config=CONFIG, execution="sequential")
     assert make_trainer({**loaded, "backend": {"name": "fabric"}}).backend.execution \
-        == "sequential"  # the default
+        == "pipelined"  # the default
+    assert frontend.backend("cpu").execution is None
 
 
 def test_the_command_lines_execution_replaces_the_configs():
