@@ -20,6 +20,7 @@ autocast in the same 16-bit dtype, and eager fp32 for cbfloat16 (PyTorch has non
     python benchmarks/training.py --json benchmarks/results/training.json [--png P]
         [--quick] [--dtypes fp32,float16,bfloat16,cbfloat16] [--mlp-steps 50]
         [--gpt-steps 20] [--lenet-steps 3] [--gpt-loss cross_entropy|mse]
+        [--execution pipelined|sequential]
 
 --quick: mlp 8 steps and gpt 2 steps, dtypes fp32,bfloat16, no lenet.
 Exit status 1 when an fp32 fabric curve leaves eager PyTorch's by more than FP32_RTOL.
@@ -42,6 +43,7 @@ from harness import write_json  # noqa: E402
 
 import frontend  # noqa: E402
 from fabric import FabricConfig  # noqa: E402
+from frontend.schedule import DEFAULT_MODE, MODES  # noqa: E402
 from frontend.training import tasks  # noqa: E402
 from frontend.training.curves import CURVE_RTOL  # noqa: E402
 
@@ -88,10 +90,13 @@ def fresh(factory, seed: int = 0) -> torch.nn.Module:
     return factory()
 
 
-def run(name: str, dtype: str, steps: int, config: FabricConfig, gpt_loss: str) -> dict:
-    """One model in one dtype: the fabric run and the eager run over the same batches."""
+def run(name: str, dtype: str, steps: int, config: FabricConfig, gpt_loss: str,
+        execution: str) -> dict:
+    """One model in one dtype: the fabric run (both graphs of a step in `execution`) and
+    the eager run over the same batches."""
     factory, optimizer, loss, train = setup(name, steps, gpt_loss)
-    fabric = frontend.Trainer(backend=frontend.backend("fabric", config=config),
+    fabric = frontend.Trainer(backend=frontend.backend("fabric", config=config,
+                                                       execution=execution),
                               model=fresh(factory), optimizer=dict(optimizer), loss=loss,
                               precision=dtype, loop={"max_steps": steps})
     fabric.fit(train)
@@ -105,7 +110,8 @@ def run(name: str, dtype: str, steps: int, config: FabricConfig, gpt_loss: str) 
         curve.append({"step": f["step"], "fabric_loss": f["loss"], "eager_loss": e["loss"],
                       "rel_diff": rel, "scale": f["scale"], "eager_scale": e["scale"],
                       "taken": f["taken"], "eager_taken": e["taken"]})
-    return {"model": name, "dtype": dtype, "eager_dtype": eager_dtype, "loss": loss,
+    return {"model": name, "dtype": dtype, "execution": execution,
+            "eager_dtype": eager_dtype, "loss": loss,
             "optimizer": optimizer["type"], "steps": steps, "curve": curve,
             **step_figures(fabric.history, config, dtype),
             "eager_wall_s_per_step": statistics.median(h["wall_s"] for h in eager.history),
@@ -171,6 +177,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lenet-steps", type=int, default=3)
     ap.add_argument("--gpt-loss", choices=("cross_entropy", "mse"), default="cross_entropy",
                     help="cross_entropy on token ids, or mse on one-hot targets")
+    ap.add_argument("--execution", choices=list(MODES), default=DEFAULT_MODE,
+                    help=f"each graph's execution mode on the fabric (default {DEFAULT_MODE})")
     args = ap.parse_args(argv)
     dtypes = (args.dtypes.split(",") if args.dtypes else
               ["fp32", "bfloat16"] if args.quick else list(DTYPES))
@@ -191,7 +199,7 @@ def main(argv=None) -> int:
     results = []
     for name in models:
         for dtype in dtypes:
-            r = run(name, dtype, steps[name], config, args.gpt_loss)
+            r = run(name, dtype, steps[name], config, args.gpt_loss, args.execution)
             print(f"{name} {dtype}: {r['step_cycles']} cycles/step, "
                   f"max rel diff {r['max_rel_diff']:.2e}", flush=True)
             results.append(r)
@@ -205,7 +213,7 @@ def main(argv=None) -> int:
              skips(r["curve"]), f"{r['curve'][-1]['fabric_loss']:.4g}",
              f"{r['curve'][-1]['eager_loss']:.4g}", f"{r['max_rel_diff']:.1e}",
              f"{r['rtol']:.0e}"] for r in results]
-    headline = [f"{r['model']} {r['dtype']}: {r['step_cycles']} cycles/step "
+    headline = [f"{r['model']} {r['dtype']} ({r['execution']}): {r['step_cycles']} cycles/step "
                 f"({r['graph_cycles'] - r['grad_move_cycles']} fwd+bwd, "
                 f"{r['grad_move_cycles']} gradient moves), {100 * r['utilization']:.2f} % fma "
                 f"utilization; loss within {r['max_rel_diff']:.1e} of eager "

@@ -55,6 +55,7 @@ import heapq
 import math
 
 from fabric.config import FabricConfig
+from frontend.companions import Groups
 from frontend.errors import PlacementError
 from frontend.stages import Stage
 from frontend.tile_shapes import min_pes, model_cycles, pack, summa_colors, tile_shape
@@ -122,14 +123,19 @@ def _steps(stage: Stage, shape: tuple[int, int], config: FabricConfig,
 
 
 def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: list[int],
-          config: FabricConfig, lookahead: int, least: int = 1, most_pes: int | None = None
-          ) -> tuple[tuple[int, int], int] | None:
+          config: FabricConfig, lookahead: int, least: int = 1, most_pes: int | None = None,
+          groups: Groups | None = None) -> tuple[tuple[int, int], int] | None:
     """Stage i's next tile and its cycles: of the first tile in each direction that still
-    packs, keeps all tiles within `most_pes` PEs (None: the fabric) and saves at least
-    `least` cycles, one with no more PEs if any (the fastest), else the one that saves the
-    most cycles per added PE; None if none saves that many."""
+    packs (its riders below it, `groups`), keeps all tiles within `most_pes` PEs (None: the
+    fabric) and saves at least `least` cycles, one with no more PEs if any (the fastest),
+    else the one that saves the most cycles per added PE; None if none saves that many (or
+    stage i is a rider, which follows its root)."""
+    groups = groups or Groups(stages, config)
+    tiles = groups.weight(i)
+    if tiles == 0:
+        return None
     stage, (r0, c0) = stages[i], shapes[i]
-    others = used(shapes) - r0 * c0
+    others = used(shapes) - tiles * r0 * c0
     best = None
     for ahead in _steps(stage, shapes[i], config, lookahead):
         for shape in ahead:
@@ -138,11 +144,11 @@ def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: li
                 break
             if fit > cycles[i] - least:
                 continue
-            if most_pes is not None and others + shape[0] * shape[1] > most_pes:
+            if most_pes is not None and others + tiles * shape[0] * shape[1] > most_pes:
                 continue
-            if pack(shapes[:i] + [shape] + shapes[i + 1:], config) is None:
+            if groups.rects(shapes[:i] + [shape] + shapes[i + 1:]) is None:
                 break
-            added, saved = shape[0] * shape[1] - r0 * c0, cycles[i] - fit
+            added, saved = tiles * (shape[0] * shape[1] - r0 * c0), cycles[i] - fit
             score = (1, saved, -added) if added <= 0 else (0, saved / added, -added)
             if best is None or score > best[0]:
                 best = (score, shape, fit)
@@ -152,7 +158,8 @@ def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: li
 
 def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = LOOKAHEAD,
                    spare: bool = True, min_saving: float = MIN_SAVING,
-                   period_share: float = PERIOD_SHARE) -> list[tuple[int, int]] | None:
+                   period_share: float = PERIOD_SHARE, groups: Groups | None = None
+                   ) -> list[tuple[int, int]] | None:
     """Tile shapes (rows, cols) for `stages`, in their order, that lower the largest
     predicted cycles as far as growing the slowest stage within `period_share` of the
     fabric allows; None if even the starting tiles do not pack onto `config`.
@@ -169,6 +176,9 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
     period_share: the fraction of the fabric's PEs the tiles may take while the period is
         set (module docstring; the starting tiles may take more); 1 lets the period take
         the whole fabric.
+    groups: elementwise stages tied to their producers' tiles (`frontend.companions`):
+        each takes its root's shape and moves with it; dropped when the starting tiles do
+        not pack that way. None: every stage on its own tile.
 
     >>> shapes = balance_cycles(compiled.lowered.stages, FabricConfig.small(32, 32))
     """
@@ -178,25 +188,40 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
         return None
     if pack(shapes, config) is None:
         return None
+    if groups is None or groups.rects(shapes) is None:
+        groups = Groups(stages, config)
+    shapes = groups.tie(shapes)
     cycles = [stage_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes)]
     slowest = [(-c, i) for i, c in enumerate(cycles)]  # a max-heap; ties: graph order
     heapq.heapify(slowest)
     while slowest and slowest[0][0] < 0:
         _, i = slowest[0]
         step = _grow(i, stages, shapes, cycles, config, lookahead,
-                     most_pes=max(used(shapes), int(period_share * config.num_pes)))
+                     most_pes=max(used(shapes), int(period_share * config.num_pes)),
+                     groups=groups)
         if step is None:  # the slowest is as fast as it gets: the period is set
             if spare:
                 _spend_spare(stages, shapes, cycles, config, lookahead,
-                             spare_saving(cycles[i], min_saving))
+                             spare_saving(cycles[i], min_saving), groups)
             break
         shapes[i], cycles[i] = step
         heapq.heapreplace(slowest, (-cycles[i], i))
+        _follow(i, stages, shapes, cycles, config, groups)
     return shapes
 
 
+def _follow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: list[int],
+            config: FabricConfig, groups: Groups) -> None:
+    """Stage i's riders (in place) on its new shape, with their cycles there."""
+    for rider, root in groups.roots.items():
+        if root == i:
+            shapes[rider] = shapes[i]
+            cycles[rider] = stage_cycles(stages[rider], shapes[i], config) or 0
+
+
 def _spend_spare(stages: list[Stage], shapes: list[tuple[int, int]], cycles: list[int],
-                 config: FabricConfig, lookahead: int, least: int) -> None:
+                 config: FabricConfig, lookahead: int, least: int,
+                 groups: Groups | None = None) -> None:
     """The spare phase (in place): while any stage's next tile packs and saves at least
     `least` cycles, take the step that saves the most cycles per added PE of all stages'
     (a step adding none first). The latency through the pipeline is about the sum of its
@@ -207,11 +232,11 @@ def _spend_spare(stages: list[Stage], shapes: list[tuple[int, int]], cycles: lis
     def next_step(i: int):
         """(cycles saved per added PE, the step) of stage i's next step; None if it has
         none."""
-        step = _grow(i, stages, shapes, cycles, config, lookahead, least)
+        step = _grow(i, stages, shapes, cycles, config, lookahead, least, groups=groups)
         if step is None:
             return None
         (r, c), fit = step
-        added = r * c - shapes[i][0] * shapes[i][1]
+        added = (groups.weight(i) if groups else 1) * (r * c - shapes[i][0] * shapes[i][1])
         return (math.inf if added <= 0 else (cycles[i] - fit) / added), step
 
     best: list[tuple[float, int]] = []  # a max-heap of (-score, stage); ties: graph order
@@ -228,6 +253,8 @@ def _spend_spare(stages: list[Stage], shapes: list[tuple[int, int]], cycles: lis
             heapq.heappush(best, (-found[0], i))
             continue
         shapes[i], cycles[i] = found[1]
+        if groups:
+            _follow(i, stages, shapes, cycles, config, groups)
         if (found := next_step(i)) is not None:
             heapq.heappush(best, (-found[0], i))
 

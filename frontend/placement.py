@@ -20,7 +20,8 @@ import math
 
 from fabric.config import FabricConfig
 from fabric.program import Rect
-from frontend.balance import PERIOD_SHARE, balance_cycles
+from frontend.balance import PERIOD_SHARE, balance_cycles, stage_cycles
+from frontend.companions import Groups, companion_groups
 from frontend.errors import PlacementError
 from frontend.stages import Stage
 from frontend.tile_shapes import kernel_fit, min_pes, model_cycles, pack, summa_colors, tile_shape
@@ -55,7 +56,8 @@ def data_bytes(stage: Stage) -> int:
 
 
 def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work",
-          period_share: float = PERIOD_SHARE, spare: bool = True) -> Placement:
+          period_share: float = PERIOD_SHARE, spare: bool = True,
+          stack: bool = True) -> Placement:
     """A tile for every stage of `stages` (graph order) on `config`; `edges`: (producer,
     consumer) stage names, kept on the result.
 
@@ -68,23 +70,40 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
             by steps that each save a measurable share of that period
             (`frontend.balance.MIN_SAVING`), so a larger fabric hands out no more PEs once
             it holds them. period_share and spare: `balance_cycles`'s (a smaller share and
-            no spare PEs give smaller tiles, whose routes need fewer colors).
+            no spare PEs give smaller tiles, whose routes need fewer colors). stack: an
+            elementwise stage that reads its producer's whole output takes the producer's
+            tile shape, right below it, so the move between them takes one color
+            (`frontend.companions`), where the kernels take it and the tiles still pack.
     Raises ValueError for another `balance`, PlacementError when the stages do not fit."""
     if balance not in OBJECTIVES:
         raise ValueError(f"balance must be one of {', '.join(map(repr, OBJECTIVES))}; "
                          f"got {balance!r}")
     if not stages:  # a graph of layout-only ops: nothing to place
         return Placement(config, {}, list(edges))
+    groups = Groups(stages, config)
     if balance == "cycles":
         shapes = balance_cycles(stages, config, period_share=period_share, spare=spare)
+        riders = companion_groups(stages, config) if stack else groups
+        if shapes is not None and riders.roots:
+            stacked = balance_cycles(stages, config, period_share=period_share, spare=spare,
+                                     groups=riders)
+            # riders take PEs their roots' steps must pay for: kept at no cost in rate
+            if stacked is not None and _period(stages, stacked, config) <= _period(
+                    stages, shapes, config):
+                shapes, groups = stacked, riders
     else:
         shapes = _work_shapes(stages, config)
     if shapes is None:
         raise _does_not_fit(stages, config)
-    rects = pack(shapes, config)
+    rects = (groups.rects(shapes) if groups.roots else None) or pack(shapes, config)
     return Placement(config, {s.name: r for s, r in zip(stages, rects)}, list(edges),
                      {s.name: model_cycles(s, shape, config) or 0
                       for s, shape in zip(stages, shapes)})
+
+
+def _period(stages: list[Stage], shapes: list[tuple[int, int]], config: FabricConfig) -> int:
+    """The largest cycles the balance weighs over the stages on `shapes`."""
+    return max(stage_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes))
 
 
 def _work_shapes(stages: list[Stage], config: FabricConfig) -> list[tuple[int, int]] | None:

@@ -15,16 +15,20 @@ from fabric import FabricConfig, Rect
 from fabric import instructions as ins
 
 CONFIG = FabricConfig.small(5, 5)  # the model's tiles take 18 of the 21 colors here
+FEW = CONFIG.replace(reserved_colors=tuple(range(10, 24)))  # 10 colors: too few for them
 
 
 class TwoLayers(torch.nn.Module):
+    """The relu reads part of the first layer's output, so it does not ride below it
+    (`frontend.companions`): its moves keep the colors these tests count."""
+
     def __init__(self):
         super().__init__()
         self.fc1 = torch.nn.Linear(16, 32)
-        self.fc2 = torch.nn.Linear(32, 8)
+        self.fc2 = torch.nn.Linear(24, 8)
 
     def forward(self, x):
-        h = torch.relu(self.fc1(x))
+        h = torch.relu(self.fc1(x)[:, :24])
         return self.fc2(h)
 
 
@@ -129,25 +133,26 @@ def test_sequential_mode_assigns_no_colors():
 
 def test_too_few_colors_refuse_the_model_naming_its_stages_and_moves():
     # 14 colors reserved, 10 left; the model's busiest PE needs more
-    few = CONFIG.replace(reserved_colors=tuple(range(10, 24)))
+    few = FEW
     with pytest.raises(frontend.PlacementError) as info:
         _compile(few, colors="refuse")
     text = str(info.value)
     needed = _compile(few, colors="report").colors.assignment.lower_bound
-    line = inspect.getsourcelines(TwoLayers.forward)[1] + 1  # h = torch.relu(self.fc1(x))
+    line = inspect.getsourcelines(TwoLayers.forward)[1] + 1  # h = torch.relu(...)
     assert needed > 10
     for words in (f"need at least {needed} colors and small(5,5) has 10 colors (0..9; "
                   "10..23 reserved for the host's memcpy)",
                   f"is crossed by {needed} color-using routes",
                   "stage 'addmm' (gemm_summa), FX node 'addmm' (aten.addmm.default) at File ",
-                  f"test_graph_colors.py\", line {line}, in forward: h = torch.relu(self.fc1(x))",
+                  f"test_graph_colors.py\", line {line}, in forward: "
+                  "h = torch.relu(self.fc1(x)[:, :24])",
                   "move 'addmm' (FX node 'addmm') -> 'relu_relu' (FX node 'relu'), operand",
                   "parts left without a color"):
         assert words in text, text
 
 
 def test_report_policy_compiles_a_model_short_of_colors_and_says_so():
-    few = CONFIG.replace(reserved_colors=tuple(range(10, 24)))
+    few = FEW
     cm = _compile(few, colors="report")
     assert not cm.colors.assignment.ok and cm.colors.assignment.needed > 10
     assert "not one program on this fabric" in cm.report()
@@ -156,7 +161,7 @@ def test_report_policy_compiles_a_model_short_of_colors_and_says_so():
 def test_the_dynamo_backend_takes_the_color_policy():
     from frontend.dynamo_backend import fabric_backend
 
-    few = CONFIG.replace(reserved_colors=tuple(range(10, 24)))
+    few = FEW
     torch.manual_seed(0)
     gm = torch.fx.symbolic_trace(TwoLayers().eval())
     options = {"config": few, "fallback": False}  # pipelined and "report" by default
@@ -171,7 +176,7 @@ def test_fit_policy_shrinks_the_tiles_until_the_colors_fit():
     smaller tiles (fewer PEs) whose routes fit, says so, and runs it right; with 2 colors
     not even the starting tiles fit and the model is refused, saying the tiles were
     shrunk. (This file compiles only, but for that one validated call.)"""
-    few = CONFIG.replace(reserved_colors=tuple(range(10, 24)))
+    few = FEW
     balanced = _compile(few, colors="report")
     fit = _compile(few, colors="fit")
     assert fit.colors.assignment.ok and fit.colors.assignment.used <= 10

@@ -266,13 +266,12 @@ def test_one_calls_bound_counts_the_buffers_a_stream_would_have():
 
 
 def test_the_period_share_sizes_the_pipelined_tiles():
-    """compile's period_share is the balance's: each placement is the one
-    `balance_cycles` gives within that share (LeNet on small(12, 12): other tiles within
-    10 % than within the whole fabric); the same through the dynamo backend; out of
-    [0, 1], or in sequential mode, it is refused."""
-    from frontend.balance import balance_cycles
+    """compile's period_share is the balance's: each placement is the one `place` gives
+    within that share (LeNet on small(12, 12): other tiles within 10 % than within the
+    whole fabric); the same through the dynamo backend; out of [0, 1], or in sequential
+    mode, it is refused."""
     from frontend.dynamo_backend import fabric_backend
-    from frontend.tile_shapes import pack
+    from frontend.placement import place
     from tests.frontend.models import CONFIG as LENET_FABRIC
     from tests.frontend.models import LeNet
 
@@ -282,9 +281,9 @@ def test_the_period_share_sizes_the_pipelined_tiles():
     for share in (0.1, 1.0):
         cm = frontend.compile(model, (x,), LENET_FABRIC, mode="pipelined", colors="report",
                               period_share=share)
-        want = pack(balance_cycles(cm.lowered.stages, LENET_FABRIC, period_share=share),
-                    LENET_FABRIC)
-        assert list(cm.placement.rects.values()) == want
+        want = place(cm.lowered.stages, LENET_FABRIC, cm.edges, balance="cycles",
+                     period_share=share)
+        assert cm.placement.rects == want.rects
         rects[share] = cm.placement.rects
     assert rects[0.1] != rects[1.0]
     gm = torch.fx.symbolic_trace(model)

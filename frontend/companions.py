@@ -1,0 +1,140 @@
+"""Layout-matched tiles for a pipelined placement: an elementwise stage on its producer's
+tile shape, right below it.
+
+An elementwise kernel (relu, add, mul, a unary function: `LAYOUT_FREE`) lays its tensor out
+in blocks over its tile the way a GEMM or another elementwise kernel of the same tile shape
+lays out its output: rows split over the tile's rows, columns over its columns
+(`fabric.kernels.base.split`). Given its producer's shape and placed directly below it, the
+move between the two is a translation: every PE sends its block to the PE one tile height
+below, on paths that do not cross, so the move takes one color. A tile of another shape
+takes one per flow that crosses a PE: the demo MLP (two linear layers, a relu, a residual
+add) on small(12, 12) needs 45 colors with balanced tiles and 10 with each elementwise
+stage below its producer. A stage rides with a producer when one of its runtime operands
+is that producer's whole output in the producer's element order (`hosts_of`) and the
+producer is a GEMM or rides one (`companion_groups`): chains stack (a relu under a GEMM, a
+scale under the relu); a residual add rides the branch that ends in a GEMM.
+
+The balance (`frontend.balance`) sizes a root and its riders together (`Groups`): a
+rider has its root's shape, a step of the root moves its riders too, and the root and its
+riders pack as one block (`pack_groups`). When even the starting tiles do not pack that
+way, the balance places every stage on its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+
+from fabric.config import FabricConfig
+from fabric.program import Rect
+from frontend.stages import Stage
+from frontend.tile_shapes import kernel_fit, pack
+
+# kernels whose output element i depends on input element i alone, in blocks over the tile
+LAYOUT_FREE = frozenset({"map", "elementwise", "unary"})
+# kernels whose output blocks a rider's match: rows over the tile's rows, columns over its
+# columns (a chain rooted at an elementwise stage fed by a relayout gains no matched move)
+ROOT_KINDS = frozenset({"gemm_summa"})
+
+
+def hosts_of(stage: Stage, producers: dict[str, Stage]) -> list[str]:
+    """The producers whose whole output, in their own element order, is one of `stage`'s
+    runtime operands, in operand order; none when `stage` is not elementwise."""
+    if stage.kind not in LAYOUT_FREE:
+        return []
+    found = []
+    for operand in stage.operands:
+        if operand.index is None:
+            continue
+        gids = operand.index.reshape(-1)
+        for name, producer in producers.items():
+            t = producer.tensor
+            if (name not in found and gids.numel() == t.numel and int(gids[0]) == t.base
+                    and bool((gids == torch.arange(t.base, t.base + t.numel)).all())):
+                found.append(name)
+    return found
+
+
+def riders(stages: Sequence[Stage]) -> dict[str, list[str]]:
+    """{stage: the producers it could ride below} for every elementwise stage that reads
+    some producer's whole output."""
+    producers = {s.name: s for s in stages if s.kind != "resident"}
+    return {s.name: hosts for s in stages if (hosts := hosts_of(s, producers))}
+
+
+@dataclasses.dataclass
+class Groups:
+    """The stages' tiles as the balance sees them: every rider (`roots`: its index -> its
+    root's index) on its root's shape, stacked below it in one block (`pack_groups`). With
+    no riders, the tiles of `frontend.tile_shapes.pack`."""
+
+    stages: Sequence[Stage]
+    config: FabricConfig
+    roots: dict[int, int] = dataclasses.field(default_factory=dict)
+
+    def tie(self, shapes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """`shapes` with every rider on its root's shape."""
+        out = list(shapes)
+        for rider, root in self.roots.items():
+            out[rider] = shapes[root]
+        return out
+
+    def weight(self, i: int) -> int:
+        """Tiles of stage i's shape: itself and its riders (0 for a rider, which follows
+        its root)."""
+        if i in self.roots:
+            return 0
+        return 1 + sum(1 for root in self.roots.values() if root == i)
+
+    def rects(self, shapes: Sequence[tuple[int, int]]) -> list[Rect] | None:
+        """The tiles of `shapes` (riders tied to their roots); None if they do not pack or
+        a rider's kernel does not take its root's shape."""
+        if not self.roots:
+            return pack(list(shapes), self.config)
+        tied = self.tie(shapes)
+        for rider in self.roots:
+            if not isinstance(kernel_fit(self.stages[rider], tied[rider], self.config), int):
+                return None
+        names = {self.stages[r].name: self.stages[root].name for r, root in self.roots.items()}
+        return pack_groups(self.stages, tied, names, self.config)
+
+
+def companion_groups(stages: Sequence[Stage], config: FabricConfig) -> Groups:
+    """Every rider of `stages` tied to a root: in graph order, an elementwise stage rides
+    the first of its hosts (`riders`) that is a GEMM or rides one, joining its group."""
+    index = {s.name: i for i, s in enumerate(stages)}
+    hosts = riders(stages)
+    root_of: dict[str, str] = {}  # a group's members -> its root (a root: itself)
+    roots = {}
+    for s in stages:
+        if s.kind in ROOT_KINDS:
+            root_of[s.name] = s.name
+            continue
+        host = next((h for h in hosts.get(s.name, ()) if h in root_of), None)
+        if host is not None:
+            root_of[s.name] = root_of[host]
+            roots[index[s.name]] = index[root_of[host]]
+    return Groups(stages, config, roots)
+
+
+def pack_groups(stages: Sequence[Stage], shapes: Sequence[tuple[int, int]],
+                roots: dict[str, str], config: FabricConfig) -> list[Rect] | None:
+    """Tiles for `shapes` where every root and its riders (`roots`: rider -> root, all of
+    one shape) pack as one block, at the root's place in graph order, the riders stacked
+    below the root in graph order; None if the blocks do not fit."""
+    members: dict[str, list[int]] = {}
+    for i, s in enumerate(stages):
+        members.setdefault(roots.get(s.name, s.name), []).append(i)
+    order = [i for i, s in enumerate(stages) if s.name not in roots]
+    blocks = [(shapes[i][0] * len(members[stages[i].name]), shapes[i][1]) for i in order]
+    placed = pack(blocks, config)
+    if placed is None:
+        return None
+    rects: list[Rect | None] = [None] * len(stages)
+    for i, block in zip(order, placed):
+        rows = shapes[i][0]
+        for k, j in enumerate(members[stages[i].name]):
+            rects[j] = Rect(block.row + k * rows, block.col, rows, block.cols)
+    return rects

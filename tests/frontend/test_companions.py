@@ -1,0 +1,101 @@
+"""Layout-matched tiles in a pipelined placement (`frontend.companions`): an elementwise
+stage that reads its GEMM's whole output takes the GEMM's tile shape right below it, so
+the move between them is one color; kept only where the balance's rate does not suffer.
+Compile only, but for the one program of the stacked MLP."""
+
+import numpy as np
+import torch
+
+import frontend
+from fabric import FabricConfig, Rect
+from frontend.companions import Groups, companion_groups, pack_groups, riders
+from frontend.graph_colors import graph_colors
+from frontend.placement import place
+from frontend.runtime import prepare
+from tests.frontend.models import CONFIG, MLP, TinyGPT, lenet_with_statistics
+
+
+def _mlp():
+    torch.manual_seed(0)
+    model, x = MLP().eval(), torch.randn(3, 16)
+    return frontend.compile(model, (x,), CONFIG), model, x
+
+
+def _colors(cm, stack: bool):
+    placement = place(cm.lowered.stages, CONFIG, cm.edges, balance="cycles", stack=stack)
+    prepared = prepare(cm.lowered.stages, placement.rects, cm.lowered.tensors, CONFIG)
+    return placement, graph_colors(prepared, CONFIG, "report")
+
+
+def test_an_elementwise_stage_rides_below_its_gemm_on_one_color():
+    cm, _, _ = _mlp()
+    rects = cm.placement.rects
+    gemm, relu = rects["addmm"], rects["relu_relu"]
+    assert relu == Rect(gemm.row + gemm.rows, gemm.col, gemm.rows, gemm.cols)
+    assert len(cm.colors.edge_colors("addmm", "relu_relu")) == 1
+    # the scale rides below the second GEMM, whose output it reads whole, and the residual
+    # add below the scale
+    second = rects["addmm_1"]
+    for k, name in enumerate(("mul_mul", "add_add"), start=1):
+        assert rects[name] == Rect(second.row + k * second.rows, second.col, second.rows,
+                                   second.cols)
+    # balanced apart, the same model's moves need more colors than the fabric has
+    plain, apart = _colors(cm, stack=False)
+    assert plain.rects != cm.placement.rects
+    assert apart.assignment.needed > len(CONFIG.program_colors) >= cm.colors.assignment.needed
+    assert max(cm.placement.predicted.values()) <= max(plain.predicted.values())
+
+
+def test_the_stacked_mlp_runs_as_one_program():
+    """Its colors fit: one fabric program, the words of the parts run apart, bit for bit."""
+    cm, model, x = _mlp()
+    with torch.no_grad():
+        torch.testing.assert_close(cm(x), model(x))
+    run = cm.one_program(x)
+    for p in cm.prepared:
+        for k, w in run.words[0][p.stage.name].items():
+            np.testing.assert_array_equal(w, cm.last.words[p.stage.name][k])
+
+
+def test_a_relayout_is_no_ride():
+    """LeNet's batch norm reads the convolution's output in another order (channels
+    first): it rides nothing; the add and relu after it could ride the batch norm's mul,
+    but a group has a GEMM at its root."""
+    torch.manual_seed(0)
+    cm = frontend.compile(lenet_with_statistics().eval(), (torch.randn(2, 1, 8, 8),), CONFIG,
+                          mode="sequential")
+    stages = cm.lowered.stages
+    hosts = riders(stages)
+    mul = "_native_batch_norm_legit_no_training_mul"
+    assert mul not in hosts
+    assert hosts["relu_relu"] == ["_native_batch_norm_legit_no_training_add"]
+    names = [s.name for s in stages]
+    roots = {names[r]: names[root] for r, root in companion_groups(stages, CONFIG).roots.items()}
+    assert roots == {"add_add": "addmm"}
+
+
+def test_riders_that_would_slow_the_pipeline_stay_apart():
+    """TinyGPT's residual adds ride its projections only if the balance loses no rate:
+    here it would, so the tiles are the plain balance's."""
+    torch.manual_seed(0)
+    cm = frontend.compile(TinyGPT().eval(), (torch.randint(0, 32, (2, 4)),), CONFIG)
+    stages = cm.lowered.stages
+    assert companion_groups(stages, CONFIG).roots  # riders exist
+    plain = place(stages, CONFIG, cm.edges, balance="cycles", stack=False)
+    assert cm.placement.rects == plain.rects
+
+
+def test_groups_stack_riders_under_their_root_in_graph_order():
+    class S:  # the fields pack_groups reads
+        def __init__(self, name):
+            self.name = name
+
+    stages = [S("g"), S("other"), S("r1"), S("r2")]
+    shapes = [(2, 3), (1, 2), (2, 3), (2, 3)]
+    rects = pack_groups(stages, shapes, {"r1": "g", "r2": "g"}, FabricConfig.small(6, 6))
+    assert rects == [Rect(0, 0, 2, 3), Rect(0, 3, 1, 2), Rect(2, 0, 2, 3), Rect(4, 0, 2, 3)]
+    # a block taller than the fabric does not pack
+    assert pack_groups(stages, shapes, {"r1": "g", "r2": "g"}, FabricConfig.small(5, 6)) is None
+    groups = Groups(stages, FabricConfig.small(6, 6), {2: 0, 3: 0})
+    assert groups.tie([(2, 3), (1, 2), (1, 1), (1, 1)])[2:] == [(2, 3), (2, 3)]
+    assert [groups.weight(i) for i in range(4)] == [3, 1, 0, 0]
