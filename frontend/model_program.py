@@ -168,13 +168,15 @@ class ModelProgram:
                     out[producer].add(r)
         return {name: frozenset(v) for name, v in out.items()}
 
-    def failure(self, sim: Simulator, started: list[str], exc: RunError) -> str:
+    def failure(self, sim: Simulator, started: list[tuple[str, int | None]],
+                exc: RunError) -> str:
         """The engine's message on a stopped call, led by the parts it ran (`started`:
-        part names, each maybe followed by " (sample s)"; stages by FX node and source
-        line, moves by their ends) and those stuck, with their PEs."""
+        (part name, its sample, or None in a call of one sample); stages by FX node and
+        source line, moves by their ends) and those stuck, with their PEs."""
         what = part_descriptions(self.prepared, self.moves, self.stages)
         lines = ["the model program did not finish; parts running: "
-                 + "; ".join(f"{n} = {what[n.split(' ')[0]]}" for n in started)]
+                 + "; ".join(f"{n}{'' if s is None else f' (sample {s})'} = {what[n]}"
+                             for n, s in started)]
         stuck = stuck_parts(self.merged, sim)
         if stuck:
             lines.append("stuck in:")

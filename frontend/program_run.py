@@ -153,7 +153,7 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
             sim.run(max_cycles=left if serial else min(poll, left), progress=False,
                     raise_on_limit=serial or left <= poll)
         except RunError as exc:
-            running = [f"{n} (sample {s})" if len(samples) > 1 else n for n, s in armed]
+            running = [(n, s if len(samples) > 1 else None) for n, s in armed]
             raise StageRunError(program.failure(sim, running, exc)) from exc
         moved = int(sim.state.cycle) - begin > now
         now = int(sim.state.cycle) - begin

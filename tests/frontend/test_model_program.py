@@ -238,6 +238,10 @@ def test_a_call_past_the_cycle_limit_names_the_running_stage():
     with pytest.raises(StageRunError, match=r"parts running: s0 = stage 'addmm' \(FX node "
                                             r"'addmm'.*\n(.|\n)*cycle limit reached"):
         cm.one_program(x)
+    # in a stream, each part with the sample it was on
+    with pytest.raises(StageRunError, match=r"parts running: s0 \(sample 0\) = stage 'addmm' "
+                                            r"\(FX node 'addmm'"):
+        cm.one_program_stream([(x,), (x,)])
 
 
 def test_a_stream_that_cannot_go_on_stops_instead_of_hanging():
