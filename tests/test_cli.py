@@ -3,6 +3,7 @@ errors of a run in one line (or the full trace with --traceback) and the benchma
 handling (the benchmarks themselves are too slow to run here)."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,16 @@ def test_run_mixed_precision_in_process(tmp_path, capsys):
     assert "precision: mixed, bfloat16" in out and "err autocast" in out
     assert "all nodes within tolerance" in out and " bf16 " in out
     assert "12x12, pipelined:" in out  # the default mode
+    # its colors fit: the call again as one fabric program, the same words
+    assert re.search(r"as one fabric program \(\d+ colors; .*\): \d+ cycles, host I/O apart; "
+                     "every stage's words those of the parts run apart, bit for bit", out)
+
+
+def test_run_of_a_model_short_of_colors_says_why_it_is_no_one_program(tmp_path, capsys):
+    assert cli.main(["run", "--model", "gpt", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"not run as one fabric program: its kernels and moves need (\d+) colors "
+                     r"at once and the fabric has 21", out)
 
 
 def test_run_takes_the_execution_mode(tmp_path, capsys):
