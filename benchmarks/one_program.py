@@ -3,8 +3,8 @@
 run apart (`cm.stream`).
 
 Per model (the zoo's MLP on small(12, 12), LeNet on the largest small fabric whose 21
-program colors hold all its kernels and moves at once) and start policy ("part": a part on all its PEs
-once the parts it reads are done; "pe": on each PE once they are done there; see
+program colors hold all its kernels and moves at once) and start policy ("part": a part
+on all its PEs once the parts it reads are done; "pe": on each PE once they are done there; see
 `frontend.program_run`): the latency (the first sample's last part's end) and the
 steady-state cycles per sample of --samples samples, the timeline's latency and period
 (host I/O included, which the one program leaves apart), whether every sample's words are
