@@ -37,6 +37,9 @@ class Placement:
     edges: list[tuple[str, str]]  # (producer stage, consumer stage) pairs
     # stage name -> its kernel's analytic cycles on its tile (`model_cycles`; 0: resident)
     predicted: dict[str, int] = dataclasses.field(default_factory=dict)
+    # an elementwise stage on its GEMM's tile shape right below it -> that GEMM
+    # (`frontend.companions`; pipelined)
+    riders: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def pes_used(self) -> int:
@@ -98,7 +101,8 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
     rects = (groups.rects(shapes) if groups.roots else None) or pack(shapes, config)
     return Placement(config, {s.name: r for s, r in zip(stages, rects)}, list(edges),
                      {s.name: model_cycles(s, shape, config) or 0
-                      for s, shape in zip(stages, shapes)})
+                      for s, shape in zip(stages, shapes)},
+                     {stages[r].name: stages[root].name for r, root in groups.roots.items()})
 
 
 def _period(stages: list[Stage], shapes: list[tuple[int, int]], config: FabricConfig) -> int:

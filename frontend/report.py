@@ -108,6 +108,8 @@ def stage_lines(cm) -> list[str]:
              f"{'simulated':>9} {'rate':>7} {'busy':>6}"]
     for r in stage_rows(cm):
         mark = "  <- bottleneck" if r["stage"] == cm.timeline.bottleneck else ""
+        if r["stage"] in cm.placement.riders:
+            mark += f"  (below {cm.placement.riders[r['stage']]}, on its tile shape)"
         lines.append(f"{r['stage'][:24]:24} {r['kernel'][:14]:14} {r['tile'][:14]:14} "
                      f"{r['pes']:4d} {r['predicted']:9d} {r['simulated']:9d} {r['rate']:7d} "
                      f"{100 * r['busy']:5.1f}%{mark}")

@@ -44,6 +44,11 @@ def test_an_elementwise_stage_rides_below_its_gemm_on_one_color():
     assert plain.rects != cm.placement.rects
     assert apart.assignment.needed > len(CONFIG.program_colors) >= cm.colors.assignment.needed
     assert max(cm.placement.predicted.values()) <= max(plain.predicted.values())
+    assert cm.placement.riders == {"relu_relu": "addmm", "mul_mul": "addmm_1",
+                                   "add_add": "addmm_1"} and not plain.riders
+    cm(torch.randn(3, 16))
+    assert "relu_relu" in next(line for line in cm.report().splitlines()
+                               if "(below addmm, on its tile shape)" in line)
 
 
 def test_the_stacked_mlp_runs_as_one_program():
