@@ -23,7 +23,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from harness import write_json  # noqa: E402
 
@@ -58,9 +57,7 @@ def measure(name, model, sample, config, samples: int) -> list[dict]:
         t0 = time.perf_counter()
         run = cm.one_program_stream([(x,) for x in xs], start=start)
         wall = time.perf_counter() - t0
-        same = all(np.array_equal(run.words[s][stage][k], w)
-                   for s, words in enumerate(apart) for stage, ws in words.items()
-                   for k, w in ws.items())
+        same = all(run.same_words(s, words) for s, words in enumerate(apart))
         rows.append({"model": name, "fabric": config.name, "start": start,
                      "samples": samples, "parts": len(cm._model_program.order),
                      "colors_used": cm.colors.assignment.used,

@@ -58,7 +58,7 @@ from fabric.config import FabricConfig
 from frontend.companions import Groups
 from frontend.errors import PlacementError
 from frontend.stages import Stage
-from frontend.tile_shapes import min_pes, model_cycles, pack, summa_colors, tile_shape
+from frontend.tile_shapes import min_pes, model_cycles, summa_colors, tile_shape
 
 LOOKAHEAD = 2  # counts tried past a step that saves too few cycles, per direction
 MIN_SAVING = 0.0075  # of the period: what a step of the spare phase must save (docstring)
@@ -177,8 +177,9 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
         set (module docstring; the starting tiles may take more); 1 lets the period take
         the whole fabric.
     groups: elementwise stages tied to their producers' tiles (`frontend.companions`):
-        each takes its root's shape and moves with it; dropped when the starting tiles do
-        not pack that way. None: every stage on its own tile.
+        each takes its root's shape and moves with it, the tiles packed as `groups.rects`
+        packs them (the result is None when even the starting tiles do not pack that
+        way); None: every stage on its own tile.
 
     >>> shapes = balance_cycles(compiled.lowered.stages, FabricConfig.small(32, 32))
     """
@@ -186,11 +187,10 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
         shapes = [_start(s, config) for s in stages]
     except PlacementError:  # a stage fits no tile of the fabric
         return None
-    if pack(shapes, config) is None:
-        return None
-    if groups is None or groups.rects(shapes) is None:
-        groups = Groups(stages, config)
+    groups = groups or Groups(stages, config)
     shapes = groups.tie(shapes)
+    if groups.rects(shapes) is None:
+        return None
     cycles = [stage_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes)]
     slowest = [(-c, i) for i, c in enumerate(cycles)]  # a max-heap; ties: graph order
     heapq.heapify(slowest)
@@ -220,8 +220,7 @@ def _follow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: 
 
 
 def _spend_spare(stages: list[Stage], shapes: list[tuple[int, int]], cycles: list[int],
-                 config: FabricConfig, lookahead: int, least: int,
-                 groups: Groups | None = None) -> None:
+                 config: FabricConfig, lookahead: int, least: int, groups: Groups) -> None:
     """The spare phase (in place): while any stage's next tile packs and saves at least
     `least` cycles, take the step that saves the most cycles per added PE of all stages'
     (a step adding none first). The latency through the pipeline is about the sum of its
@@ -236,7 +235,7 @@ def _spend_spare(stages: list[Stage], shapes: list[tuple[int, int]], cycles: lis
         if step is None:
             return None
         (r, c), fit = step
-        added = (groups.weight(i) if groups else 1) * (r * c - shapes[i][0] * shapes[i][1])
+        added = groups.weight(i) * (r * c - shapes[i][0] * shapes[i][1])
         return (math.inf if added <= 0 else (cycles[i] - fit) / added), step
 
     best: list[tuple[float, int]] = []  # a max-heap of (-score, stage); ties: graph order
@@ -253,8 +252,7 @@ def _spend_spare(stages: list[Stage], shapes: list[tuple[int, int]], cycles: lis
             heapq.heappush(best, (-found[0], i))
             continue
         shapes[i], cycles[i] = found[1]
-        if groups:
-            _follow(i, stages, shapes, cycles, config, groups)
+        _follow(i, stages, shapes, cycles, config, groups)
         if (found := next_step(i)) is not None:
             heapq.heappush(best, (-found[0], i))
 

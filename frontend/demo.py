@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -134,8 +133,7 @@ def one_program_check(cm, inputs) -> bool:
               f"colors at once and the fabric has {colors.available} (the colors line above)")
         return True
     run = cm.one_program(*inputs, overlap=True)
-    same = all(np.array_equal(w, cm.last.words[stage][k])
-               for stage, words in run.words[0].items() for k, w in words.items())
+    same = run.same_words(0, cm.last.words)
     print(f"\nas one fabric program ({colors.used} colors; every kernel and "
           "move at once, each part started once the parts it reads are done): "
           f"{run.latency} cycles, host I/O apart; every stage's words "

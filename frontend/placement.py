@@ -98,7 +98,7 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
         shapes = _work_shapes(stages, config)
     if shapes is None:
         raise _does_not_fit(stages, config)
-    rects = (groups.rects(shapes) if groups.roots else None) or pack(shapes, config)
+    rects = groups.rects(shapes)
     return Placement(config, {s.name: r for s, r in zip(stages, rects)}, list(edges),
                      {s.name: model_cycles(s, shape, config) or 0
                       for s, shape in zip(stages, shapes)},

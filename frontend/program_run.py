@@ -80,6 +80,13 @@ class ProgramStream:
         ends = self.ends()
         return (ends[-1] - ends[0]) / (len(ends) - 1) if len(ends) > 1 else float(ends[0])
 
+    def same_words(self, sample: int, words: dict[str, dict[str, np.ndarray]]) -> bool:
+        """Whether sample `sample` left `words` ({stage: {symbol: its words}}, as a call's
+        `cm.last.words` holds them), every stage and symbol of them, bit for bit."""
+        mine = self.words[sample]
+        return all(k in mine.get(stage, {}) and np.array_equal(mine[stage][k], w)
+                   for stage, ws in words.items() for k, w in ws.items())
+
     def part_cycles(self, sample: int = 0) -> dict[str, int]:
         """{part: the cycles from its first start to its end} for `sample`: alone when run
         serially, else beside the parts running at once, to the poll that saw it end."""

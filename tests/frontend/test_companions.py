@@ -60,6 +60,10 @@ def test_the_stacked_mlp_runs_as_one_program():
     for p in cm.prepared:
         for k, w in run.words[0][p.stage.name].items():
             np.testing.assert_array_equal(w, cm.last.words[p.stage.name][k])
+    assert run.same_words(0, cm.last.words)
+    other = {s: {k: w + 1 for k, w in ws.items()} for s, ws in cm.last.words.items()}
+    assert not run.same_words(0, other)
+    assert not run.same_words(0, {"no such stage": {"z": np.zeros(1)}})
 
 
 def test_a_relayout_is_no_ride():
