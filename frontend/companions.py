@@ -25,8 +25,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import torch
-
 from fabric.config import FabricConfig
 from fabric.program import Rect
 from frontend.stages import Stage
@@ -48,11 +46,8 @@ def hosts_of(stage: Stage, producers: dict[str, Stage]) -> list[str]:
     for operand in stage.operands:
         if operand.index is None:
             continue
-        gids = operand.index.reshape(-1)
         for name, producer in producers.items():
-            t = producer.tensor
-            if (name not in found and gids.numel() == t.numel and int(gids[0]) == t.base
-                    and bool((gids == torch.arange(t.base, t.base + t.numel)).all())):
+            if name not in found and producer.tensor.in_order(operand.index):
                 found.append(name)
     return found
 

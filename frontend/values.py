@@ -90,6 +90,13 @@ class Tensor:
     def ref(self) -> Ref:
         return Ref(self.base + torch.arange(self.numel).reshape(self.shape))
 
+    def in_order(self, index: torch.Tensor) -> bool:
+        """Whether global ids `index` (any shape) are all of this tensor's elements, in
+        their order."""
+        flat = index.reshape(-1)
+        return (flat.numel() == self.numel and (not self.numel or int(flat[0]) == self.base)
+                and bool(torch.equal(flat, torch.arange(self.base, self.base + self.numel))))
+
 
 class Symbolic:
     """Base of runtime values that are neither tensors nor constants (the predicates of

@@ -79,9 +79,8 @@ def parameter_homes(step: TrainingStep) -> dict[str, tuple[Rect, str]]:
 
 def _is_whole(ref, tensor) -> bool:
     """Whether `ref` is exactly `tensor` (its elements in order)."""
-    want = torch.arange(tensor.base, tensor.base + tensor.numel).reshape(tensor.shape)
     return isinstance(ref, Ref) and tuple(ref.shape) == tuple(tensor.shape) \
-        and bool(torch.equal(ref.index, want))
+        and tensor.in_order(ref.index)
 
 
 class ResidentStep:

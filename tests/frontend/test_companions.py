@@ -108,3 +108,13 @@ def test_groups_stack_riders_under_their_root_in_graph_order():
     groups = Groups(stages, FabricConfig.small(6, 6), {2: 0, 3: 0})
     assert groups.tie([(2, 3), (1, 2), (1, 1), (1, 1)])[2:] == [(2, 3), (2, 3)]
     assert [groups.weight(i) for i in range(4)] == [3, 1, 0, 0]
+
+
+def test_a_tensor_knows_an_index_of_all_its_elements_in_order():
+    from frontend.values import Tensor
+
+    t = Tensor("t", 10, (2, 3), "stage")
+    assert t.in_order(torch.arange(10, 16)) and t.in_order(torch.arange(10, 16).reshape(3, 2))
+    assert not t.in_order(torch.arange(10, 15))  # not all of them
+    assert not t.in_order(torch.arange(10, 16).flip(0))  # not in order
+    assert not t.in_order(torch.arange(11, 17))  # another tensor's
