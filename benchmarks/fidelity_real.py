@@ -7,6 +7,10 @@ Two parts:
    the same problem on a CS-2: 349.0 TFLOP/s (Miyajima et al., SC24 workshops), i.e. about
    0.365 fma per PE per cycle at 850 MHz. The ratio model / measured says how much faster
    the simulated machine runs this GEMM than the real one; nothing is fitted to it.
+   Each grid runs again under the bank-conflict rule (`FabricConfig.bank_conflicts`), with
+   the kernel's symbol layout as it is: its accumulator and A panel start at words of
+   equal parity, so every fma group's two reads meet in one bank pair. Those runs are
+   simulated only (the cycle model does not count conflicts).
 2. Facts: every figure of docs/engine.md "Public facts and their sources", the preset's
    value beside the public one, computed from the presets (not copied).
 
@@ -46,17 +50,27 @@ def fma_rate(p: int, cycles: int, block: int = BLOCK) -> float:
 
 
 def simulate(p: int) -> dict:
-    """The 44 x 44-block Cannon GEMM on a p x p fabric: cycles, model, fma rate."""
-    config = FabricConfig.small(p, p)
+    """The 44 x 44-block Cannon GEMM on a p x p fabric: cycles, model, fma rate; and the
+    same run under the bank-conflict rule."""
     size = p * BLOCK
-    kernel = build_gemm_cannon(config, Rect(0, 0, p, p), size, size, size)
     rng = np.random.default_rng(p)
     a, b = (rng.standard_normal((size, size)).astype(np.float32) for _ in range(2))
-    result = run_kernel(kernel, {"A": a, "B": b}, max_cycles=20_000_000)
-    err = float(np.abs(result.output - a.astype(np.float64) @ b).max())
-    return {"p": p, "cycles": result.cycles, "model_cycles": kernel.model_cycles,
-            "model_error": kernel.model_cycles / result.cycles - 1,
-            "fma_per_pe_cycle": fma_rate(p, result.cycles), "max_abs_err": err}
+    out = {"p": p}
+    for conflicts in (False, True):
+        config = FabricConfig.small(p, p, bank_conflicts=conflicts)
+        kernel = build_gemm_cannon(config, Rect(0, 0, p, p), size, size, size)
+        result = run_kernel(kernel, {"A": a, "B": b}, max_cycles=20_000_000)
+        err = float(np.abs(result.output - a.astype(np.float64) @ b).max())
+        if conflicts:
+            out.update(bank_cycles=result.cycles,
+                       bank_fma_per_pe_cycle=fma_rate(p, result.cycles),
+                       bank_stall_share=float(result.stats.bank_stall.mean()) / result.cycles,
+                       bank_max_abs_err=err)
+        else:
+            out.update(cycles=result.cycles, model_cycles=kernel.model_cycles,
+                       model_error=kernel.model_cycles / result.cycles - 1,
+                       fma_per_pe_cycle=fma_rate(p, result.cycles), max_abs_err=err)
+    return out
 
 
 def full_wafer_model() -> dict:
@@ -116,6 +130,13 @@ def facts() -> list[dict]:
          f"{w2.task_binding} / {w3.task_binding} 0..{w3.num_input_queues - 1}"),
         ("async microthreads WSE-2 / WSE-3", "queue ids 0..7 in the examples / 8",
          f"{w2.num_async_slots} / {w3.num_async_slots}"),
+        ("SRAM banks", "8 of 6 KB, successive 16-bit half-words in successive banks",
+         f"{w2.sram_banks} ({w2.sram_bytes // max(w2.sram_banks, 1) // 1024} KiB each)"),
+        ("two 32-bit reads per cycle", "from banks differing mod 4",
+         "a same-class pair takes a second cycle (`bank_conflicts`, off in the presets)"),
+        ("SIMD width cap of a strided DSD, stride 8 / 9 / 4 / 3",
+         "1 / 2 / 4 ('two operations per cycle, or a SIMD width of 4') / full",
+         " / ".join(str(w2.stride_width(s) or "full") for s in (8, 9, 4, 3))),
     ]
     return [{"fact": f, "public": p, "project": v} for f, p, v in rows]
 
@@ -130,6 +151,8 @@ def plot(runs: list[dict], wafer: dict, path: Path) -> None:
     ps = [r["p"] for r in runs]
     ax.plot(ps, [r["fma_per_pe_cycle"] for r in runs], "o-", label="simulated (Cannon, 44x44)")
     ax.plot(ps, [fma_rate(r["p"], r["model_cycles"]) for r in runs], "x--", label="its model")
+    ax.plot(ps, [r["bank_fma_per_pe_cycle"] for r in runs], "^-",
+            label="simulated, bank conflicts (layout as is)")
     ax.plot([MEASURED_P], [wafer["model_fma_per_pe_cycle"]], "s", label="model, 750 x 750")
     ax.axhline(wafer["measured_fma_per_pe_cycle"], color="k", ls=":",
                label=f"measured on a CS-2: {MEASURED_TFLOPS} TFLOP/s")
@@ -155,7 +178,9 @@ def main(argv=None) -> int:
         runs.append(simulate(p))
         r = runs[-1]
         print(f"P={p}: {r['cycles']} cycles, model {r['model_cycles']} "
-              f"({r['model_error']:+.1%}), {r['fma_per_pe_cycle']:.3f} fma/PE/cycle")
+              f"({r['model_error']:+.1%}), {r['fma_per_pe_cycle']:.3f} fma/PE/cycle; "
+              f"bank conflicts: {r['bank_cycles']} cycles, "
+              f"{r['bank_fma_per_pe_cycle']:.3f} fma/PE/cycle")
     wafer = full_wafer_model()
     print(f"750x750 model: {wafer['model_fma_per_pe_cycle']:.3f} fma/PE/cycle, "
           f"{wafer['model_tflops']:.1f} TFLOP/s vs measured {MEASURED_TFLOPS} "
@@ -175,6 +200,11 @@ def main(argv=None) -> int:
             f"simulated on {runs[-1]['p']}x{runs[-1]['p']}: "
             f"{runs[-1]['fma_per_pe_cycle']:.3f} fma/PE/cycle (measured on the wafer: "
             f"{wafer['measured_fma_per_pe_cycle']:.3f})",
+            f"under the bank-conflict rule, the kernel's layout as is: "
+            f"{runs[-1]['bank_fma_per_pe_cycle']:.3f} fma/PE/cycle on "
+            f"{runs[-1]['p']}x{runs[-1]['p']} "
+            f"({runs[-1]['bank_fma_per_pe_cycle'] / wafer['measured_fma_per_pe_cycle']:.2f}x "
+            f"the measurement)",
         ],
         "runs": runs, "wafer": wafer, "facts": table,
         "table": {"columns": ["fact", "public", "project"],

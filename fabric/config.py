@@ -120,6 +120,16 @@ class FabricConfig:
             `build.hardware_task_ids`).
         num_input_queues: CE input queues a data task can be bound to (WSE-3: 8,
             microthreads 0..7; the WSE-2 examples use input queues 0..7 too).
+        sram_banks: banks of each PE's SRAM (8 on WSE-2/3: successive 16-bit half-words
+            in successive banks; CSL Appendix, "SIMD Mode"), or 0 for a flat memory without
+            the bank rules. With 8, a memory operand's stride caps the op's SIMD width
+            (`stride_width`).
+        bank_conflicts: with banks, a DSD op reading two memory sources whose element
+            groups start in banks equal mod 4 (`bank_class`) takes a second cycle for the
+            group: the two 32-bit reads of a cycle must come from banks differing mod 4
+            (same Appendix). Off in the presets: the kernel library's symbol layouts and
+            cycle models do not account for conflicts yet; `replace(bank_conflicts=True)`
+            runs a program under the rule.
         reserved_colors: colors the host's memcpy infrastructure owns (the SDK's memcpy
             takes 3 of the 24 routable colors; its examples leave 21, 22 and 23 to it). A
             program may not route them, bind a data task to them or name them in a fabric
@@ -157,6 +167,8 @@ class FabricConfig:
     # so 7 local tasks (24..30) here; all task ids fit in one uint32 bitmask (at most 32).
     num_task_ids: int = 31
     reserved_colors: tuple = (21, 22, 23)
+    sram_banks: int = 8
+    bank_conflicts: bool = False
     task_binding: str = "color"
     num_input_queues: int = 8
 
@@ -196,6 +208,9 @@ class FabricConfig:
         if not 1 <= self.num_input_queues < self.num_task_ids:
             problems.append(f"num_input_queues must be in 1..{self.num_task_ids - 1}, got "
                             f"{self.num_input_queues}")
+        if self.sram_banks not in (0, 8):
+            problems.append(f"sram_banks must be 8 (the SDK's layout) or 0 (a flat memory "
+                            f"without bank rules), got {self.sram_banks}")
         bad = [c for c in self.reserved_colors if not 0 <= c < self.num_colors]
         if bad or len(set(self.reserved_colors)) != len(self.reserved_colors):
             problems.append(f"reserved_colors must be distinct colors of 0..{self.num_colors - 1}"
@@ -250,13 +265,33 @@ class FabricConfig:
     def simd_table(self) -> MappingProxyType:
         return MappingProxyType(dict(self.simd))
 
-    def simd_width(self, builtin: str, dtype: str = "f32") -> int:
-        """Elements per cycle of `builtin` on `dtype` operands held in memory."""
+    def simd_width(self, builtin: str, dtype: str = "f32", strides=()) -> int:
+        """Elements per cycle of `builtin` on `dtype` operands held in memory, whose DSDs
+        step by `strides` (elements; one per memory operand): the table's width capped by
+        `stride_width` of each."""
         try:
-            return self.simd_table[(builtin, dtype)]
+            width = self.simd_table[(builtin, dtype)]
         except KeyError:
             known = sorted(f"{b}/{d}" for b, d in self.simd_table)
             raise KeyError(f"no SIMD width for {builtin}/{dtype}; known: {known}") from None
+        caps = [self.stride_width(s) for s in strides]
+        return min([width] + [c for c in caps if c is not None])
+
+    def stride_width(self, stride: int) -> int | None:
+        """The most elements per cycle a memory DSD of `stride` (elements) allows, from
+        the bank layout (CSL Appendix, "SIMD Mode"): strides 0 and 1, and strides of 2, 3,
+        5 or 6 mod 8, any width; other strides of 1 or 7 mod 8, 2; other strides of 0 mod
+        8, 1; strides of 4 mod 8, 4 (the Appendix says "two operations per cycle, or a
+        SIMD width of 4" there; the width is taken). None: no cap (also without banks)."""
+        if not self.sram_banks or stride in (0, 1):
+            return None
+        return {0: 1, 1: 2, 7: 2, 4: 4}.get(stride % 8)
+
+    def bank_class(self, element: int, half: bool = False) -> int:
+        """Which of the 4 read ports' bank pairs (bank mod 4) holds an element: 32-bit
+        element `element` (a word address) starts at half-word 2 * element; a 16-bit one
+        (`half`) is half-word `element`. Two reads of one cycle need different classes."""
+        return (element if half else 2 * element) % 4
 
     def cycles_to_seconds(self, cycles: int | float) -> float:
         return float(cycles) / self.clock_hz

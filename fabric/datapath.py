@@ -7,6 +7,9 @@ Rules (documented in docs/engine.md):
   elements per cycle; an op with a fabric operand processes one element per cycle.
 - An op stalls while a fabric input queue is empty or its fabric output buffer is full
   (start-of-cycle occupancy).
+- With SRAM banks and `config.bank_conflicts`, an op reading two memory sources whose element
+  groups start in banks equal mod 4 spends a first cycle on one read (`bank_wait` holds
+  its slot) and processes the group in the next.
 - When an async op finishes it activates or unblocks its `on_done` task.
 - Each operand has a format (fp32 or a 16-bit one, `S_FMT`): 16-bit memory operands are
   half-words of SRAM words, 16-bit fabric and scalar operands the low half of their 32
@@ -70,6 +73,7 @@ class DatapathOut(NamedTuple):
     push_data: UInt32[Array, "R C"]
     advanced: Bool[Array, "R C"]
     stalled: Bool[Array, "R C"]  # an op is pending but none could advance
+    bank_wait: Int32[Array, "R C"]  # slot that made a group's first read this cycle, -1 none
 
 
 def max_lanes(config, only_32bit: bool = False) -> int:
@@ -140,13 +144,21 @@ def step(config, state, ctl: ControlOut, half_ops: bool = True) -> DatapathOut:
     prog_sel = jnp.take_along_axis(ctl.slot_prog, at[..., None], axis=-1)[..., 0]
     # computed once for every lane and operand below
     prog_sel = materialize(prog_sel, state.cycle)
+    # the datapath is the chosen op's (`advanced`: it holds it) but its group moves only
+    # after both reads of a bank conflict (`moves`)
+    bank_wait = jnp.full_like(owner, -1)
+    moves = advanced
+    if config.sram_banks and config.bank_conflicts:
+        first_read = advanced & _bank_conflict(sel, prog_sel) & (state.bank_wait != chosen)
+        bank_wait = jnp.where(first_read, chosen, -1)
+        moves = advanced & ~first_read
     # Cycles in which no advancing op has a 16-bit operand run the fp32 datapath: fewer
     # lanes (the fp32 widths) and no format conversion; the results are the same. A
     # program without 16-bit ops has only that datapath, and no per-cycle choice.
-    lane_args = (state, sram, sel, prog_sel, advanced)
+    lane_args = (state, sram, sel, prog_sel, moves)
     lanes32 = max_lanes(config, only_32bit=True)
     if half_ops:
-        half = (advanced & (sel[..., S_FMT] != 0)).any()
+        half = (moves & (sel[..., S_FMT] != 0)).any()
         index, new, push_data = lax.cond(
             half, lambda a: _lanes(config, *a, max_lanes(config), True),
             lambda a: _lanes(config, *a, lanes32, False, max_lanes(config)), lane_args)
@@ -156,26 +168,57 @@ def step(config, state, ctl: ControlOut, half_ops: bool = True) -> DatapathOut:
     sram = pe_minor.write(sram, index, new)
     dst, src_a, src_b = (sel[..., s:s + OPERAND_FIELDS] for s in (S_DST, S_A, S_B))
     prog, length, width = prog_sel, sel[..., S_LEN], sel[..., S_SIMD]
-    to_fabric = advanced & (dst[..., O_CLS] == CLS_FABOUT)
+    to_fabric = moves & (dst[..., O_CLS] == CLS_FABOUT)
     push_color = jnp.where(to_fabric, dst[..., O_COLOR], -1)
     iq_pop = jnp.uint32(0)
     for record in (src_a, src_b):
-        popped = advanced & (record[..., O_CLS] == CLS_FABIN)
+        popped = moves & (record[..., O_CLS] == CLS_FABIN)
         iq_pop = iq_pop | jnp.where(popped, bits.bit(record[..., O_COLOR]), jnp.uint32(0))
 
     new_prog = prog + width
-    done = advanced & (new_prog >= length)
-    slot_prog = jnp.where(pick, new_prog[..., None], ctl.slot_prog)
+    done = moves & (new_prog >= length)
+    slot_prog = jnp.where(pick & moves[..., None], new_prog[..., None], ctl.slot_prog)
     slot_active = jnp.where(pick & done[..., None], 0, ctl.slot_active)
     done_bit = jnp.where(done, bits.bit(sel[..., S_DONE_TASK]), jnp.uint32(0))
     activated = ctl.activated | jnp.where(sel[..., S_DONE_KIND] == Done.ACTIVATE, done_bit, 0)
     blocked = ctl.blocked & ~jnp.where(sel[..., S_DONE_KIND] == Done.UNBLOCK, done_bit, 0)
     owner = jnp.where(advanced, jnp.where(done, -1, chosen), owner)
-    stalled = active.any(axis=-1) & ~advanced
+    stalled = active.any(axis=-1) & ~moves
     return DatapathOut(sram=sram, slot_active=slot_active, slot_prog=slot_prog, owner=owner,
                        op_record=sel, activated=activated, blocked=blocked, iq_pop=iq_pop,
-                       push_color=push_color, push_data=push_data, advanced=advanced,
-                       stalled=stalled)
+                       push_color=push_color, push_data=push_data, advanced=moves,
+                       stalled=stalled, bank_wait=bank_wait)
+
+
+def _addresses(record, prog, lanes):
+    """int32 [R, C, L]: element addresses (words, or half-words of a 16-bit operand) of the
+    element group of `lanes` starting at element `prog` [R, C] of a memory operand.
+    One division per operand; a group never spans more than one row end because issue caps
+    the width at the shortest row (see control)."""
+    row_length = jnp.maximum(record[..., O_ROWLEN], 1)
+    row0 = prog // row_length
+    col = (prog - row0 * row_length)[..., None] + lanes
+    wrap = (col >= row_length[..., None]).astype(jnp.int32)
+    col = col - wrap * row_length[..., None]
+    return (record[..., O_BASE][..., None] + col * record[..., O_STRIDE][..., None]
+            + (row0[..., None] + wrap) * record[..., O_ROWSTRIDE][..., None])
+
+
+def _bank_conflict(sel, prog):
+    """bool [R, C]: the op of record `sel` reads two memory sources whose element groups,
+    from element `prog`, start in banks equal mod 4 (`FabricConfig.bank_class`: a 32-bit
+    element at word w starts at half-word 2w, a 16-bit one at its half-word h; bank = that
+    half-word mod 8)."""
+    fmt = sel[..., S_FMT]
+    first = jnp.zeros((1, 1, 1), jnp.int32)
+    classes, in_memory = [], []
+    for field, role in ((S_A, "a"), (S_B, "b")):
+        record = sel[..., field:field + OPERAND_FIELDS]
+        element = _addresses(record, prog, first)[..., 0]
+        half = ((fmt >> FMT_SHIFT[role]) & FMT_MASK) != 0
+        classes.append(jnp.where(half, element, 2 * element) & 3)
+        in_memory.append(record[..., O_CLS] == CLS_MEM)
+    return in_memory[0] & in_memory[1] & (classes[0] == classes[1])
 
 
 def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path, n_out=None):
@@ -196,15 +239,7 @@ def _lanes(config, state, sram, sel, prog, advanced, n_lanes, half_path, n_out=N
     lane_ok = advanced[..., None] & (lanes < width[..., None]) & (k < length[..., None])
 
     def address(record):
-        # one division per operand; a group never spans more than one row end because
-        # issue caps the width at the shortest row (see control)
-        row_length = jnp.maximum(record[..., O_ROWLEN], 1)
-        row0 = prog // row_length
-        col = (prog - row0 * row_length)[..., None] + lanes
-        wrap = (col >= row_length[..., None]).astype(jnp.int32)
-        col = col - wrap * row_length[..., None]
-        return (record[..., O_BASE][..., None] + col * record[..., O_STRIDE][..., None]
-                + (row0[..., None] + wrap) * record[..., O_ROWSTRIDE][..., None])
+        return _addresses(record, prog, lanes)
 
     def iq_head(color):
         index = color * RING + queues.head_of(state.iq_ctl, color)

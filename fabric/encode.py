@@ -199,7 +199,9 @@ def _encode_dsd_op(config, tile, item, row, at, ids, regs, syms, dsd_rows):
         row[I_DONE_KIND] = int(ins.DONE_KIND[type(item.on_done)])
         row[I_DONE_TASK] = ids[name]
     _check_packed(item, formats, at)
-    row[I_SIMD] = config.simd_width(*_simd_key(item))
+    # the bank layout caps the width of strided memory operands (config.stride_width)
+    strides = [o.stride for o in (item.dst, item.a, item.b) if isinstance(o, ins.Mem)]
+    row[I_SIMD] = config.simd_width(*_simd_key(item), strides=strides)
     row[I_FMT] = sum(code_of(formats[role]) << shift for role, shift in FMT_SHIFT.items())
 
 

@@ -80,7 +80,9 @@ def step(config, tables, state: FabricState, half_ops: bool = True) -> FabricSta
     busy = ctl.busy | dp.advanced
     stall = ~busy & (ctl.waiting | dp.stalled)
     consumed = bits.popcount(ctl.iq_pop | dp.iq_pop)
-    progress = global_any((moved_count > 0) | busy | (dp.push_color >= 0))
+    # a group's first read under a bank conflict is progress too
+    progress = global_any((moved_count > 0) | busy | (dp.push_color >= 0)
+                          | (dp.bank_wait >= 0))
     return FabricState(
         cycle=state.cycle + 1,
         idle_cycles=jnp.where(progress, 0, state.idle_cycles + 1),
@@ -104,10 +106,12 @@ def step(config, tables, state: FabricState, half_ops: bool = True) -> FabricSta
         slot_issued=ctl.slot_issued,
         owner=dp.owner,
         op_record=dp.op_record,
+        bank_wait=dp.bank_wait,
         error=jnp.where(state.error != 0, state.error, ctl.error),
         error_info=jnp.where(state.error != 0, state.error_info, ctl.error_info),
         busy=state.busy + busy.astype(jnp.int32),
         stall=state.stall + stall.astype(jnp.int32),
+        bank_stall=state.bank_stall + (dp.bank_wait >= 0).astype(jnp.int32),
         link_count=state.link_count + link_sent,
         color_count=state.color_count + bits.unpack(plan.moved, K),
         injected=state.injected + (dp.push_color >= 0).astype(jnp.int32),

@@ -429,6 +429,7 @@ class Simulator:
             run_cycles=self.last_run_cycles,
             busy=np.asarray(st.busy),
             stall=np.asarray(st.stall),
+            bank_stall=np.asarray(st.bank_stall),
             link_count=np.asarray(st.link_count),
             color_count_per_pe=np.asarray(st.color_count),
             sram_bytes_used=4 * self.info.sram_used_words,

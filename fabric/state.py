@@ -105,11 +105,13 @@ class FabricState(eqx.Module):
     slot_issued: Int32[Array, "R C S"]  # cycle the op was issued (its S_ISSUED field)
     owner: Int32[Array, "R C"]  # slot holding the datapath, -1 none
     op_record: Int32[Array, "R C F"]  # the record of the slot that advanced last
+    bank_wait: Int32[Array, "R C"]  # slot whose element group made its first read, -1 none
     error: Int32[Array, "R C"]
     error_info: Int32[Array, "R C"]
     # counters
     busy: Int32[Array, "R C"]
     stall: Int32[Array, "R C"]
+    bank_stall: Int32[Array, "R C"]  # cycles an op waited on a bank conflict
     link_count: Int32[Array, "R C P"]  # wavelets sent through each link port
     color_count: Int32[Array, "R C K"]  # wavelets of each color forwarded by the router
     injected: Int32[Array, "R C"]  # wavelets the CE sent into its router
@@ -174,10 +176,12 @@ def _fresh_state(config: FabricConfig, init_regs, init_blocked) -> FabricState:
         slot_issued=i32(R, C, config.num_async_slots + 1),
         owner=jnp.full((R, C), -1, jnp.int32),
         op_record=i32(R, C, SLOT_FIELDS),
+        bank_wait=jnp.full((R, C), -1, jnp.int32),
         error=i32(R, C),
         error_info=i32(R, C),
         busy=i32(R, C),
         stall=i32(R, C),
+        bank_stall=i32(R, C),
         link_count=i32(R, C, 4),
         color_count=i32(R, C, K),
         injected=i32(R, C),

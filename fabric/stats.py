@@ -15,13 +15,15 @@ class Stats:
     order N, S, E, W (wavelets sent through each link); `color_count` is (K,) wavelets
     forwarded per color, summed over routers.
 
-    Cycle counts are totals since the program was loaded; `run_cycles` is the last run's.
+    Cycle counts are totals since the program was loaded; `run_cycles` is the last run's. `bank_stall` counts the cycles an op spent on the first read of
+    a bank conflict (also counted in `stall`).
     """
 
     cycles: int
     run_cycles: int
     busy: np.ndarray
     stall: np.ndarray
+    bank_stall: np.ndarray
     link_count: np.ndarray
     color_count_per_pe: np.ndarray
     sram_bytes_used: np.ndarray
@@ -67,7 +69,8 @@ class Stats:
             f"kernel cycles     {self.cycles}",
             f"host I/O cycles   {self.host_cycles}  (edge transfers, apart from kernel cycles)",
             f"utilization       {100 * self.utilization:.1f} % of PE-cycles busy",
-            f"stall PE-cycles   {int(self.stall.sum())}",
+            f"stall PE-cycles   {int(self.stall.sum())} (bank conflicts "
+            f"{int(self.bank_stall.sum())})",
             f"wavelets          injected {self.injected}, delivered {self.delivered}, "
             f"consumed {self.consumed}, multicast copies {self.forked}, in flight {self.in_flight}",
             f"link traversals   {int(self.link_count.sum())}",

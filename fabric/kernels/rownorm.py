@@ -36,6 +36,9 @@ elements and c_m(op) over mb, the local phases cost
                C = 2 c_m(fma) + rsqrt_cycles(mb) + 2 c(mul) + c(add)         ~ 6 e on WSE-2
                (z = c_m(mov) on a PE with a padding column, else 1)
 
+(softmax's first c_m(mov) and layernorm's z read or write a column of the block, stride nb,
+at the width that stride allows: `FabricConfig.stride_width`)
+
 and every PE's timeline is task start (1) + A + allreduce + B + allreduce + C + ret (1),
 the allreduces' entry-to-exit times given per PE by `Fragment.exit_times` (collectives:
 chain reduce d + (2H + 1)(L - 1) + mb + 2, then the multicast hops H + H + 1 + mb).
@@ -87,8 +90,8 @@ FLT_MAX = float(np.finfo(np.float32).max)
 SOFTMAX_FILL = -FLT_MAX
 
 
-def _c(config: FabricConfig, op: Op, e: int) -> int:
-    return math.ceil(e / config.simd_width(*SIMD_NAME[op]))
+def _c(config: FabricConfig, op: Op, e: int, stride: int = 1) -> int:
+    return math.ceil(e / config.simd_width(*SIMD_NAME[op], strides=(stride,)))
 
 
 def _cvt(config: FabricConfig, e: int) -> int:
@@ -219,7 +222,8 @@ def build_softmax(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str =
     def c(op, k=e):
         return _c(config, op, k)
 
-    costs = [p.convert_cycles(e) + c(Op.MOV, mb) + e,
+    # the first column of the block: mb elements at stride nb
+    costs = [p.convert_cycles(e) + _c(config, Op.MOV, mb, stride=nb) + e,
              c(Op.SUB) + ml.exp_cycles(config, e, False) + c(Op.MOV, mb) + e,
              ml.reciprocal_cycles(config, mb, refined=True) + c(Op.MUL) + p.convert_cycles(e)]
     blocks = p.blocks
@@ -324,7 +328,7 @@ def build_layernorm(config: FabricConfig, rect: Rect, m: int, n: int, eps: float
     def c(op, k=e):
         return _c(config, op, k)
 
-    zero_pad = np.where(pad_rows > 0, c(Op.MOV, mb), 1)
+    zero_pad = np.where(pad_rows > 0, _c(config, Op.MOV, mb, stride=nb), 1)
     costs = [p.convert_cycles(e) + 2 * p.convert_cycles(nb) + c(Op.MOV, mb) + e,
              c(Op.MUL, mb) + c(Op.SUB) + zero_pad + c(Op.MUL) + c(Op.MOV, mb) + e,
              2 * c(Op.FMA, mb) + ml.rsqrt_cycles(config, mb) + 2 * c(Op.MUL) + c(Op.ADD)

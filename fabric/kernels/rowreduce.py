@@ -14,7 +14,7 @@ Per PE (2D DSDs as in `rownorm`: `row(z)` repeats the mb-word z across each row 
     z *= scale                        mean only
 
 Cycle model (exact): T = 1 + c_mov(mb) + mb (r - 1) + [c_mul(mb)] + 1, c_op(e) = ceil(e / w_op)
-(w the op's SIMD width; the strided mov at its width), task start and end one cycle each;
+(w the op's SIMD width; the strided mov at its width for stride r), task start and end one cycle each;
 r = 1: no reduce op. Sums add the r terms of a row left to right in fp32 (as numpy's
 `np.add.reduce` does for short rows, checked against a sequential reference).
 
@@ -51,9 +51,10 @@ from fabric.program import Program, Rect, Tile
 OPS = {"sum": ins.add, "mean": ins.add, "max": ins.max_}
 
 
-def op_cycles(config: FabricConfig, builtin: str, dtype: str, e: int) -> int:
-    """ceil(e / w): cycles of one synchronous op of e elements at the builtin's width."""
-    return math.ceil(e / config.simd_width(builtin, simd_key(dtype)))
+def op_cycles(config: FabricConfig, builtin: str, dtype: str, e: int, stride: int = 1) -> int:
+    """ceil(e / w): cycles of one synchronous op of e elements at the builtin's width, its
+    memory operands at `stride` (which may cap the width: `FabricConfig.stride_width`)."""
+    return math.ceil(e / config.simd_width(builtin, simd_key(dtype), strides=(stride,)))
 
 
 
@@ -90,7 +91,7 @@ def rowreduce_cycles(config: FabricConfig, mb: int, r: int, op: str, dtype: str 
     convert = dtype != "f32" and fp32_acc
     ops_dtype = "f32" if fp32_acc else dtype
     first = "cvt" if convert else "mov"
-    c = 1 + op_cycles(config, first, dtype if convert else ops_dtype, mb)
+    c = 1 + op_cycles(config, first, dtype if convert else ops_dtype, mb, stride=r)
     c += mb * (r - 1) + 1
     if op == "mean":
         c += op_cycles(config, "mul", ops_dtype, mb)

@@ -14,7 +14,8 @@ Per PE (fp32), z (mb, r) apart from x:
     z[:, j] = z[:, j - 1] + x[:, j]         j = 1 .. r - 1: one add of mb elements each
 
 Cycle model (exact): T = 1 + c_mov(mb) + (r - 1) c_add(mb) + 1, c_op(e) = ceil(e / w_op)
-(task start and end one cycle each). Each row is folded left to right in fp32, as
+(task start and end one cycle each; w_op capped by the stride r of the columns,
+`FabricConfig.stride_width`). Each row is folded left to right in fp32, as
 np.cumsum does (bit for bit); integer-valued inputs (counts, token masks) give exact sums
 up to 2^24.
 
@@ -43,9 +44,9 @@ from fabric.program import Program, Rect, Tile
 
 def cumsum_cycles(config: FabricConfig, mb: int, r: int, dtype: str = "f32") -> int:
     """The module docstring's T for mb rows of r per PE."""
-    first = (op_cycles(config, "mov", "f32", mb) if dtype == "f32"
+    first = (op_cycles(config, "mov", "f32", mb, stride=r) if dtype == "f32"
              else 2 * op_cycles(config, "cvt", dtype, mb * r))
-    return 1 + first + (r - 1) * op_cycles(config, "add", "f32", mb) + 1
+    return 1 + first + (r - 1) * op_cycles(config, "add", "f32", mb, stride=r) + 1
 
 
 def build_cumsum(config: FabricConfig, rect: Rect, m: int, r: int, dtype: str = "f32",

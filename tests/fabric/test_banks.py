@@ -1,0 +1,119 @@
+"""SRAM banks (CSL Appendix, "SIMD Mode"): a strided memory operand caps an op's SIMD width,
+and, under `bank_conflicts`, two memory sources whose element groups start in banks equal
+mod 4 take a second cycle per group. Every result is checked against numpy; a local task of
+one synchronous op of g element groups takes 1 (start) + g (+ g conflict cycles) + 1 (RET).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from fabric import FabricConfig, Tile
+from fabric import instructions as ins
+from tests.fabric.programs import ROW, run_tile
+
+N = 48  # symbol length (elements)
+rng = np.random.default_rng(2024)
+A = rng.standard_normal((1, 8, N)).astype(np.float32)
+B = rng.standard_normal((1, 8, N)).astype(np.float32)
+
+
+@pytest.mark.parametrize("stride, width", [
+    (0, None), (1, None), (2, None), (3, None), (5, None), (6, None), (10, None),
+    (9, 2), (7, 2), (15, 2), (-1, 2), (8, 1), (16, 1), (4, 4), (12, 4)])
+def test_stride_width_is_the_appendix_table(stride, width):
+    assert ROW.stride_width(stride) == width
+    assert ROW.replace(sram_banks=0).stride_width(stride) is None
+
+
+@pytest.mark.parametrize("stride, n, cycles", [
+    (1, 12, 3), (3, 12, 3), (4, 12, 3), (9, 5, 3), (8, 5, 5), (16, 3, 3)])
+def test_strided_16bit_mov_loses_simd_width(stride, n, cycles):
+    """mov f16 is 4 wide on WSE-2: stride 9 leaves 2 (ceil(5 / 2) = 3 groups), stride 8 or
+    16 leaves 1, strides 3 and 4 keep 4 (ceil(12 / 4) = 3)."""
+    h = rng.standard_normal((1, 8, N)).astype(np.float16)
+    t = Tile("t")
+    x, z = t.symbol("x", "f16", N), t.symbol("z", "f16", N)
+    t.local_task("main", [ins.mov(z.dsd(length=n), x.dsd(length=n, stride=stride),
+                                  dtype="f16")])
+    sim, stats = run_tile(t, {"x": h})
+    np.testing.assert_array_equal(sim.memcpy_d2h("z")[..., :n], h[..., :n * stride:stride])
+    assert cycles == math.ceil(n / min(4, ROW.stride_width(stride) or 4))
+    assert stats.cycles == cycles + 2
+    flat = ROW.replace(sram_banks=0)  # no banks: the table's width whatever the stride
+    _, stats = run_tile(t, {"x": h}, config=flat)
+    assert stats.cycles == math.ceil(n / 4) + 2
+
+
+def test_strided_destination_caps_the_width_too():
+    t = Tile("t")
+    a, d = t.symbol("a", "f32", N), t.symbol("d", "f32", N)
+    t.local_task("main", [ins.mov(d.dsd(length=6, stride=8), a.dsd(length=6))])
+    sim, stats = run_tile(t, {"a": A})
+    np.testing.assert_array_equal(sim.memcpy_d2h("d")[..., :41:8], A[..., :6])
+    assert stats.cycles == 6 + 2  # fmovs 2 wide, stride 8: one per cycle
+
+
+CONFLICTS = ROW.replace(bank_conflicts=True)
+
+
+@pytest.mark.parametrize("offset_b, conflict", [(0, True), (1, False), (2, True), (3, False)])
+def test_same_bank_read_pair_stalls_the_group(offset_b, conflict):
+    """fadds (2 wide) of a[0:n] and b[o:o + n]: a starts at word 0, b at word N + o; the
+    reads of a group conflict when both start at words of equal parity (half-words 2w,
+    banks equal mod 4)."""
+    n = 20
+    t = Tile("t")
+    a, b, d = (t.symbol(s, "f32", N) for s in "abd")
+    t.local_task("main", [ins.add(d.dsd(length=n), a.dsd(length=n),
+                                  b.dsd(offset=offset_b, length=n))])
+    sim, stats = run_tile(t, {"a": A, "b": B}, config=CONFLICTS)
+    np.testing.assert_array_equal(sim.memcpy_d2h("d")[..., :n],
+                                  A[..., :n] + B[..., offset_b:offset_b + n])
+    groups = math.ceil(n / 2)
+    assert (CONFLICTS.bank_class(0) == CONFLICTS.bank_class(N + offset_b)) == conflict
+    assert stats.cycles == 2 + groups * (2 if conflict else 1)
+    np.testing.assert_array_equal(stats.bank_stall, groups if conflict else 0)
+    # the stalls are the conflicts' first reads, but for the first group's, in the cycle the
+    # task issues the op (busy)
+    np.testing.assert_array_equal(stats.stall, groups - 1 if conflict else 0)
+    _, plain = run_tile(t, {"a": A, "b": B})  # the presets leave the rule off
+    assert plain.cycles == 2 + groups and plain.bank_stall.sum() == 0
+
+
+def test_half_words_conflict_by_their_own_bank():
+    """16-bit operands: half-word h lies in bank h mod 8; x at half-word 0 and y at 2N
+    conflict (both class 0), y from element 2 does not (class 2)."""
+    n = 16
+    h = [rng.standard_normal((1, 8, N)).astype(np.float16) for _ in range(2)]
+    for offset, conflict in ((0, True), (1, False), (2, False), (4, True)):
+        t = Tile("t")
+        x, y, z = (t.symbol(s, "f16", N) for s in "xyz")
+        t.local_task("main", [ins.add(z.dsd(length=n), x.dsd(length=n),
+                                      y.dsd(offset=offset, length=n), dtype="f16")])
+        sim, stats = run_tile(t, {"x": h[0], "y": h[1]}, config=CONFLICTS)
+        want = (h[0][..., :n].astype(np.float32)
+                + h[1][..., offset:offset + n].astype(np.float32)).astype(np.float16)
+        np.testing.assert_array_equal(sim.memcpy_d2h("z")[..., :n], want)
+        assert (CONFLICTS.bank_class(0, half=True)
+                == CONFLICTS.bank_class(2 * N + offset, half=True)) == conflict
+        groups = math.ceil(n / 4)
+        assert stats.cycles == 2 + groups * (2 if conflict else 1), offset
+
+
+def test_one_memory_source_never_conflicts():
+    """A scalar second source reads one bank pair: no conflict (fma's scalar, add of an
+    immediate)."""
+    t = Tile("t")
+    a, d = t.symbol("a", "f32", N), t.symbol("d", "f32", N)
+    t.local_task("main", [ins.add(d.dsd(length=N), a.dsd(length=N), 1.5),
+                          ins.mul(d.dsd(length=N), d.dsd(length=N), 2.0)])
+    sim, stats = run_tile(t, {"a": A}, config=CONFLICTS)
+    np.testing.assert_array_equal(sim.memcpy_d2h("d"), (A + np.float32(1.5)) * np.float32(2))
+    assert stats.bank_stall.sum() == 0
+
+
+def test_sram_banks_must_be_the_sdk_layout_or_none():
+    with pytest.raises(ValueError, match="sram_banks must be 8"):
+        FabricConfig.small(2, 2, sram_banks=4)
