@@ -15,8 +15,9 @@ class Stats:
     order N, S, E, W (wavelets sent through each link); `color_count` is (K,) wavelets
     forwarded per color, summed over routers.
 
-    Cycle counts are totals since the program was loaded; `run_cycles` is the last run's. `bank_stall` counts the cycles an op spent on the first read of
-    a bank conflict (also counted in `stall`).
+    Cycle counts are totals since the program was loaded; `run_cycles` is the last run's.
+    `bank_stall` counts the cycles an op spent on the first read of a bank conflict (also
+    in `stall`, but for a cycle in which the task was busy issuing).
     """
 
     cycles: int

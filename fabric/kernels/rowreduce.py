@@ -14,8 +14,8 @@ Per PE (2D DSDs as in `rownorm`: `row(z)` repeats the mb-word z across each row 
     z *= scale                        mean only
 
 Cycle model (exact): T = 1 + c_mov(mb) + mb (r - 1) + [c_mul(mb)] + 1, c_op(e) = ceil(e / w_op)
-(w the op's SIMD width; the strided mov at its width for stride r), task start and end one cycle each;
-r = 1: no reduce op. Sums add the r terms of a row left to right in fp32 (as numpy's
+(w the op's SIMD width; the strided mov at its width for stride r), task start and end one
+cycle each; r = 1: no reduce op. Sums add the r terms of a row left to right in fp32 (as numpy's
 `np.add.reduce` does for short rows, checked against a sequential reference).
 
 16-bit storage (dtype h = "f16", "bf16" or "cb16"): x and z are h symbols, holding in
