@@ -57,13 +57,17 @@ def local_ops(d: Run, d_fmt: str, s: Run, s_fmt: str) -> list:
 
 
 def local_cycles(config, d: Run, d_fmt: str, s: Run, s_fmt: str) -> int:
-    """Datapath cycles of a local run's ops at their SIMD widths (`Run.mov_cycles`)."""
+    """Datapath cycles of a local run's ops at their SIMD widths (`Run.mov_cycles`), each
+    capped by the strides of its memory operands (`FabricConfig.stride_width`; the fp32
+    scratch is contiguous)."""
     if through_f32(s_fmt, d_fmt):
-        cvt = config.simd_width("cvt", "f16")
-        return s.mov_cycles(cvt) + d.mov_cycles(cvt)
+        return (s.mov_cycles(config.simd_width("cvt", "f16", strides=(s.stride,)))
+                + d.mov_cycles(config.simd_width("cvt", "f16", strides=(d.stride,))))
+    strides = (d.stride, s.stride)
     if d_fmt != s_fmt:
-        return d.mov_cycles(config.simd_width("cvt", "f16"))
-    return d.mov_cycles(config.simd_width("mov", "f16" if d_fmt in HALF_DTYPES else "f32"))
+        return d.mov_cycles(config.simd_width("cvt", "f16", strides=strides))
+    return d.mov_cycles(config.simd_width("mov", "f16" if d_fmt in HALF_DTYPES else "f32",
+                                          strides=strides))
 
 
 def _mem(prefix: str, run: Run) -> ins.Mem:

@@ -55,8 +55,8 @@ from fabric.numerics import round_to, words_for
 from fabric.program import Program, Rect, Tile
 
 
-def _c(config: FabricConfig, builtin: str, dtype: str, e: int) -> int:
-    return math.ceil(e / config.simd_width(builtin, simd_key(dtype)))
+def _c(config: FabricConfig, builtin: str, dtype: str, e: int, stride: int = 1) -> int:
+    return math.ceil(e / config.simd_width(builtin, simd_key(dtype), strides=(stride,)))
 
 
 def rowdot_cycles(config: FabricConfig, mb: int, r: int, bias: bool = False,
@@ -68,9 +68,9 @@ def rowdot_cycles(config: FabricConfig, mb: int, r: int, bias: bool = False,
     if widen:
         c += 2 * _c(config, "cvt", dtype, mb * r) + _c(config, "cvt", dtype, mb)  # to_half z
         c += _c(config, "cvt", dtype, mb) if bias else 0
-    c += _c(config, "add" if bias else "mov", ops, mb)
-    if r > 1:  # groups of up to min(width, mb) elements, across row ends
-        width = min(config.simd_width("add", simd_key(ops)), mb)
+    c += _c(config, "add" if bias else "mov", ops, mb, stride=r)  # p[:, 0], stride r
+    if r > 1:  # groups of up to min(width, mb) elements, across row ends; p at stride r
+        width = min(config.simd_width("add", simd_key(ops), strides=(r,)), mb)
         c += math.ceil(mb * (r - 1) / width)
     return c + 1
 

@@ -21,6 +21,7 @@ from fabric.kernels import build_broadcast_op, build_elementwise, build_gemm_sum
 from fabric.kernels.layout import WordMap, probe_inputs, probe_output, read_words
 from fabric.kernels.redistribute import plan_redistribution
 from fabric.kernels.redistribute_code import Run, split_runs
+from fabric.kernels.redistribute_ops import local_cycles
 from fabric.kernels.traffic_routes import XY, link_loads
 
 CONFIG = FabricConfig.small(6, 6)  # GRID6 of tests/fabric/programs.py
@@ -197,3 +198,13 @@ def test_errors():
     with pytest.raises(ValueError, match="above its 49152 B of SRAM"):
         plan_redistribution(CONFIG, WordMap((4,), rect, {"a": np.array([[[0, 1], [2, 3]]])}),
                             WordMap((4,), rect, {"z": big}))
+
+
+def test_local_run_cycles_take_the_stride_cap():
+    """A local run read at stride 8 moves one word per cycle (`FabricConfig.stride_width`),
+    a contiguous one two (fmovs on WSE-2); without banks both move two."""
+    config = FabricConfig.small(2, 2)
+    column, row = Run("x", 0, 8, stride=8), Run("y", 0, 8)
+    assert local_cycles(config, row, "f32", column, "f32") == 8
+    assert local_cycles(config, row, "f32", row, "f32") == 4
+    assert local_cycles(config.replace(sram_banks=0), row, "f32", column, "f32") == 4

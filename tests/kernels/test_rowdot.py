@@ -21,6 +21,7 @@ from tests.kernels.kernel_cases import CONFIG, ODD, normal, rng, run_exact
     (9, 4, False, Rect(1, 1, 2, 2), "f16", "f32"),
     (9, 4, True, Rect(0, 0, 2, 2), "f16", "f16"),      # 16-bit accumulator
     (12, 6, True, Rect(0, 0, 3, 1), "cb16", "f32"),
+    (12, 8, True, Rect(0, 0, 2, 1), "f32", "f32"),     # p's columns at stride 8: width 1
 ])
 def test_rowdot_exact_and_cycles(m, r, bias, rect, dtype, acc):
     gen = rng(m * r)
