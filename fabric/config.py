@@ -127,9 +127,9 @@ class FabricConfig:
         bank_conflicts: with banks, a DSD op reading two memory sources whose element
             groups start in banks equal mod 4 (`bank_class`) takes a second cycle for the
             group: the two 32-bit reads of a cycle must come from banks differing mod 4
-            (same Appendix). Off in the presets: the kernel library's symbol layouts and
-            cycle models do not account for conflicts yet; `replace(bank_conflicts=True)`
-            runs a program under the rule.
+            (same Appendix). Off in the presets: of the kernel library's cycle models
+            only the GEMMs' count conflicts yet (`gemm_cycles.conflict_cycles`);
+            `replace(bank_conflicts=True)` runs a program under the rule.
         reserved_colors: colors the host's memcpy infrastructure owns (the SDK's memcpy
             takes 3 of the 24 routable colors; its examples leave 21, 22 and 23 to it). A
             program may not route them, bind a data task to them or name them in a fabric

@@ -66,9 +66,11 @@ from fabric.kernels.gemm_common import (
     comm_ops,
     gemm_kernel,
     sequential_matmul,
+    tile_words,
 )
 from fabric.kernels.gemm_cycles import (
     GROUP_CLOSE_CYCLES,
+    conflict_cycles,
     dispatched,
     finish_cycles,
     first_op_end,
@@ -216,12 +218,16 @@ def cannon_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
         return (a_wavelets(numerics, mbs * kb(t)) + a_wavelets(numerics, mbs * kb(t + 1))
                 + nbs * (kb(t) + kb(t + 1)))
 
+    # the tile's layout (build_gemm_cannon: A and B double-buffered, one panel each half)
+    size_a, size_b = layout.mb * ks[0], ks[0] * layout.nb
+    words = tile_words(numerics, (2 * size_a, 2 * size_b), size_b, layout.mb * layout.nb)
     c_words = layout.mb * layout.nb
     ready = main_end(config, numerics, with_c0, c_words, kb(0) * nbs) + GROUP_CLOSE_CYCLES
     for t in range(p):
+        conflicts = conflict_cycles(config, words, (t % 2) * size_a, mbs, nbs, kb(t))
         ready = step_end(config, ready, mbs, nbs, kb(t),
                          lambda r, t=t: group(t, r, True), wavelets(t), wavelets(t),
-                         numerics)  # each shift reaches one receiver
+                         numerics, conflicts)  # each shift reaches one receiver
     return finish_cycles(config, ready, numerics, c_words)
 
 

@@ -137,20 +137,37 @@ class TileWords:
     numerics: Numerics = FP32
 
     def symbols(self) -> dict[str, int]:
-        """32-bit words of each symbol of the tile."""
+        """32-bit words of each symbol of the tile, in the order `gemm_tile` declares them
+        (the order of their addresses)."""
         h = self.numerics.dtype
         out = {"abuf": words_for(h, self.a), "bbuf": words_for(h, self.b)}
         if self.numerics.half:
             out["bs"] = self.bs
+        out["c"] = words_for(h, self.c)
         if self.numerics.wide_acc:
             out["acc"] = self.c
-        out["c"] = words_for(h, self.c)
         out["sched"] = self.sched
         return out
+
+    def address(self, name: str) -> int:
+        """The word address of symbol `name` on every PE of the tile."""
+        sizes = self.symbols()
+        return sum(sizes[s] for s in list(sizes)[:list(sizes).index(name)])
 
     @property
     def total(self) -> int:
         return sum(self.symbols().values())
+
+
+def tile_words(numerics: Numerics, panels: tuple[int, int], own_b: int, c: int,
+               sched: int = 0) -> TileWords:
+    """The tile's symbol sizes: panels = elements of abuf and of the B panels (bbuf of fp32
+    tiles, bs of 16-bit ones), own_b = elements of the host-written B block (bbuf of 16-bit
+    tiles), c = the accumulator's elements, sched = the schedule's words (the last symbol:
+    the models leave it 0)."""
+    half = numerics.half
+    return TileWords(a=panels[0], b=own_b if half else panels[1], c=c, sched=sched,
+                     bs=panels[1] if half else 0, numerics=numerics)
 
 
 def check_fits(config: FabricConfig, words: TileWords, what: str) -> None:
@@ -404,8 +421,7 @@ def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, i
     mb = np.array([[blk[0][1] for blk in row] for row in blocks])
     nb = np.array([[blk[1][1] for blk in row] for row in blocks])
     half = numerics.half
-    words = TileWords(a=panels[0], b=own_b if half else panels[1], c=int(mb.max() * nb.max()),
-                      sched=table.shape[-1], bs=panels[1] if half else 0, numerics=numerics)
+    words = tile_words(numerics, panels, own_b, int(mb.max() * nb.max()), table.shape[-1])
     check_fits(config, words, fit)
     prog = Program(config)
     params = chain_params(mb, nb)

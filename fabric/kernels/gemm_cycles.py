@@ -39,6 +39,11 @@ A step as the engine runs it (from advance's start to the next advance's start):
     path (the group after the chains) stands for that. The switch between the two is what
     the model does not count exactly: a panel about as long as the step's fmas (Nb <= 2 with
     ceil(Mb / w) > CHAIN_CYCLES) ends up to 6 % after the model.
+
+Under the bank read-pair rule (`FabricConfig.bank_conflicts`) an fma's element groups whose
+reads of A and C start in banks equal mod 4 take a second cycle each: `conflict_cycles`
+counts them per PE and step from the tile's layout (`TileWords.address`), the datapath's
+path adds them, and `interleaves` sees the fmas that much longer.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabric.config import FabricConfig
-from fabric.kernels.gemm_common import CHAIN_CYCLES, Numerics, copy_cycles
+from fabric.kernels.gemm_common import CHAIN_CYCLES, Numerics, TileWords, copy_cycles
 
 # ---- what the tile's tasks cost -------------------------------------------------------------
 # main besides its movs: start, the 4 set_regs, the activate of comm, the implicit ret
@@ -136,10 +141,54 @@ def paced_end(start: np.ndarray, nb, kb) -> np.ndarray:
     return start + ADVANCE_CYCLES + kb * nb * CHAIN_CYCLES + fin
 
 
+def conflict_cycles(config: FabricConfig, words: TileWords, a_at, mb, nb, kb) -> np.ndarray:
+    """Per PE: the cycles a step's kb x nb fmas C[:, j] += A[:, k] * b (A[:, k] at element
+    a_at + k mb of abuf, C[:, j] at element j mb of the accumulator) lose to bank conflicts
+    (`FabricConfig.bank_conflicts`; zero without the rule): one per element group whose two
+    reads start in banks equal mod 4. Group g of an fma starts at element g w of both
+    operands, so its classes are those of the first elements moved by g w half-words
+    (16-bit) or 2 g w (fp32): constant apart for one format, alternating for fmachs (fp32
+    accumulator, 16-bit A). a_at, mb, nb, kb: per-PE arrays (or scalars)."""
+    shape = np.broadcast(np.asarray(a_at), np.asarray(mb), np.asarray(nb), np.asarray(kb)).shape
+    if not (config.sram_banks and config.bank_conflicts):
+        return np.zeros(shape, np.int64)
+    num = words.numerics
+    w = num.fma_width(config)
+    acc_name, acc_half = ("acc", False) if num.wide_acc else ("c", num.half)
+    a_unit, c_unit = (1 if num.half else 2), (1 if acc_half else 2)  # half-words per element
+
+    def classes(name: str, unit: int, starts) -> np.ndarray:
+        """How many of the elements `starts` of symbol `name` start in each class."""
+        return np.bincount([(2 * words.address(name) + unit * e) % 4 for e in starts],
+                           minlength=4)
+
+    # the distinct (a_at, mb, nb, kb) of the fabric (few), by one int64 key per PE
+    fields = [np.broadcast_to(np.asarray(x, np.int64), shape).reshape(-1)
+              for x in (a_at, mb, nb, kb)]
+    key = np.zeros_like(fields[0])
+    for x in fields:
+        key = key * (int(x.max()) + 1) + x
+    _, first, back = np.unique(key, return_index=True, return_inverse=True)
+    counts = []
+    for at, m, n, k in zip(*(x[first].tolist() for x in fields)):
+        a_class = classes("abuf", a_unit, [at + i * m for i in range(k)])
+        c_class = classes(acc_name, c_unit, [j * m for j in range(n)])
+        groups = -(-m // w)
+        step = w * (a_unit - c_unit)
+        # conflicting groups of an fma whose first elements' classes differ by d
+        per_d = [sum((d + g * step) % 4 == 0 for g in range(min(groups, 4))) * (groups // 4)
+                 + sum((d + g * step) % 4 == 0 for g in range(groups % 4)) for d in range(4)]
+        pairs = [sum(a_class[(c + d) % 4] * c_class[c] for c in range(4)) for d in range(4)]
+        counts.append(int(sum(p * q for p, q in zip(pairs, per_d))))
+    return np.array(counts, np.int64)[back.reshape(-1)].reshape(shape)
+
+
 def datapath_end(config: FabricConfig, start: np.ndarray, mb, nb, kb, wavelets,
-                 numerics: Numerics) -> np.ndarray:
-    """The step's end on the datapath's path: its fmas and the group's wavelets."""
-    busy = np.asarray(kb) * np.asarray(nb) * fma_cycles(config, mb, numerics) + wavelets
+                 numerics: Numerics, conflicts=0) -> np.ndarray:
+    """The step's end on the datapath's path: its fmas, the cycles they lose to bank
+    conflicts (`conflicts`) and the group's wavelets."""
+    fmas = np.asarray(kb) * np.asarray(nb)
+    busy = fmas * fma_cycles(config, mb, numerics) + np.asarray(conflicts) + wavelets
     return start + ADVANCE_CYCLES + FIRST_FMA_CYCLES + busy + LAST_FIN_CYCLES
 
 
@@ -150,28 +199,32 @@ def backlog(config: FabricConfig, hops) -> np.ndarray:
     return (np.asarray(hops) + 2) * (config.queue_depth - 1)
 
 
-def interleaves(config: FabricConfig, mb, nb, kb, reach, numerics: Numerics) -> np.ndarray:
+def interleaves(config: FabricConfig, mb, nb, kb, reach, numerics: Numerics,
+                conflicts=0) -> np.ndarray:
     """Whether comm group t + 1 runs during the step's fmas: the CE idles between chain
     tasks (an fma is longer than CHAIN_CYCLES) and the fmas let the group's streams through.
     A stream advances only while neither its sender nor a receiver runs an fma: the
     sender fills the path's buffers, stalls and runs its fma, each receiver drains them
     between its own fmas, so about one `backlog` of a one-hop path passes per fma and
-    receiver. reach: the group's wavelets times the receivers each must reach."""
+    receiver. reach: the group's wavelets times the receivers each must reach; `conflicts`:
+    the cycles the step's fmas lose to bank conflicts, spread over them."""
     fmas = np.asarray(kb) * np.asarray(nb)
-    return ((fma_cycles(config, mb, numerics) > CHAIN_CYCLES)
-            & (reach <= fmas * backlog(config, 1)))
+    length = fma_cycles(config, mb, numerics) + np.asarray(conflicts) / np.maximum(fmas, 1)
+    return (length > CHAIN_CYCLES) & (reach <= fmas * backlog(config, 1))
 
 
 def step_end(config: FabricConfig, start: np.ndarray, mb, nb, kb, group, wavelets, reach,
-             numerics: Numerics) -> np.ndarray:
+             numerics: Numerics, conflicts=0) -> np.ndarray:
     """Next advance's start per PE, the step starting at `start` (module docstring): the
     datapath's path, and the main thread's unless the group interleaves with the fmas.
     group(ready) runs the next comm group from `ready` (serially, the clocks of all PEs)
-    and returns its end; `wavelets`: its wavelets per PE; `reach`: as `interleaves`'."""
+    and returns its end; `wavelets`: its wavelets per PE; `reach`: as `interleaves`';
+    `conflicts`: the cycles its fmas lose to bank conflicts (`conflict_cycles`)."""
     chains = paced_end(start, nb, kb)
-    overlap = interleaves(config, mb, nb, kb, reach, numerics)
+    overlap = interleaves(config, mb, nb, kb, reach, numerics, conflicts)
     paced = chains if overlap.all() else np.where(overlap, chains, group(chains))
-    return np.maximum(paced, datapath_end(config, start, mb, nb, kb, wavelets, numerics))
+    return np.maximum(paced, datapath_end(config, start, mb, nb, kb, wavelets, numerics,
+                                          conflicts))
 
 
 def finish_cycles(config: FabricConfig, ends: np.ndarray, numerics: Numerics,

@@ -87,9 +87,11 @@ from fabric.kernels.gemm_common import (
     comm_ops,
     gemm_kernel,
     sequential_matmul,
+    tile_words,
 )
 from fabric.kernels.gemm_cycles import (
     GROUP_CLOSE_CYCLES,
+    conflict_cycles,
     dispatched,
     finish_cycles,
     first_op_end,
@@ -164,11 +166,21 @@ def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
 
     c_words = layout.mb * layout.nb
     own_b = np.array([s for _, s in split(k, R)])[:, None] * nbs  # a 16-bit tile copies it
+    # the tile's layout (build_gemm_summa: abuf = [own A block | panel 0 | panel 1], bbuf
+    # likewise) and where each step's A panel lies in it
+    ka = split(k, Cc)
+    pan_a, size_a = layout.mb * ka[0][1], layout.mb * max(k1 - k0 for k0, k1, _, _ in steps)
+    pan_b = layout.nb * split(k, R)[0][1]
+    size_b = layout.nb * max(k1 - k0 for k0, k1, _, _ in steps)
+    words = tile_words(numerics, (pan_a + 2 * size_a, pan_b + 2 * size_b), pan_b, c_words)
+    ka_start = np.array([s for s, _ in ka])[None, :]
     t = group(0, main_end(config, numerics, with_c0, c_words, own_b), False)
-    for g, (k0, k1, _, _) in enumerate(steps):
+    for g, (k0, k1, oc, _) in enumerate(steps):
+        a_at = np.where(cols == oc, (k0 - ka_start) * mbs, pan_a + (g % 2) * size_a)
+        conflicts = conflict_cycles(config, words, a_at, mbs, nbs, k1 - k0)
         t = step_end(config, t, mbs, nbs, k1 - k0,
                      lambda ready, g=g: group(g + 1, ready, True), wavelets(g + 1),
-                     wavelets(g + 1, reach=True), numerics)
+                     wavelets(g + 1, reach=True), numerics, conflicts)
     return finish_cycles(config, t, numerics, c_words)
 
 
