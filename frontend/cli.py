@@ -97,6 +97,8 @@ def describe(config: FabricConfig, preset: str) -> dict:
         "usable_rows": config.usable_rows,
         "usable_cols": config.usable_cols,
         "sram_bytes": config.sram_bytes,
+        "sram_banks": config.sram_banks,
+        "bank_conflicts": config.bank_conflicts,
         "num_colors": config.num_colors,
         "reserved_colors": list(config.reserved_colors),
         "host_channels_per_edge": edge_channels(config),
@@ -131,6 +133,8 @@ def info_table(figures: list[dict]) -> str:
     row("usable area", lambda f: mark(f"{f['usable_cols']} x {f['usable_rows']}",
                                       "usable" in f["unverified"]))
     row("SRAM per PE", lambda f: f"{f['sram_bytes'] // 1024} KiB")
+    row("SRAM banks", lambda f: f"{f['sram_banks']}, read-pair rule "
+                                f"{'on' if f['bank_conflicts'] else 'off'}")
     row("colors", lambda f: f"{f['num_colors']} ({len(f['reserved_colors'])} for memcpy)")
     row("host I/O channels", lambda f: f"{f['host_streams']} streams, "
                                        f"{f['host_channels_per_edge']} per E/W edge")
