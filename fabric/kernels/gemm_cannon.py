@@ -181,7 +181,8 @@ def _shift(config: FabricConfig, ready: np.ndarray, axis: int, send: tuple, recv
 
 
 def cannon_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
-                 numerics: Numerics = FP32, with_c0: bool = False) -> int:
+                 numerics: Numerics = FP32, with_c0: bool = False,
+                 bank_aware: bool = False) -> int:
     """The cycle model of the module docstring, on the P x P `rect`: every PE's clock (by
     logical position [i, j]) through main, the empty group 0 and the steps
     (`gemm_cycles`), each shift waiting for its neighbour's send."""
@@ -220,7 +221,8 @@ def cannon_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
 
     # the tile's layout (build_gemm_cannon: A and B double-buffered, one panel each half)
     size_a, size_b = layout.mb * ks[0], ks[0] * layout.nb
-    words = tile_words(numerics, (2 * size_a, 2 * size_b), size_b, layout.mb * layout.nb)
+    words = tile_words(numerics, (2 * size_a, 2 * size_b), size_b, layout.mb * layout.nb,
+                       bank_aware=bank_aware)
     c_words = layout.mb * layout.nb
     ready = main_end(config, numerics, with_c0, c_words, kb(0) * nbs) + GROUP_CLOSE_CYCLES
     for t in range(p):
@@ -250,7 +252,8 @@ def _ring_routes(prog: Program, rect: Rect, colors: Sequence[int], horizontal: b
 
 def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                       dtype: str = "f32", colors: Sequence[int] | None = None,
-                      acc_dtype: str = "f32", with_c0: bool = False) -> Kernel:
+                      acc_dtype: str = "f32", with_c0: bool = False,
+                      bank_aware: bool = False) -> Kernel:
     """Cannon C (m x n) = A (m x k) @ B (k x n), or C0 (m x n) + A @ B, on the square
     `rect` (see the module docstring).
 
@@ -266,6 +269,9 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
             every step rounds); see `gemm_common`.
         with_c0: take a third input "C0", C's initial value instead of zeros (a bias; its
             words go straight into the accumulator, in its format: `gemm_common`).
+        bank_aware: start the accumulator at an odd word, apart from A's bank pairs
+            (`gemm_common.tile_words`; what the read-pair rule of
+            `FabricConfig.bank_conflicts` costs, and the model counts, otherwise).
 
     Returns:
         A Kernel with inputs {"A", "B"} (and "C0") and output C (m x n, float32 holding
@@ -344,6 +350,6 @@ def build_gemm_cannon(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
         size_b,
         f"gemm_cannon m={m} k={k} n={n} on {p}x{p} PEs (blocks A {mb_max}x{kb_max}, B "
         f"{kb_max}x{nb_max}, C {mb_max}x{nb_max}, double-buffered)", routes,
-        cannon_model(config, rect, m, k, n, numerics, with_c0),
+        cannon_model(config, rect, m, k, n, numerics, with_c0, bank_aware),
         {"steps": p, "block": (mb_max, nb_max), "fold": pos, "colors": palette},
-        numerics, palette[-1] if n_loop else None, with_c0)
+        numerics, palette[-1] if n_loop else None, with_c0, bank_aware)

@@ -127,7 +127,8 @@ def check_numerics(kernel: str, dtype: str, acc_dtype: str) -> Numerics:
 @dataclasses.dataclass(frozen=True)
 class TileWords:
     """Elements per PE of the tile's symbols: a (abuf), b (bbuf), c in the tile's dtype;
-    bs (16-bit tiles: the B scalars, one per 32-bit word) and sched (int32) in words."""
+    bs (16-bit tiles: the B scalars, one per 32-bit word) and sched (int32) in words; pad:
+    words (0 or 1) before the accumulator, to start it at an odd word (`tile_words`)."""
 
     a: int
     b: int
@@ -135,19 +136,24 @@ class TileWords:
     sched: int
     bs: int = 0
     numerics: Numerics = FP32
+    pad: int = 0
+
+    def layout(self) -> list[tuple[str, str, int]]:
+        """(name, dtype, elements) of each symbol, in the order of their addresses: abuf,
+        bbuf, bs (16-bit tiles), c, acc (an fp32 accumulator), sched; "pad" before the
+        accumulator (c, or acc)."""
+        h, num = self.numerics.dtype, self.numerics
+        out = [("abuf", h, self.a), ("bbuf", h, self.b)]
+        if num.half:
+            out.append(("bs", "u32", self.bs))
+        pad = [("pad", "u32", self.pad)] if self.pad else []
+        out += ([("c", h, self.c), *pad, ("acc", "f32", self.c)] if num.wide_acc
+                else [*pad, ("c", h, self.c)])
+        return out + [("sched", "i32", self.sched)]
 
     def symbols(self) -> dict[str, int]:
-        """32-bit words of each symbol of the tile, in the order `gemm_tile` declares them
-        (the order of their addresses)."""
-        h = self.numerics.dtype
-        out = {"abuf": words_for(h, self.a), "bbuf": words_for(h, self.b)}
-        if self.numerics.half:
-            out["bs"] = self.bs
-        out["c"] = words_for(h, self.c)
-        if self.numerics.wide_acc:
-            out["acc"] = self.c
-        out["sched"] = self.sched
-        return out
+        """32-bit words of each symbol of the tile, in the order of their addresses."""
+        return {name: words_for(dtype, n) for name, dtype, n in self.layout()}
 
     def address(self, name: str) -> int:
         """The word address of symbol `name` on every PE of the tile."""
@@ -160,14 +166,25 @@ class TileWords:
 
 
 def tile_words(numerics: Numerics, panels: tuple[int, int], own_b: int, c: int,
-               sched: int = 0) -> TileWords:
+               sched: int = 0, bank_aware: bool = False) -> TileWords:
     """The tile's symbol sizes: panels = elements of abuf and of the B panels (bbuf of fp32
     tiles, bs of 16-bit ones), own_b = elements of the host-written B block (bbuf of 16-bit
     tiles), c = the accumulator's elements, sched = the schedule's words (the last symbol:
-    the models leave it 0)."""
+    the models leave it 0).
+
+    bank_aware: start the accumulator at an odd word (a one-word pad before it where it
+    would start at an even one), as the SDK advises for operands read together: abuf starts
+    at word 0, so the first elements of A and C lie in bank pairs 2 apart
+    (`FabricConfig.bank_class`), and no fma of the tile meets the read-pair rule while
+    column lengths keep the classes (Mb even in fp32, a multiple of 4 in 16 bits; fmachs'
+    classes alternate group by group whatever the pad)."""
     half = numerics.half
-    return TileWords(a=panels[0], b=own_b if half else panels[1], c=c, sched=sched,
-                     bs=panels[1] if half else 0, numerics=numerics)
+    words = TileWords(a=panels[0], b=own_b if half else panels[1], c=c, sched=sched,
+                      bs=panels[1] if half else 0, numerics=numerics)
+    acc = "acc" if numerics.wide_acc else "c"
+    if bank_aware and words.address(acc) % 2 == 0:
+        words = dataclasses.replace(words, pad=1)
+    return words
 
 
 def check_fits(config: FabricConfig, words: TileWords, what: str) -> None:
@@ -247,13 +264,9 @@ def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int
     if num.half and loop_color is None:
         raise ValueError(f"{name}: a 16-bit tile needs loop_color, the color of its B copy")
     tile = Tile(name)
-    tile.symbol("abuf", h, words.a)
-    tile.symbol("bbuf", h, words.b)
-    if num.half:
-        tile.symbol("bs", "u32", words.bs)
-    c = tile.symbol("c", h, words.c)
-    acc = tile.symbol("acc", "f32", words.c) if num.wide_acc else c  # where the sums run
-    sched = tile.symbol("sched", "i32", words.sched)
+    symbols = {name: tile.symbol(name, dtype, n) for name, dtype, n in words.layout()}
+    c, sched = symbols["c"], symbols["sched"]
+    acc = symbols["acc"] if num.wide_acc else c  # where the sums run
     tile.register("mb", "cend", "ny", "tp", "cp", "cdone", "mdone", "rem", "ak", "bo", "cj",
                   "s", "x", "y")
 
@@ -403,7 +416,7 @@ def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, i
                 blocks: Sequence[Sequence[tuple]], panels: tuple[int, int], own_b: int,
                 fit: str, routes: Callable[[Program], None], model_cycles: int, info: dict,
                 numerics: Numerics = FP32, loop_color: int | None = None,
-                with_c0: bool = False) -> Kernel:
+                with_c0: bool = False, bank_aware: bool = False) -> Kernel:
     """The GEMM C (m x n) = A (m x k) @ B (k x n), shape (m, k, n), on `rect`: the tile
     placed with the schedules `pes` of its PEs ([row][col] of `rect`) and comm ops `ops`.
 
@@ -414,14 +427,15 @@ def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, i
     kernel as check_fits names it; routes(program) lays the comm colors; info gets m, k, n
     first, then the formats, then the SRAM use. 16-bit tiles need `loop_color`. with_c0:
     C = C0 + A @ B with a third input "C0" (m x n), written into the accumulator's blocks
-    (module docstring).
+    (module docstring). bank_aware: the accumulator's layout of `tile_words`.
     """
     m, k, n = shape
     table, comm_base = pack_schedule(pes)
     mb = np.array([[blk[0][1] for blk in row] for row in blocks])
     nb = np.array([[blk[1][1] for blk in row] for row in blocks])
     half = numerics.half
-    words = tile_words(numerics, panels, own_b, int(mb.max() * nb.max()), table.shape[-1])
+    words = tile_words(numerics, panels, own_b, int(mb.max() * nb.max()), table.shape[-1],
+                       bank_aware)
     check_fits(config, words, fit)
     prog = Program(config)
     params = chain_params(mb, nb)

@@ -123,7 +123,8 @@ def summa_reference(a: np.ndarray, b: np.ndarray, fused: bool = False, dtype: st
 
 
 def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
-                numerics: Numerics = FP32, with_c0: bool = False) -> int:
+                numerics: Numerics = FP32, with_c0: bool = False,
+                bank_aware: bool = False) -> int:
     """The cycle model of the module docstring: every PE's clock through main, comm group
     0 and the steps (`gemm_cycles`), each group's ops in the tile's order, each receive
     waiting for its owner's send."""
@@ -172,7 +173,8 @@ def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     pan_a, size_a = layout.mb * ka[0][1], layout.mb * max(k1 - k0 for k0, k1, _, _ in steps)
     pan_b = layout.nb * split(k, R)[0][1]
     size_b = layout.nb * max(k1 - k0 for k0, k1, _, _ in steps)
-    words = tile_words(numerics, (pan_a + 2 * size_a, pan_b + 2 * size_b), pan_b, c_words)
+    words = tile_words(numerics, (pan_a + 2 * size_a, pan_b + 2 * size_b), pan_b, c_words,
+                       bank_aware=bank_aware)
     ka_start = np.array([s for s, _ in ka])[None, :]
     t = group(0, main_end(config, numerics, with_c0, c_words, own_b), False)
     for g, (k0, k1, oc, _) in enumerate(steps):
@@ -204,7 +206,8 @@ def _routes(prog: Program, rect: Rect, color: int, owner: int, horizontal: bool)
 
 def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                      dtype: str = "f32", colors: Sequence[int] | None = None,
-                     acc_dtype: str = "f32", with_c0: bool = False) -> Kernel:
+                     acc_dtype: str = "f32", with_c0: bool = False,
+                     bank_aware: bool = False) -> Kernel:
     """SUMMA C (m x n) = A (m x k) @ B (k x n), or C0 (m x n) + A @ B, on `rect` (see the
     module docstring).
 
@@ -220,6 +223,9 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
             every step rounds); see `gemm_common`.
         with_c0: take a third input "C0", C's initial value instead of zeros (a bias; its
             words go straight into the accumulator, in its format: `gemm_common`).
+        bank_aware: start the accumulator at an odd word, apart from A's bank pairs
+            (`gemm_common.tile_words`; what the read-pair rule of
+            `FabricConfig.bank_conflicts` costs, and the model counts, otherwise).
 
     Returns:
         A Kernel with inputs {"A", "B"} (and "C0") and output C (m x n, float32 holding
@@ -293,7 +299,7 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
         (pan_a + 2 * size_a, pan_b + 2 * size_b), pan_b,
         f"gemm_summa m={m} k={k} n={n} on {R}x{Cc} PEs (blocks A {mb_max}x{ka_max}, B "
         f"{kb_max}x{nb_max}, C {mb_max}x{nb_max}, panels double-buffered)", routes,
-        summa_model(config, rect, m, k, n, numerics, with_c0),
+        summa_model(config, rect, m, k, n, numerics, with_c0, bank_aware),
         {"steps": len(steps), "block": (mb_max, nb_max),
          "k_steps": [k1 - k0 for k0, k1, _, _ in steps], "colors": palette},
-        numerics, palette[-1] if n_loop else None, with_c0)
+        numerics, palette[-1] if n_loop else None, with_c0, bank_aware)
