@@ -128,7 +128,8 @@ class FabricConfig:
             groups start in banks equal mod 4 (`bank_class`) takes a second cycle for the
             group: the two 32-bit reads of a cycle must come from banks differing mod 4
             (same Appendix). Off in the presets: of the kernel library's cycle models
-            only the GEMMs' count conflicts yet (`gemm_cycles.conflict_cycles`);
+            only the GEMMs' (`gemm_cycles.conflict_cycles`) and the elementwise
+            kernel's count conflicts yet;
             `replace(bank_conflicts=True)` runs a program under the rule.
         reserved_colors: colors the host's memcpy infrastructure owns (the SDK's memcpy
             takes 3 of the 24 routable colors; its examples leave 21, 22 and 23 to it). A

@@ -129,7 +129,8 @@ def build_elementwise(config: FabricConfig, rect: Rect, m: int, n: int, op: str 
     dtype: storage of x, y, z ("f32", "f16", "bf16", "cb16"); acc_dtype "f32" or dtype (the
     same numbers: one 16-bit builtin, see the module docstring).
     Model (exact): T = ceil(L_max / w_op) + 2, L_max the largest block's element count,
-    w_op the op's width in dtype.
+    w_op the op's width in dtype; under the bank read-pair rule, the slowest block's op
+    (`_binary_cycles`).
     """
     if op not in BINARY:
         raise ValueError(f"elementwise: op must be one of {sorted(BINARY)}, got {op!r}")
@@ -140,9 +141,19 @@ def build_elementwise(config: FabricConfig, rect: Rect, m: int, n: int, op: str 
         x, y, z = (tile.symbol(s, dtype, cls.size) for s in ("x", "y", "z"))
         tile.local_task("main", [BINARY[op][0](z.dsd(), x.dsd(), y.dsd(), dtype=dtype)])
         prog.place(tile, cls.rect)
-    model = _op_cycles(config, op, blocks.mb * blocks.nb, dtype) + 2
+    model = max(_binary_cycles(config, op, cls.size, dtype) for cls in blocks.classes()) + 2
     return _kernel("elementwise", config, blocks, prog, ("x", "y"), op, model, {}, dtype,
                    acc_dtype)
+
+
+def _binary_cycles(config, op, size, dtype) -> int:
+    """The op of a block of `size` elements: ceil(size / w), each group twice under the
+    bank read-pair rule when x (word 0) and y (the next symbol) start in bank pairs equal
+    mod 4 (`FabricConfig.bank_class`; both step alike, so every group does)."""
+    y_start = words_for(dtype, size)  # y's first word; x starts at word 0
+    conflict = (config.sram_banks and config.bank_conflicts
+                and config.bank_class(0) == config.bank_class(y_start))
+    return _op_cycles(config, op, size, dtype) * (2 if conflict else 1)
 
 
 def build_map(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "relu",
