@@ -144,7 +144,8 @@ def build(config: FabricConfig, program: Program,
         for name, arr in placement.params.items():
             init_regs[r0:r1, c0:c1, regs[name]] = _as_bits(arr, f"param {name!r} of tile "
                                                            f"{tile.name!r}")
-        sram_used[r0:r1, c0:c1] = sum(s.words for s in tile.symbols.values())
+        sram_used[r0:r1, c0:c1] = max((s.address + tile.symbols[s.name].words
+                                       for s in sym_info.values()), default=0)
         symbols.append(sym_info)
         task_ids.append(ids)
         registers.append(dict(regs))
@@ -337,10 +338,10 @@ def _check_colors(config, placement: Placement, rx_port, tx_ports, routed: bool 
 # ---- symbols, tasks, registers --------------------------------------------------------------
 def _allocate(config, placement):
     tile, rect = placement.tile, placement.rect
-    address, out = 0, {}
-    for sym in tile.symbols.values():
-        out[sym.name] = SymbolInfo(tile.name, sym.name, sym.dtype, sym.shape, address)
-        address += sym.words
+    addresses = tile.addresses(config.sram_words)
+    out = {sym.name: SymbolInfo(tile.name, sym.name, sym.dtype, sym.shape, addresses[sym.name])
+           for sym in tile.symbols.values()}
+    address = max(addresses[s.name] + s.words for s in tile.symbols.values()) if out else 0
     if address > config.sram_words:
         sizes = ", ".join(f"{s.name}: {s.nbytes} B" for s in tile.symbols.values())
         raise BuildError(

@@ -127,10 +127,10 @@ class FabricConfig:
         bank_conflicts: with banks, a DSD op reading two memory sources whose element
             groups start in banks equal mod 4 (`bank_class`) takes a second cycle for the
             group: the two 32-bit reads of a cycle must come from banks differing mod 4
-            (same Appendix). Off in the presets: of the kernel library's cycle models
-            only the GEMMs' (`gemm_cycles.conflict_cycles`) and the elementwise
-            kernel's count conflicts yet;
-            `replace(bank_conflicts=True)` runs a program under the rule.
+            (same Appendix). On in the presets; tiles are laid out to meet it as little as
+            one word of padding per symbol can (`fabric.bank_layout`), and the kernels'
+            cycle models count what remains (`fabric.banks.read_pair_stalls`).
+            `replace(bank_conflicts=False)` runs a program without the rule.
         reserved_colors: colors the host's memcpy infrastructure owns (the SDK's memcpy
             takes 3 of the 24 routable colors; its examples leave 21, 22 and 23 to it). A
             program may not route them, bind a data task to them or name them in a fabric
@@ -169,7 +169,7 @@ class FabricConfig:
     num_task_ids: int = 31
     reserved_colors: tuple = (21, 22, 23)
     sram_banks: int = 8
-    bank_conflicts: bool = False
+    bank_conflicts: bool = True
     task_binding: str = "color"
     num_input_queues: int = 8
 

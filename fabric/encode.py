@@ -156,7 +156,7 @@ def _encode_dsd_op(config, tile, item, row, at, ids, regs, syms, dsd_rows):
     lengths = []
     colors_in = []
     fabric = False
-    formats = _operand_formats(item)
+    formats = operand_formats(item)
     operands = ((item.dst, I_DST_KIND, I_DST, "dst"), (item.a, I_A_KIND, I_A, "a"),
                 (item.b, I_B_KIND, I_B, "b"))
     for opnd, kcol, vcol, role in operands:
@@ -201,11 +201,11 @@ def _encode_dsd_op(config, tile, item, row, at, ids, regs, syms, dsd_rows):
     _check_packed(item, formats, at)
     # the bank layout caps the width of strided memory operands (config.stride_width)
     strides = [o.stride for o in (item.dst, item.a, item.b) if isinstance(o, ins.Mem)]
-    row[I_SIMD] = config.simd_width(*_simd_key(item), strides=strides)
+    row[I_SIMD] = config.simd_width(*simd_key(item), strides=strides)
     row[I_FMT] = sum(code_of(formats[role]) << shift for role, shift in FMT_SHIFT.items())
 
 
-def _operand_formats(item) -> dict:
+def operand_formats(item) -> dict:
     """dtype of each operand role (dst, a, b, s) of a DSD op, from its builtin."""
     dtype, variant = item.dtype, item.variant
     if variant == "mixed":  # fmachs: fp32 accumulator, 16-bit product operands
@@ -238,7 +238,7 @@ def _check_packed(item, formats, at):
                              "op (two elements per cycle) cannot accumulate into")
 
 
-def _simd_key(item):
+def simd_key(item):
     """The (builtin, dtype) entry of the config's SIMD table that times this op."""
     if item.dtype == "f32":
         return SIMD_NAME[item.op]

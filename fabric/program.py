@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from fabric.bank_layout import bank_aware_addresses, natural_addresses
 from fabric.isa import Port
 from fabric.numerics.formats import HALF_DTYPES
 from fabric.numerics.packing import words_for
@@ -107,10 +108,16 @@ class Task:
 
 
 class Tile:
-    """A tile program: symbols, registers and tasks shared by every PE of a rectangle."""
+    """A tile program: symbols, registers and tasks shared by every PE of a rectangle.
 
-    def __init__(self, name: str):
+    bank_aware: lay the symbols out so that ops reading two of them meet the bank read-pair
+    rule as little as a one-word move of each can make them (`fabric.bank_layout`); False
+    keeps them one after the other in declaration order (a layout given exactly, as a
+    kernel that places its own pads needs)."""
+
+    def __init__(self, name: str, bank_aware: bool = True):
         self.name = name
+        self.bank_aware = bank_aware
         self.symbols: dict[str, Symbol] = {}
         self.tasks: dict[str, Task] = {}
         self.registers: list[str] = []
@@ -127,6 +134,16 @@ class Tile:
         sym = Symbol(name, dtype, shape)
         self.symbols[name] = sym
         return sym
+
+    def addresses(self, sram_words: int | None = None) -> dict[str, int]:
+        """Word address of each symbol on every PE of the tile: in declaration order from
+        word 0; with `bank_aware`, a symbol moved by one word where that keeps the two
+        memory sources of the tile's ops in different bank pairs (`fabric.bank_layout`;
+        the natural layout where the pads would pass `sram_words`)."""
+        if not self.bank_aware:
+            return natural_addresses(self.symbols)
+        code = [item for task in self.tasks.values() for item in task.code]
+        return bank_aware_addresses(self.symbols, code, sram_words)
 
     def register(self, *names: str) -> None:
         """Declare named registers (also declared implicitly by first use)."""

@@ -30,7 +30,7 @@ def test_info_table_has_wse2_figures(capsys):
     colors = next(line for line in out.splitlines() if line.startswith("colors"))
     assert "24 (3 for memcpy)" in colors
     banks = next(line for line in out.splitlines() if line.startswith("SRAM banks"))
-    assert banks.count("8, read-pair rule off") == 3  # strides capped; conflicts off
+    assert banks.count("8, read-pair rule on") == 3  # strides capped; conflicts counted
     binding = next(line for line in out.splitlines() if line.startswith("data tasks bound"))
     assert binding.split()[-3:] == ["color", "queue", "color"]  # wse2, wse3, small(8,8)
     fma_f32 = next(line for line in out.splitlines() if line.startswith("SIMD fma/f32"))
@@ -45,7 +45,7 @@ def test_info_json_parses(capsys):
     wse2 = presets["wse2"]
     assert (wse2["cols"], wse2["rows"]) == (757, 996)
     assert wse2["sram_bytes"] == 48 * 1024 and wse2["num_colors"] == 24
-    assert (wse2["sram_banks"], wse2["bank_conflicts"]) == (8, False)
+    assert (wse2["sram_banks"], wse2["bank_conflicts"]) == (8, True)
     assert {"op": "fma", "dtype": "f32", "width": 1, "verified": True} in wse2["simd"]
     assert {"op": "max", "dtype": "f32", "width": 1, "verified": True} in wse2["simd"]
     assert presets["wse3"]["unverified"] == ["clock", "usable"]

@@ -22,11 +22,12 @@ relu(x), except NaN for -inf.
 Cycle model (exact): every PE starts its task in cycle 0, runs one straight list of
 synchronous ops over its e = mb * nb elements, and returns:
 
-    T = 2 + gelu_cycles(config, e_max, approximate)
+    T = 2 + gelu_cycles(config, e_max, approximate) + stalls(e_max)
     tanh: 3 c(mul) + c(fma) + sigmoid_cycles + c(mul)           = 30.5 e on WSE-2 (even e)
     none: 2 c(shl/shr) + 2 c(min) + 2 c(sub) + gauss_tail_cycles(times_b)
                                                                  = 47.5 e on WSE-2 (even e)
-(c(op) = ceil(e / w_op)).
+(c(op) = ceil(e / w_op); stalls: the element groups that wait under the bank read-pair
+rule, `fabric.banks.read_pair_stalls` of the code with the tile's bank-aware layout).
 
 Numerics (measured over dense sweeps, tests/kernels/test_activations.py):
 - tanh: within GELU_TANH_ULPS + GELU_Z_ULPS |z| (1 - sigmoid(z)) ulps of the float64 value

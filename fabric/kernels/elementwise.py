@@ -21,7 +21,11 @@ plus, with a multicast vector, its broadcast first (`Fragment.exit_times`):
     T = max over PEs [ (h + 1) H + len(v block) + ceil(L / w) ] + 5
 (h: the PE's hops from its source, H the hop latency; 5 = task start, branch, the
 consuming read, jump, end). A broadcast op's width is capped at the vector's row length
-(the block width nb: an element group never spans two rows). Results are bit-exact against
+(the block width nb: an element group never spans two rows). Ops reading two memory
+sources add, on each PE, the element groups that wait under the bank read-pair rule
+(`fabric.banks.read_pair_stalls`, from the tile's bank-aware layout: none for x + y of
+equal blocks; a broadcast vector meets x's bank pairs on some groups, as its rows restart).
+Results are bit-exact against
 numpy's float32 ops (one rounding per element, as numpy).
 
 16-bit storage (dtype "f16", "bf16" or "cb16"): x, y, z and a loaded vector v are 16-bit
@@ -57,6 +61,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from fabric import instructions as ins
+from fabric.banks import read_pair_stalls
 from fabric.config import FabricConfig
 from fabric.kernels import collectives as co
 from fabric.kernels.base import Blocks, Kernel, check_dtypes, pick_colors, simd_key
@@ -129,31 +134,25 @@ def build_elementwise(config: FabricConfig, rect: Rect, m: int, n: int, op: str 
     dtype: storage of x, y, z ("f32", "f16", "bf16", "cb16"); acc_dtype "f32" or dtype (the
     same numbers: one 16-bit builtin, see the module docstring).
     Model (exact): T = ceil(L_max / w_op) + 2, L_max the largest block's element count,
-    w_op the op's width in dtype; under the bank read-pair rule, the slowest block's op
-    (`_binary_cycles`).
+    w_op the op's width in dtype; plus, for the slowest block, the groups that wait under
+    the bank read-pair rule (`fabric.banks.read_pair_stalls`: none where the bank-aware
+    layout puts x and y in different bank pairs).
     """
     if op not in BINARY:
         raise ValueError(f"elementwise: op must be one of {sorted(BINARY)}, got {op!r}")
     blocks = _check(config, rect, m, n, dtype, acc_dtype, 3, "elementwise")
     prog = Program(config)
+    model = 0
     for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"{op}{i}")
         x, y, z = (tile.symbol(s, dtype, cls.size) for s in ("x", "y", "z"))
-        tile.local_task("main", [BINARY[op][0](z.dsd(), x.dsd(), y.dsd(), dtype=dtype)])
+        code = [BINARY[op][0](z.dsd(), x.dsd(), y.dsd(), dtype=dtype)]
+        tile.local_task("main", code)
         prog.place(tile, cls.rect)
-    model = max(_binary_cycles(config, op, cls.size, dtype) for cls in blocks.classes()) + 2
+        model = max(model, _op_cycles(config, op, cls.size, dtype) + 2
+                    + read_pair_stalls(config, tile, code))
     return _kernel("elementwise", config, blocks, prog, ("x", "y"), op, model, {}, dtype,
                    acc_dtype)
-
-
-def _binary_cycles(config, op, size, dtype) -> int:
-    """The op of a block of `size` elements: ceil(size / w), each group twice under the
-    bank read-pair rule when x (word 0) and y (the next symbol) start in bank pairs equal
-    mod 4 (`FabricConfig.bank_class`; both step alike, so every group does)."""
-    y_start = words_for(dtype, size)  # y's first word; x starts at word 0
-    conflict = (config.sram_banks and config.bank_conflicts
-                and config.bank_class(0) == config.bank_class(y_start))
-    return _op_cycles(config, op, size, dtype) * (2 if conflict else 1)
 
 
 def build_map(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "relu",
@@ -226,6 +225,7 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
         (color,) = pick_colors(config, 1, colors)
         frag = co.broadcast(prog, rect, "v", ("vn", vlen), color,
                             along="col" if vector == "row" else "row", src=0, name="vb")
+    stalls = np.zeros((rect.rows, rect.cols), np.int64)  # bank read-pair waits per PE
     for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"{op}{vector}{i}")
         x, z = tile.symbol("x", dtype, cls.size), tile.symbol("z", dtype, cls.size)
@@ -240,17 +240,19 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
         stride, row_stride = (1, 0) if vector == "row" else (0, 1)
         v = ins.Mem(vsym.name, 0, cls.size, stride=stride, row_length=cls.nb,
                     row_stride=row_stride)
-        code = [*code, BINARY[op][0](z.dsd(), x.dsd(), v, dtype=dtype)]
+        compute = BINARY[op][0](z.dsd(), x.dsd(), v, dtype=dtype)
+        code = [*code, compute]
         params = {}
         if frag is not None:
             code = [*frag.code_for(cls.rect), *code]
             params = {**frag.params_for(cls.rect), "vn": vlen[cls.pes]}
         tile.local_task("main", code)
         prog.place(tile, cls.rect, params=params)
+        stalls[cls.pes] = read_pair_stalls(config, tile, [compute])
 
     # the width is capped at v's row length nb (no element group spans two rows)
     width = np.minimum(config.simd_width(SIMD[op], simd_key(dtype)), nb)
-    op_cycles = -(-blocks.counts() // width)
+    op_cycles = -(-blocks.counts() // width) + stalls
     if cast:
         op_cycles += -(-vlen // config.simd_width("cvt", "f16"))
     start = np.ones((rect.rows, rect.cols), np.int64)

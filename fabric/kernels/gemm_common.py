@@ -263,7 +263,7 @@ def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int
     h = num.dtype
     if num.half and loop_color is None:
         raise ValueError(f"{name}: a 16-bit tile needs loop_color, the color of its B copy")
-    tile = Tile(name)
+    tile = Tile(name, bank_aware=False)  # the layout of `words`, pads included
     symbols = {name: tile.symbol(name, dtype, n) for name, dtype, n in words.layout()}
     c, sched = symbols["c"], symbols["sched"]
     acc = symbols["acc"] if num.wide_acc else c  # where the sums run

@@ -22,7 +22,11 @@ Cycle model (H = hop latency; cycles counted from the task's start), per PE (p, 
     local product   t_l = ceil(m_p / 2) + 2 + floor(n_q / 2) (max(m_p, 7) + m_p + 1)
                           + (m_p + 1 if n_q is odd else 1)
                     (zeroing y, then pairs of fmas of m_p cycles each; the 7 instructions
-                    that prepare a pair hide behind its async fma when m_p >= 7)
+                    that prepare a pair hide behind its async fma when m_p >= 7); each
+                    fma also waits for its element groups whose y and A[:, k] words meet
+                    the bank read-pair rule (A[:, k] at element k M: the columns alternate
+                    bank pairs when M is odd; `fabric.banks.op_read_pair_stalls`), and the
+                    root's + b for its own
     row reduction   from the per-PE start times t_x + t_l, by the collective's model
                     (chain: the root gets its last word (2H + 1) q + m_p - 1 cycles after
                     PE q starts sending, a few cycles of dispatch aside), then + b at the
@@ -65,8 +69,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from fabric import instructions as ins
+from fabric.banks import op_read_pair_stalls, read_pair_stalls
 from fabric.config import FabricConfig
-from fabric.isa import Port
+from fabric.isa import Op, Port
 from fabric.kernels import collectives as co
 from fabric.kernels.base import Blocks, Kernel, pick_colors, split
 from fabric.kernels.gemm_common import FP32, Numerics, check_numerics, copy_cycles
@@ -76,15 +81,17 @@ from fabric.program import Program, Rect, Tile
 LOOP_PREP = 7  # instructions from an async fma's issue to the sync fma's issue
 
 def local_product_cycles(m: int, nq: int, fma_width: int = 1, zero_width: int = 2,
-                         widen_width: int = 0) -> int:
+                         widen_width: int = 0, column_stalls: Sequence[int] = ()) -> int:
     """Cycles from the first instruction of the local product (zeroing y) to the first
-    instruction after it, for an m x nq block: fmas of ceil(m / fma_width) cycles, the
-    zeroing at zero_width, and (widen_width > 0) a final widening of m values."""
+    instruction after it, for an m x nq block: fmas of ceil(m / fma_width) cycles (plus
+    column k's element groups waiting on a bank pair, `column_stalls[k]`; none where not
+    given), the zeroing at zero_width, and (widen_width > 0) a final widening of m values."""
     pairs, odd = divmod(nq, 2)
-    f = -(-m // fma_width)
-    per_pair = max(f, LOOP_PREP) + f + 1
+    stalls = list(column_stalls) or [0] * nq
+    f = [-(-m // fma_width) + s for s in stalls]
+    cycles = sum(max(f[2 * i], LOOP_PREP) + f[2 * i + 1] + 1 for i in range(pairs))
     widen = -(-m // widen_width) if widen_width else 0
-    return -(-m // zero_width) + 2 + pairs * per_pair + (f + 1 if odd else 1) + widen
+    return -(-m // zero_width) + 2 + cycles + (f[-1] + 1 if odd else 1) + widen
 
 
 def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f32",
@@ -125,15 +132,8 @@ def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
     colors = pick_colors(config, 1 + co.line_colors(algo, Q) + int(num.half), colors)
     mp, nq = layout.sizes()  # every PE's block is mp x nq, (P, Q) each
 
-    prog, tile = Program(config), Tile("gemv")
-    tile.symbol("A", h, N * M)
-    tile.symbol("x", h, N + 1)  # one spare element: the loop loads x[k + 2] ahead
-    tile.symbol("y", h, M)
-    tile.symbol("b", h, M)
+    prog, tile = Program(config), _tile(h, N, M, num.half)
     xs, red_buf = ("xs", "acc") if num.half else ("x", "y")
-    if num.half:
-        tile.symbol("xs", "u32", N + 1)
-        tile.symbol("acc", "f32", M)
     y, b = ins.Mem("y", length_reg="m"), ins.Mem("b", length_reg="m")
     acc = ins.Mem(red_buf, length_reg="m")
     bc = co.broadcast(prog, rect, xs, ("nq", nq), colors[0], along="col", src=0, name="xb")
@@ -143,11 +143,18 @@ def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
     else:
         root = [ins.add(y, y, b)]
         root_widths = (config.simd_width("add", "f32"),)
+    # the root's ops read acc or y beside b: plus their groups that wait on a bank pair,
+    # per row's m_p. The layout's pairs are the ops with fixed offsets, the root's alone
+    # here, so a tile of the same symbols with the root's code has the tile's layout.
+    probe = _tile(h, N, M, num.half)
+    probe.local_task("main", root)
+    root_waits = np.vectorize(lambda e: read_pair_stalls(config, probe, root, e))(mp)
     red = co.reduce(prog, rect, red_buf, ("m", mp), colors[1:1 + co.line_colors(algo, Q)],
                     along="row", algo=algo, name="rd", then_root=root,
-                    then_root_cycles=sum(-(-mp // w) for w in root_widths))
+                    then_root_cycles=sum(-(-mp // w) for w in root_widths) + root_waits)
     copy = _copy_x(h, colors[-1]) if num.half else []
-    code = [*copy, *bc.code, *_local_product(M, num), *red.code]
+    product = _local_product(M, num)
+    code = [*copy, *bc.code, *product, *red.code]
     tile.local_task("main", code)
     params = {"m": mp, "nq": nq, "J": nq // 2, "odd": nq % 2, **bc.params, **red.params}
     top = np.zeros((P, Q), np.int64)
@@ -160,7 +167,14 @@ def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
     entry = np.ones((P, Q), np.int64)  # the task starts at cycle 0
     if num.half:  # the copy on the top row, its branch everywhere
         entry += copy_cycles(nq * top)
-    local = np.vectorize(local_product_cycles)(mp, nq, *_widths(config, num))
+    fma = next(op for op in product if isinstance(op, ins.Instr) and op.op == Op.FMA)
+
+    def local_cycles(e, cols):  # the fma of column k reads A from element k * M beside y
+        waits = [op_read_pair_stalls(config, tile, fma, e, registers={"oa": k * M})
+                 for k in range(cols)]
+        return local_product_cycles(e, cols, *_widths(config, num), column_stalls=waits)
+
+    local = np.vectorize(local_cycles)(mp, nq)
     done = red.exit_times(bc.exit_times(entry) + local)
     model = int(done.max()) + 1
 
@@ -193,6 +207,20 @@ def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
             "acc_dtype": num.acc_dtype, "bound_cycles": M * N // num.fma_width(config)}
     return Kernel("gemv", config, rect, prog, load, read,
                   lambda sim: sim.launch("main", rect), model, m * n, info)
+
+
+def _tile(h: str, N: int, M: int, half: bool) -> Tile:
+    """The tile's symbols for blocks of at most M x N: A (column pitch M), x, y, b in h;
+    16-bit: xs (u32) and the fp32 acc besides."""
+    tile = Tile("gemv")
+    tile.symbol("A", h, N * M)
+    tile.symbol("x", h, N + 1)  # one spare element: the loop loads x[k + 2] ahead
+    tile.symbol("y", h, M)
+    tile.symbol("b", h, M)
+    if half:
+        tile.symbol("xs", "u32", N + 1)
+        tile.symbol("acc", "f32", M)
+    return tile
 
 
 def _widths(config: FabricConfig, num: Numerics) -> tuple[int, int, int]:

@@ -25,10 +25,11 @@ chain, ceil(log2 L) for a tree), so |result - S| <= ((d + 1) u / (1 - (d + 1) u)
 u = 2^-24 (`sumsq_bound`).
 
 Cycle model (exact): every PE enters the reduction at
-    E = 1 + c_mul(L) + c_mov(1) + (L - 1)        (task start, square, first term, the rest)
-(L = 1: no accumulate op), and T = max over PEs of the reduction's exit time
-(`Fragment.exit_times(E)`) + 1 (the implicit ret); the chain and tree formulas are in
-`fabric.kernels.collectives`.
+    E = 1 + c_mul(L) + c_mov(1) + (L - 1) + W    (task start, square, first term, the rest)
+(L = 1: no accumulate op; W: the element groups that wait under the bank read-pair rule,
+`fabric.banks.read_pair_stalls`: x * x reads one word twice, every group), and T = max
+over PEs of the reduction's exit time (`Fragment.exit_times(E)`) + 1 (the implicit ret);
+the chain and tree formulas are in `fabric.kernels.collectives`.
 
 Example:
     >>> k = build_sumsq(FabricConfig.small(4, 4), Rect(0, 0, 4, 4), 30, 20)  # doctest: +SKIP
@@ -43,6 +44,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from fabric import instructions as ins
+from fabric.banks import read_pair_stalls
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
 from fabric.isa import SIMD_NAME, Op
@@ -101,14 +103,16 @@ def build_sumsq(config: FabricConfig, rect: Rect, m: int, n: int, algo: str = "t
         tile.symbol("x", "f32", L)
         tile.symbol("sq", "f32", L)
         tile.symbol("acc", "f32", 1)
-        code = _local_code(L)
+        local = _local_code(L)
+        code = list(local)
         params = {}
         if frag is not None:
             code += list(frag.code_for(cls.rect))
             params = frag.params_for(cls.rect)
         tile.local_task("main", code)
         prog.place(tile, cls.rect, params=params)
-        entry[cls.pes] = 1 + _local_cycles(config, L)
+        # x * x reads one word twice, and acc beside sq: groups waiting on a bank pair
+        entry[cls.pes] = 1 + _local_cycles(config, L) + read_pair_stalls(config, tile, local)
     done = entry if frag is None else frag.exit_times(entry)
     model = int(done.max()) + 1
 

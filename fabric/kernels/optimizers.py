@@ -42,9 +42,10 @@ place of torch's division by it, and the roundings of both sides (about 17 u, u 
 within ADAMW_UPDATE_RTOL = 24 u of torch's (measured: 5 u; the weights after three steps
 within 2 ulps of torch's).
 
-Cycle models (exact; c(op) = ceil(L_max / w_op) at the op's fp32 SIMD width, one cycle to
+Cycle models (exact; c(op) = ceil(L / w_op) at the op's fp32 SIMD width, one cycle to
 start the task, one per scalar instruction (register load, branch, jump) and one for the
-implicit ret):
+implicit ret; plus the element groups that wait under the bank read-pair rule,
+`fabric.banks.read_pair_stalls`; T is the slowest block's):
     SGD:   T = 2 + loads + c(iadd)[maximize] + c(fma)[wd] + c(fma)
                + momentum: 1 (branch) + first step: c(mov); later: c(mul) + c(add or fma) + 1
                + c(fma)[nesterov]
@@ -73,6 +74,7 @@ import math
 import numpy as np
 
 from fabric import instructions as ins
+from fabric.banks import op_read_pair_stalls, read_pair_stalls
 from fabric.config import FabricConfig
 from fabric.host import Simulator
 from fabric.instructions import Mem
@@ -162,6 +164,7 @@ def build_sgd(config: FabricConfig, rect: Rect, m: int, n: int, momentum: float 
                f"{arrays} blocks of {blocks.mb} x {blocks.nb} ({m} x {n} on "
                f"{rect.rows} x {rect.cols} PEs)")
     prog = Program(config)
+    first = later = 0  # the slowest block's cycles, the first step and the later ones
     for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"sgd{i}")
         L = cls.size
@@ -173,15 +176,17 @@ def build_sgd(config: FabricConfig, rect: Rect, m: int, n: int, momentum: float 
         if weight_decay:
             code.append(ins.fma(g, g, w, _f32(weight_decay)))  # grad.add(w, alpha=wd)
         update = g
+        later_only = []  # ops of the later steps alone (the first step copies g into b)
         if momentum:
             b = tile.symbol("b", "f32", L).dsd()
             keep = _f32(1.0 - dampening)
+            # add_(g, alpha=1 - dampening); alpha 1 makes the fma a plain (faster) add
+            later_only = [ins.add(b, b, g) if keep == 1.0 else ins.fma(b, b, g, keep)]
             code += [
                 ins.load("first", Mem("scalars", 1)),
                 ins.branch_if_nonzero("first", "init"),
                 ins.mul(b, b, _f32(momentum)),
-                # add_(g, alpha=1 - dampening); alpha 1 makes the fma a plain (faster) add
-                ins.add(b, b, g) if keep == 1.0 else ins.fma(b, b, g, keep),
+                *later_only,
                 ins.jump("update"),
                 ins.label("init"),
                 ins.mov(b, g),  # torch: buf = grad.clone() on the first step
@@ -194,7 +199,21 @@ def build_sgd(config: FabricConfig, rect: Rect, m: int, n: int, momentum: float 
         code.append(ins.fma(w, w, update, "nlr"))  # w.add_(u, alpha=-lr)
         tile.local_task("main", code)
         prog.place(tile, cls.rect)
+        # the groups that wait on a bank pair: every op runs once a step but the later
+        # steps' momentum update (the first step's mov has one source)
+        waits = read_pair_stalls(config, tile, code)
+        first_waits = waits - read_pair_stalls(config, tile, later_only)
+        cycles = _sgd_cycles(config, L, momentum, dampening, weight_decay, nesterov, maximize)
+        later = max(later, cycles[1] + waits)
+        first = max(first, cycles[0] + first_waits)
+    tensors = {"w": "w", "g": "g", **({"momentum_buffer": "b"} if momentum else {})}
+    return _kernel("sgd", config, blocks, prog, tensors, later,
+                   {"model_cycles_first": first, "momentum": momentum, "dampening": dampening,
+                    "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize})
 
+
+def _sgd_cycles(config, size, momentum, dampening, weight_decay, nesterov, maximize):
+    """(first step, later steps) of a block of `size` elements, bank waits apart."""
     c = lambda op: _c(config, op, size)  # noqa: E731
     base = (2 + 1 + int(bool(momentum)) + (c(Op.IADDV) if maximize else 0)
             + (c(Op.FMA) if weight_decay else 0) + c(Op.FMA))
@@ -205,10 +224,7 @@ def build_sgd(config: FabricConfig, rect: Rect, m: int, n: int, momentum: float 
         if nesterov:
             later += c(Op.FMA)
             first += c(Op.FMA)
-    tensors = {"w": "w", "g": "g", **({"momentum_buffer": "b"} if momentum else {})}
-    return _kernel("sgd", config, blocks, prog, tensors, later,
-                   {"model_cycles_first": first, "momentum": momentum, "dampening": dampening,
-                    "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize})
+    return first, later
 
 
 def build_adamw(config: FabricConfig, rect: Rect, m: int, n: int,
@@ -236,6 +252,7 @@ def build_adamw(config: FabricConfig, rect: Rect, m: int, n: int,
                f"and two scratch; {m} x {n} on {rect.rows} x {rect.cols} PEs)")
     lerp_w = np.float32(1.0 - beta1)  # torch's lerp weight, in fp32
     prog = Program(config)
+    model = 0  # the slowest block's cycles
     for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"adamw{i}")
         L = cls.size
@@ -255,6 +272,9 @@ def build_adamw(config: FabricConfig, rect: Rect, m: int, n: int,
         code += [
             ins.mul(v, v, _f32(beta2)),
             ins.mul(t, g, _f32(1.0 - beta2)),
+        ]
+        before = len(code)
+        code += [
             *_addcmul_loop(L),  # v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
             *ml.rsqrt(r, v, (t,)),  # v = 0 gives a finite 4.5e19, so v r = 0 below
             ins.mul(r, v, r),  # sqrt(v)
@@ -266,17 +286,28 @@ def build_adamw(config: FabricConfig, rect: Rect, m: int, n: int,
         ]
         tile.local_task("main", code)
         prog.place(tile, cls.rect)
-
-    c = lambda op: _c(config, op, size)  # noqa: E731
-    model = (2 + 2 + (c(Op.IADDV) if maximize else 0) + (1 + c(Op.MUL) if weight_decay else 0)
-             + c(Op.SUB) + c(Op.FMA) + 2 * c(Op.MUL) + 1 + 4 * size
-             + ml.rsqrt_cycles(config, size)
-             + c(Op.MUL) + c(Op.FMA) + ml.reciprocal_cycles(config, size, refined=True)
-             + 2 * c(Op.MUL) + c(Op.ADD))
+        # the groups that wait on a bank pair: the straight ops once, the loop's fma of
+        # one element once per element (its words at offset i)
+        loop = code[before:before + len(_addcmul_loop(L))]
+        fma = next(op for op in loop if isinstance(op, ins.Instr) and op.op == Op.FMA)
+        waits = (read_pair_stalls(config, tile, code[:before] + code[before + len(loop):])
+                 + sum(op_read_pair_stalls(config, tile, fma, registers={"i": i})
+                       for i in range(L)))
+        model = max(model, _adamw_cycles(config, L, weight_decay, maximize) + waits)
     tensors = {"w": "w", "g": "g", "exp_avg": "m", "exp_avg_sq": "v"}
     return _kernel("adamw", config, blocks, prog, tensors, model,
                    {"betas": (beta1, beta2), "eps": eps, "weight_decay": weight_decay,
                     "maximize": maximize})
+
+
+def _adamw_cycles(config, size, weight_decay, maximize):
+    """A block of `size` elements' step, bank waits apart (module docstring)."""
+    c = lambda op: _c(config, op, size)  # noqa: E731
+    return (2 + 2 + (c(Op.IADDV) if maximize else 0) + (1 + c(Op.MUL) if weight_decay else 0)
+            + c(Op.SUB) + c(Op.FMA) + 2 * c(Op.MUL) + 1 + 4 * size
+            + ml.rsqrt_cycles(config, size)
+            + c(Op.MUL) + c(Op.FMA) + ml.reciprocal_cycles(config, size, refined=True)
+            + 2 * c(Op.MUL) + c(Op.ADD))
 
 
 def _addcmul_loop(L: int) -> list:

@@ -18,13 +18,15 @@ Per PE (2D DSDs as in `rowreduce`; `col(p, j)` is column j of the mb x r block, 
                                               (a group may span one row end: its elements
                                               are still distinct sums)
 
-Cycle model (exact): T = 1 + c_mul(mb r) + c_first(mb) + c_chain + 1, c_op(e) =
+Cycle model (exact): T = 1 + c_mul(mb r) + c_first(mb) + c_chain + 1 + W, c_op(e) =
 ceil(e / w_op) (w the op's SIMD width), c_chain = ceil(mb (r - 1) / min(w_add, mb)), task
-start and end one cycle each. The chain is what `rowreduce` runs one element per cycle
-(there a row's sum is one word that every element reads): here it is mb independent sums,
-so it takes the SIMD width; a PE of a P x Q rectangle instead of a column. Every
-row is summed left to right in fp32 (b first, then the products in order j = 0 .. r - 1),
-each product rounded once to fp32, as `rowdot_reference` computes.
+start and end one cycle each, W the element groups that wait under the bank read-pair rule
+(`fabric.banks.read_pair_stalls` of the tile's code with its bank-aware layout). The
+chain is what `rowreduce` runs one element per cycle (there a row's sum is one word that
+every element reads): here it is mb independent sums, so it takes the SIMD width; a PE of
+a P x Q rectangle instead of a column. Every row is summed left to right in fp32 (b first,
+then the products in order j = 0 .. r - 1), each product rounded once to fp32, as
+`rowdot_reference` computes.
 
 16-bit storage (dtype h = "f16", "bf16" or "cb16"): x, w, b and z are h symbols. Per
 acc_dtype:
@@ -48,6 +50,7 @@ import math
 import numpy as np
 
 from fabric import instructions as ins
+from fabric.banks import read_pair_stalls
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
 from fabric.kernels.base import Kernel, check_dtypes, check_sram, simd_key, split
@@ -72,35 +75,15 @@ def rowdot_cycles(config: FabricConfig, mb: int, r: int, bias: bool = False,
     if r > 1:  # groups of up to min(width, mb) elements, across row ends; p at stride r
         width = min(config.simd_width("add", simd_key(ops), strides=(r,)), mb)
         c += math.ceil(mb * (r - 1) / width)
-    return c + 1
+    tile = rowdot_tile(mb, r, bias, dtype, acc_dtype)
+    return c + 1 + read_pair_stalls(config, tile, tile.tasks["main"].code)
 
 
-def build_rowdot(config: FabricConfig, rect: Rect, m: int, r: int, bias: bool = False,
-                 dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
-    """z[i] = (b[i] +) sum_j x[i, j] * w[i, j] for x, w of shape (m, r) and, with `bias`,
-    b of shape (m,); the rows split over every PE of `rect`.
-
-    Args:
-        dtype: storage format of x, w, b and z: "f32", "f16", "bf16" or "cb16".
-        acc_dtype: "f32" (widen, multiply and sum in fp32, round once) or dtype (every op
-            rounds to dtype).
-
-    Returns:
-        a Kernel: inputs {"x": (m, r), "w": (m, r)} (and "b": (m,) with `bias`); output (m,)
-        float32; model `rowdot_cycles`; fmas m r.
-    """
-    check_dtypes("rowdot", dtype, acc_dtype)
-    pes = rect.rows * rect.cols
-    if m < pes or r < 1:
-        raise ValueError(f"rowdot: {m} rows of {r} on {pes} PEs leaves PEs idle or rows empty")
-    blocks = split(m, pes)
-    mb = blocks[0][1]
+def rowdot_tile(mb: int, r: int, bias: bool = False, dtype: str = "f32",
+                acc_dtype: str = "f32") -> Tile:
+    """The tile of every PE: mb rows of r in x and w, the sums in z (module docstring)."""
     widen = dtype != "f32" and acc_dtype == "f32"
     ops = "f32" if widen else dtype
-    check_sram(config, "rowdot",
-               2 * words_for(dtype, mb * r) + (1 + bias) * words_for(dtype, mb)
-               + words_for(ops, mb * r) * (2 if widen else 1) + (mb if widen else 0),
-               f"{mb} rows of {r} ({m} x {r} on {pes} PEs, {dtype})")
     tile = Tile("rowdot")
     tile.symbol("x", dtype, mb * r)
     tile.symbol("w", dtype, mb * r)
@@ -135,6 +118,36 @@ def build_rowdot(config: FabricConfig, rect: Rect, m: int, r: int, bias: bool = 
     if widen:
         code.append(ins.to_half(Mem("z", 0, mb), Mem("zf", 0, mb), dtype))
     tile.local_task("main", code)
+    return tile
+
+
+def build_rowdot(config: FabricConfig, rect: Rect, m: int, r: int, bias: bool = False,
+                 dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
+    """z[i] = (b[i] +) sum_j x[i, j] * w[i, j] for x, w of shape (m, r) and, with `bias`,
+    b of shape (m,); the rows split over every PE of `rect`.
+
+    Args:
+        dtype: storage format of x, w, b and z: "f32", "f16", "bf16" or "cb16".
+        acc_dtype: "f32" (widen, multiply and sum in fp32, round once) or dtype (every op
+            rounds to dtype).
+
+    Returns:
+        a Kernel: inputs {"x": (m, r), "w": (m, r)} (and "b": (m,) with `bias`); output (m,)
+        float32; model `rowdot_cycles`; fmas m r.
+    """
+    check_dtypes("rowdot", dtype, acc_dtype)
+    pes = rect.rows * rect.cols
+    if m < pes or r < 1:
+        raise ValueError(f"rowdot: {m} rows of {r} on {pes} PEs leaves PEs idle or rows empty")
+    blocks = split(m, pes)
+    mb = blocks[0][1]
+    widen = dtype != "f32" and acc_dtype == "f32"
+    ops = "f32" if widen else dtype
+    check_sram(config, "rowdot",
+               2 * words_for(dtype, mb * r) + (1 + bias) * words_for(dtype, mb)
+               + words_for(ops, mb * r) * (2 if widen else 1) + (mb if widen else 0),
+               f"{mb} rows of {r} ({m} x {r} on {pes} PEs, {dtype})")
+    tile = rowdot_tile(mb, r, bias, dtype, acc_dtype)
     prog = Program(config)
     prog.place(tile, rect)
 

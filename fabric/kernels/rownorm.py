@@ -40,6 +40,9 @@ elements and c_m(op) over mb, the local phases cost
 at the width that stride allows: `FabricConfig.stride_width`)
 
 and every PE's timeline is task start (1) + A + allreduce + B + allreduce + C + ret (1),
+each phase plus its element groups that wait under the bank read-pair rule
+(`fabric.banks.read_pair_stalls` with the tile's bank-aware layout; layernorm's x * x reads
+one word twice and waits on every group),
 the allreduces' entry-to-exit times given per PE by `Fragment.exit_times` (collectives:
 chain reduce d + (2H + 1)(L - 1) + mb + 2, then the multicast hops H + H + 1 + mb).
 
@@ -76,6 +79,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from fabric import instructions as ins
+from fabric.banks import read_pair_stalls
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
 from fabric.isa import SIMD_CONVERT, SIMD_NAME, Op
@@ -137,9 +141,16 @@ class _Plan:
         return coll.allreduce(self.prog, self.rect, buf, self.mb, self.colors, along="row",
                               algo=self.algo, op=op, name=name)
 
-    def finish(self, code, fragments, phases, params, load, read) -> Kernel:
-        """Place the tile; model: start, phases[0], fragments[0], phases[1], ..., ret."""
+    def finish(self, phase_code, fragments, phases, params, load, read) -> Kernel:
+        """Place the tile (phase_code[0], fragments[0], phase_code[1], ...); model: start,
+        phases[0], fragments[0], phases[1], ..., ret, each phase plus its element groups
+        that wait on a bank pair (`fabric.banks.read_pair_stalls`)."""
+        code = [*phase_code[0]]
+        for frag, local in zip(fragments, phase_code[1:]):
+            code += [*frag.code, *local]
         self.tile.local_task("main", code)
+        phases = [cost + read_pair_stalls(self.config, self.tile, local)
+                  for cost, local in zip(phases, phase_code)]
         frag_params = {}
         for f in fragments:
             frag_params.update(f.params_for(self.rect))
@@ -217,7 +228,6 @@ def build_softmax(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str =
                               refined=True),
                ins.mul(x, x, _row("r", mb, nb)),
                *p.narrow()]
-    code = [*phase_a, *fmax.code, *phase_b, *fsum.code, *phase_c]
 
     def c(op, k=e):
         return _c(config, op, k)
@@ -234,7 +244,7 @@ def build_softmax(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str =
     def load(sim, inputs):
         sim.memcpy_h2d("x", blocks.scatter(inputs["x"], fill, packed=False), rect)
 
-    return p.finish(code, [fmax, fsum], costs, {}, load, p.read)
+    return p.finish([phase_a, phase_b, phase_c], [fmax, fsum], costs, {}, load, p.read)
 
 
 def softmax_reference(x: np.ndarray) -> np.ndarray:
@@ -323,7 +333,6 @@ def build_layernorm(config: FabricConfig, rect: Rect, m: int, n: int, eps: float
                ins.mul(x, x, _col(g, mb, nb)),
                ins.add(x, x, _col(bt, mb, nb)),
                *p.narrow()]
-    code = [*phase_a, *fmean.code, *phase_b, *fvar.code, *phase_c]
 
     def c(op, k=e):
         return _c(config, op, k)
@@ -346,7 +355,8 @@ def build_layernorm(config: FabricConfig, rect: Rect, m: int, n: int, eps: float
                 per_pe[:, j, :cs] = v[c0:c0 + cs]
             sim.memcpy_h2d(name, per_pe, rect)
 
-    return p.finish(code, [fmean, fvar], costs, {"padrows": pad_rows}, load, p.read)
+    return p.finish([phase_a, phase_b, phase_c], [fmean, fvar], costs, {"padrows": pad_rows},
+                    load, p.read)
 
 
 def layernorm_reference(x, gamma, beta, eps: float = 1e-5) -> np.ndarray:

@@ -15,8 +15,10 @@ Per PE (2D DSDs as in `rownorm`: `row(z)` repeats the mb-word z across each row 
 
 Cycle model (exact): T = 1 + c_mov(mb) + mb (r - 1) + [c_mul(mb)] + 1, c_op(e) = ceil(e / w_op)
 (w the op's SIMD width; the strided mov at its width for stride r), task start and end one
-cycle each; r = 1: no reduce op. Sums add the r terms of a row left to right in fp32 (as numpy's
-`np.add.reduce` does for short rows, checked against a sequential reference).
+cycle each, plus the element groups that wait under the bank read-pair rule (the fold
+reads z[i] beside x[i, j]: `fabric.banks.read_pair_stalls` of the tile's bank-aware
+layout); r = 1: no reduce op. Sums add the r terms of a row left to right in fp32 (as
+numpy's `np.add.reduce` does for short rows, checked against a sequential reference).
 
 16-bit storage (dtype h = "f16", "bf16" or "cb16"): x and z are h symbols, holding in
 half-word slot i what the fp32 symbols hold in word i. Per acc_dtype:
@@ -42,6 +44,7 @@ import math
 import numpy as np
 
 from fabric import instructions as ins
+from fabric.banks import read_pair_stalls
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
 from fabric.kernels.base import Kernel, check_dtypes, check_sram, simd_key, split
@@ -97,7 +100,35 @@ def rowreduce_cycles(config: FabricConfig, mb: int, r: int, op: str, dtype: str 
         c += op_cycles(config, "mul", ops_dtype, mb)
     if convert:
         c += op_cycles(config, "cvt", dtype, mb)
-    return c
+    tile = rowreduce_tile(mb, r, op, 1.0, dtype, acc_dtype)
+    return c + read_pair_stalls(config, tile, tile.tasks["main"].code)
+
+
+def rowreduce_tile(mb: int, r: int, op: str, scale: float = 1.0, dtype: str = "f32",
+                   acc_dtype: str = "f32") -> Tile:
+    """The tile of every PE: mb rows of r in symbol x, the results in z (module docstring)."""
+    widen = dtype != "f32" and acc_dtype == "f32" and op != "max"
+    tile = Tile(f"row{op}")
+    tile.symbol("x", dtype, mb * r)
+    tile.symbol("z", dtype, mb)
+    acc_sym, ops_dtype = ("zf", "f32") if widen else ("z", dtype)
+    if widen:
+        tile.symbol("zf", "f32", mb)
+        code = [ins.to_f32(Mem("zf", 0, mb), Mem("x", 0, mb, stride=r), dtype)]
+    else:
+        code = [ins.mov(Mem("z", 0, mb), Mem("x", 0, mb, stride=r), dtype=dtype)]
+    if r > 1:
+        acc = Mem(acc_sym, 0, mb * (r - 1), stride=0, row_length=r - 1, row_stride=1)
+        rest = Mem("x", 1, mb * (r - 1), stride=1, row_length=r - 1, row_stride=r)
+        code.append(ins.fmachs(acc, acc, rest, 1.0, dtype=dtype) if widen  # exact x * 1
+                    else OPS[op](acc, acc, rest, dtype=dtype))
+    if op == "mean":
+        code.append(ins.mul(Mem(acc_sym, 0, mb), Mem(acc_sym, 0, mb), float(np.float32(scale)),
+                            dtype=ops_dtype))
+    if widen:
+        code.append(ins.to_half(Mem("z", 0, mb), Mem("zf", 0, mb), dtype))
+    tile.local_task("main", code)
+    return tile
 
 
 def build_rowreduce(config: FabricConfig, rect: Rect, m: int, r: int, op: str = "sum",
@@ -122,26 +153,7 @@ def build_rowreduce(config: FabricConfig, rect: Rect, m: int, r: int, op: str = 
     check_sram(config, "rowreduce", words_for(dtype, mb * r) + words_for(dtype, mb)
                + (mb if widen else 0), f"{mb} rows of {r} ({m} x {r} on {rect.rows} PEs, "
                f"{dtype})")
-    tile = Tile(f"row{op}")
-    tile.symbol("x", dtype, mb * r)
-    tile.symbol("z", dtype, mb)
-    acc_sym, ops_dtype = ("zf", "f32") if widen else ("z", dtype)
-    if widen:
-        tile.symbol("zf", "f32", mb)
-        code = [ins.to_f32(Mem("zf", 0, mb), Mem("x", 0, mb, stride=r), dtype)]
-    else:
-        code = [ins.mov(Mem("z", 0, mb), Mem("x", 0, mb, stride=r), dtype=dtype)]
-    if r > 1:
-        acc = Mem(acc_sym, 0, mb * (r - 1), stride=0, row_length=r - 1, row_stride=1)
-        rest = Mem("x", 1, mb * (r - 1), stride=1, row_length=r - 1, row_stride=r)
-        code.append(ins.fmachs(acc, acc, rest, 1.0, dtype=dtype) if widen  # exact x * 1
-                    else OPS[op](acc, acc, rest, dtype=dtype))
-    if op == "mean":
-        code.append(ins.mul(Mem(acc_sym, 0, mb), Mem(acc_sym, 0, mb), float(np.float32(scale)),
-                            dtype=ops_dtype))
-    if widen:
-        code.append(ins.to_half(Mem("z", 0, mb), Mem("zf", 0, mb), dtype))
-    tile.local_task("main", code)
+    tile = rowreduce_tile(mb, r, op, scale, dtype, acc_dtype)
     prog = Program(config)
     prog.place(tile, rect)
 

@@ -3,8 +3,10 @@ log1p, reciprocal, sigmoid, rsqrt, sqrt, abs, trunc or floor, built from `mathli
 builtins (no communication). Layout as `base.Blocks` (each PE's block row major, packed; a
 register holds each PE's element count).
 
-Cycle model (exact): T = 2 + fn_cycles(e_max) (task start and end, one straight list of
-synchronous ops over the PE's e elements; `mathlib` gives the formulas):
+Cycle model (exact): T = 2 + fn_cycles(e_max) + stalls(e_max) (task start and end, one
+straight list of synchronous ops over the PE's e elements; `mathlib` gives the formulas;
+stalls: the element groups of its ops that wait under the bank read-pair rule with the
+tile's bank-aware layout, `fabric.banks.read_pair_stalls`):
 
 | fn | fn_cycles | WSE-2, even e | fp32 error | special values |
 |---|---|---|---|---|
@@ -61,6 +63,7 @@ import math
 import numpy as np
 
 from fabric import instructions as ins
+from fabric.banks import read_pair_stalls
 from fabric.config import FabricConfig
 from fabric.instructions import Mem
 from fabric.isa import SIMD_NAME, Op
@@ -198,7 +201,8 @@ def build_blockwise(config: FabricConfig, rect: Rect, m: int, n: int, fn: str, c
 
     e = int(counts.max())
     convert = (len(inputs) + 1) * math.ceil(e / config.simd_width("cvt", "f16")) if half else 0
-    model = 2 + convert + cycles_of(config, e)
+    # plus the element groups that wait under the bank read-pair rule (the layout's pairs)
+    model = 2 + convert + cycles_of(config, e) + read_pair_stalls(config, tile, code, e)
     return Kernel(fn, config, rect, prog, load, read, lambda sim: sim.launch("main", rect),
                   model, 0, {"m": m, "n": n, "block": (blocks.mb, blocks.nb), "dtype": dtype,
                              "acc_dtype": "f32"})

@@ -125,11 +125,12 @@ def slow_receiver_tile(color: int, n: int, name: str = "slow", work: int = SLOW_
     t = Tile(name)
     y = t.symbol("y", "f32", n)
     z = t.symbol("z", "f32", work)
+    w = t.symbol("w", "f32", work)  # z's partner: the layout puts them in other bank pairs
     t.local_task("main", [
         ins.set_reg("i", 0),
         ins.label("loop"),
         ins.mov(y.dsd(length=1, offset_reg="i"), ins.FabIn(color, 1)),
-        ins.fma(z.dsd(), z.dsd(), z.dsd(), 1.0),
+        ins.fma(z.dsd(), z.dsd(), w.dsd(), 1.0),
         ins.iadd("i", "i", 1),
         ins.branch_if_less("i", n, "loop"),
     ])

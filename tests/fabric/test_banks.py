@@ -11,6 +11,7 @@ import pytest
 
 from fabric import FabricConfig, Tile
 from fabric import instructions as ins
+from fabric.banks import read_pair_stalls
 from tests.fabric.programs import ROW, run_tile
 
 N = 48  # symbol length (elements)
@@ -55,7 +56,8 @@ def test_strided_destination_caps_the_width_too():
     assert stats.cycles == 6 + 2  # fmovs 2 wide, stride 8: one per cycle
 
 
-CONFLICTS = ROW.replace(bank_conflicts=True)
+CONFLICTS = ROW  # the presets apply the read-pair rule
+PLAIN = ROW.replace(bank_conflicts=False)
 
 
 @pytest.mark.parametrize("offset_b, conflict", [(0, True), (1, False), (2, True), (3, False)])
@@ -64,7 +66,7 @@ def test_same_bank_read_pair_stalls_the_group(offset_b, conflict):
     reads of a group conflict when both start at words of equal parity (half-words 2w,
     banks equal mod 4)."""
     n = 20
-    t = Tile("t")
+    t = Tile("t", bank_aware=False)  # the declared layout: b right after a
     a, b, d = (t.symbol(s, "f32", N) for s in "abd")
     t.local_task("main", [ins.add(d.dsd(length=n), a.dsd(length=n),
                                   b.dsd(offset=offset_b, length=n))])
@@ -78,7 +80,7 @@ def test_same_bank_read_pair_stalls_the_group(offset_b, conflict):
     # the stalls are the conflicts' first reads, but for the first group's, in the cycle the
     # task issues the op (busy)
     np.testing.assert_array_equal(stats.stall, groups - 1 if conflict else 0)
-    _, plain = run_tile(t, {"a": A, "b": B})  # the presets leave the rule off
+    _, plain = run_tile(t, {"a": A, "b": B}, config=PLAIN)
     assert plain.cycles == 2 + groups and plain.bank_stall.sum() == 0
 
 
@@ -88,7 +90,7 @@ def test_half_words_conflict_by_their_own_bank():
     n = 16
     h = [rng.standard_normal((1, 8, N)).astype(np.float16) for _ in range(2)]
     for offset, conflict in ((0, True), (1, False), (2, False), (4, True)):
-        t = Tile("t")
+        t = Tile("t", bank_aware=False)
         x, y, z = (t.symbol(s, "f16", N) for s in "xyz")
         t.local_task("main", [ins.add(z.dsd(length=n), x.dsd(length=n),
                                       y.dsd(offset=offset, length=n), dtype="f16")])
@@ -117,3 +119,94 @@ def test_one_memory_source_never_conflicts():
 def test_sram_banks_must_be_the_sdk_layout_or_none():
     with pytest.raises(ValueError, match="sram_banks must be 8"):
         FabricConfig.small(2, 2, sram_banks=4)
+
+
+# ---- the bank-aware layout and the count without a run -------------------------------------
+def _ops(t, x, y, z, acc, h, g):
+    """Ops with two memory sources of every kind the counts must follow: fp32 and 16-bit,
+    offsets, strides, 2D DSDs, an accumulating (stride-0) destination, a broadcast source,
+    one symbol read twice, fmachs' fp32 and 16-bit sources, a 16-bit widening."""
+    n = 12
+    return [
+        ins.add(z.dsd(length=n), x.dsd(length=n), y.dsd(length=n)),
+        ins.add(z.dsd(length=n), x.dsd(offset=1, length=n), y.dsd(offset=2, length=n)),
+        ins.mul(z.dsd(length=n), x.dsd(length=n, stride=3), y.dsd(length=n, stride=2)),
+        ins.add(z.dsd(length=n), x.dsd(length=n, row_length=5, row_stride=7),
+                y.dsd(length=n, stride=0, row_length=5, row_stride=1)),
+        ins.add(acc.dsd(length=n, stride=0, row_length=4, row_stride=1),
+                acc.dsd(length=n, stride=0, row_length=4, row_stride=1),
+                x.dsd(length=n)),
+        ins.mul(z.dsd(length=n), x.dsd(length=n), x.dsd(offset=2, length=n)),
+        ins.add(h.dsd(length=n), h.dsd(length=n), g.dsd(offset=1, length=n), dtype="f16"),
+        ins.fmachs(z.dsd(length=n), z.dsd(length=n), h.dsd(length=n), 1.0, dtype="f16"),
+        ins.to_f32(z.dsd(length=n), h.dsd(length=n), "f16"),
+    ]
+
+
+def _symbols(t):
+    x, y, z, acc = (t.symbol(s, "f32", N) for s in ("x", "y", "z", "acc"))
+    h, g = t.symbol("h", "f16", N), t.symbol("g", "f16", N)
+    return x, y, z, acc, h, g
+
+
+@pytest.mark.parametrize("bank_aware", [False, True])
+@pytest.mark.parametrize("index", range(9))
+def test_read_pair_stalls_count_what_the_engine_waits(index, bank_aware):
+    """`banks.read_pair_stalls` of one op (no run) equals the engine's `bank_stall`, with
+    the declared layout (odd symbol sizes put the symbols at every start parity) and with
+    the bank-aware one; the cycles are the rule-free run's plus those stalls."""
+    t = Tile("t", bank_aware=bank_aware)
+    t.symbol("odd", "f32", 3)  # the others start at odd words in the declared layout
+    ops = _ops(t, *_symbols(t))
+    t.local_task("main", [ops[index]])
+    data = {"x": A, "y": B, "h": A.astype(np.float16), "g": B.astype(np.float16)}
+    _, stats = run_tile(t, data, config=CONFLICTS)
+    counted = read_pair_stalls(CONFLICTS, t, [ops[index]])
+    np.testing.assert_array_equal(stats.bank_stall, counted)
+    _, plain = run_tile(t, data, config=PLAIN)
+    assert stats.cycles == plain.cycles + counted
+
+
+def test_bank_aware_layout_moves_a_symbol_read_beside_another():
+    """x and y of 48 words each are read together: declared, both start at even words and
+    every group waits; the bank-aware layout starts y at word 49 and none does. Same sums."""
+    def tile(bank_aware):
+        t = Tile("t", bank_aware=bank_aware)
+        x, y, z = (t.symbol(s, "f32", N) for s in "xyz")
+        t.local_task("main", [ins.add(z.dsd(), x.dsd(), y.dsd())])
+        return t
+
+    declared, aware = tile(False), tile(True)
+    assert declared.addresses() == {"x": 0, "y": N, "z": 2 * N}
+    assert aware.addresses() == {"x": 0, "y": N + 1, "z": 2 * N + 1}
+    runs = [run_tile(t, {"x": A, "y": B}, config=CONFLICTS) for t in (declared, aware)]
+    for sim, _ in runs:
+        np.testing.assert_array_equal(sim.memcpy_d2h("z"), A + B)
+    groups = N // 2
+    assert runs[0][1].bank_stall.max() == groups and runs[1][1].bank_stall.sum() == 0
+    assert runs[0][1].cycles == runs[1][1].cycles + groups
+
+
+def test_bank_aware_layout_takes_the_least_waiting_parities():
+    """Three symbols read pairwise (x, y), (y, z), (x, z) cannot all differ with two
+    parities: the layout leaves the shortest pair's op waiting (z's 4 elements against x),
+    never a longer one; a read of one symbol at two offsets is left as it is."""
+    t = Tile("t")
+    x, y, z, w = (t.symbol(s, "f32", N) for s in "xyzw")
+    code = [ins.add(w.dsd(), x.dsd(), y.dsd()),
+            ins.add(w.dsd(length=8), y.dsd(length=8), z.dsd(length=8)),
+            ins.add(w.dsd(length=4), x.dsd(length=4), z.dsd(length=4))]
+    t.local_task("main", code)
+    at = t.addresses()
+    parity = {s: at[s] % 2 for s in "xyz"}
+    assert parity["x"] != parity["y"] and parity["y"] != parity["z"]
+    assert [read_pair_stalls(CONFLICTS, t, [op]) for op in code] == [0, 0, 2]
+
+
+def test_bank_aware_layout_keeps_the_declared_one_where_pads_would_not_fit():
+    config = FabricConfig.small(1, 2, sram_bytes=4 * (2 * N))
+    t = Tile("t")
+    x, y = t.symbol("x", "f32", N), t.symbol("y", "f32", N)
+    t.local_task("main", [ins.add(x.dsd(), x.dsd(), y.dsd())])
+    assert t.addresses() == {"x": 0, "y": N + 1}
+    assert t.addresses(config.sram_words) == {"x": 0, "y": N}

@@ -15,6 +15,7 @@ import pytest
 
 from fabric import Tile
 from fabric import instructions as ins
+from fabric.banks import read_pair_stalls
 from tests.fabric.programs import ROW, assert_fma_equal, run_tile
 
 N = 20  # symbol length
@@ -48,12 +49,15 @@ def expect(values, n, offset=0):
     return out
 
 
-def check_cycles(stats, op, n):
+def check_cycles(stats, op, n, waits=0):
+    """Start, the op's groups, RET; `waits` groups wait a cycle on a bank pair."""
     w = ROW.simd_width(op, "f32")
-    assert stats.cycles == math.ceil(n / w) + 2
-    # every PE was busy every cycle (start, op groups, RET) and never stalled
-    np.testing.assert_array_equal(stats.busy, stats.cycles)
-    assert stats.stall.sum() == 0
+    assert stats.cycles == math.ceil(n / w) + 2 + waits
+    np.testing.assert_array_equal(stats.bank_stall, waits)
+    if not waits:  # every PE was busy every cycle and never stalled
+        np.testing.assert_array_equal(stats.busy, stats.cycles)
+        assert stats.stall.sum() == 0
+    np.testing.assert_array_equal(stats.busy + stats.stall, stats.cycles)
 
 
 @pytest.mark.parametrize("op", sorted(BINARY))
@@ -118,24 +122,29 @@ def test_scalar_operands_broadcast(op, make, ref):
 
 
 def test_in_place_update():
-    """d = d + d reads and writes the same words; each element is read before written."""
+    """d = d + d reads and writes the same words; each element is read before written.
+    Its two reads of one word are in one bank pair: every group waits a cycle."""
     t, _, _, d = three_vectors()
     t.local_task("main", [ins.add(d.dsd(), d.dsd(), d.dsd())])
     out, stats = run3(t)
     np.testing.assert_array_equal(out, D0 + D0)
-    check_cycles(stats, "add", N)
+    check_cycles(stats, "add", N, waits=math.ceil(N / ROW.simd_width("add", "f32")))
 
 
 def test_ops_run_in_sequence_and_cycles_add_up():
-    """Three sync ops back to back: 1 + sum(ceil(n/w)) + 1 cycles."""
+    """Three sync ops back to back: 1 + sum(ceil(n/w)) + 1 cycles, plus the groups that
+    wait on a bank pair (a, b, d read pairwise: two start parities for three symbols, so
+    the layout leaves one pair meeting: the 7 elements of d and b)."""
     t, a, b, d = three_vectors()
-    t.local_task("main", [
+    code = [
         ins.mul(d.dsd(), a.dsd(), b.dsd()),        # d = a*b        20 cycles (w=1)
         ins.add(d.dsd(), d.dsd(), a.dsd()),        # d = a*b + a    10 cycles (w=2)
         ins.max_(d.dsd(length=7), d.dsd(length=7), b.dsd(length=7)),  # 7 cycles (w=1)
-    ])
+    ]
+    t.local_task("main", code)
     out, stats = run3(t)
     ref = A * B + A
     ref[..., :7] = np.maximum(ref[..., :7], B[..., :7])
     np.testing.assert_array_equal(out, ref)
-    assert stats.cycles == 1 + 20 + 10 + 7 + 1
+    assert [read_pair_stalls(ROW, t, [op]) for op in code] == [0, 0, 7]
+    assert stats.cycles == 1 + 20 + 10 + 7 + 1 + 7

@@ -14,6 +14,7 @@ import pytest
 
 from fabric import FabricConfig, Port, Program, Rect, Simulator, Tile
 from fabric import instructions as ins
+from fabric.banks import op_read_pair_stalls
 from tests.fabric.programs import ROW, ROW_RECT, pe, run_stepwise, run_tile, sender_tile
 
 
@@ -85,7 +86,8 @@ def _async_tile(on_done, extra_main=(), after_blocked=False):
     t.local_task("main", [*extra_main[:1],
                           ins.mov(d.dsd(), a.dsd(), is_async=True, on_done=on_done),
                           *extra_main[1:]])
-    t.local_task("after", [ins.add(e.dsd(), d.dsd(), d.dsd())], blocked=after_blocked)
+    # d + a (= 2 a once the mov is done): two symbols the layout keeps in other bank pairs
+    t.local_task("after", [ins.add(e.dsd(), d.dsd(), a.dsd())], blocked=after_blocked)
     return t
 
 
@@ -183,12 +185,13 @@ def test_loop_of_fma_with_offset_register():
     t = Tile("t")
     acc = t.symbol("acc", "f32", m)
     x = t.symbol("x", "f32", iters * m)
+    fma = ins.fma(acc.dsd(), acc.dsd(), x.dsd(length=m, offset_reg="off"), "s")
     t.local_task("main", [
         ins.set_reg("off", 0),
         ins.set_reg("i", 0),
         ins.set_reg("s", "s0"),
         ins.label("loop"),
-        ins.fma(acc.dsd(), acc.dsd(), x.dsd(length=m, offset_reg="off"), "s"),
+        fma,
         ins.iadd("off", "off", m),
         ins.fadd("s", "s", 0.5),
         ins.iadd("i", "i", 1),
@@ -202,7 +205,12 @@ def test_loop_of_fma_with_offset_register():
     for i in range(iters):
         ref = ref + X[..., i * m:(i + 1) * m] * (s0 + np.float32(0.5 * i))[..., None]
     np.testing.assert_array_equal(sim.memcpy_d2h("acc"), ref)
-    assert stats.cycles == 1 + 3 + iters * (m + 4) + 1
+    # acc (word 0) and X[i] (word 4 + 4 i) start at even words: every element of every
+    # fma waits on its bank pair (an offset from a register leaves the layout as declared)
+    waits = [op_read_pair_stalls(ROW, t, fma, registers={"off": m * i}) for i in range(iters)]
+    assert waits == [m] * iters
+    np.testing.assert_array_equal(stats.bank_stall, sum(waits))
+    assert stats.cycles == 1 + 3 + iters * (m + 4) + 1 + sum(waits)
 
 
 def test_countdown_loop_with_branch_if_nonzero():

@@ -15,6 +15,7 @@ import pytest
 
 from fabric import Program, Rect, Tile
 from fabric import instructions as ins
+from fabric.banks import read_pair_stalls
 from fabric.kernels import collectives as co
 from fabric.kernels.base import run_kernel
 from tests.kernels.kernel_cases import (
@@ -172,18 +173,18 @@ def _centering_program(rect, n, colors, algo):
         tile = Tile(f"center{part.col}")
         x, y = tile.symbol("x", "f32", n), tile.symbol("y", "f32", n)
         mx = tile.symbol("mx", "f32", 1)
-        tile.local_task("main", [
-            ins.mov(mx.dsd(), -np.inf),
-            ins.max_(mx.dsd(length=n, stride=0), mx.dsd(length=n, stride=0), x.dsd()),
-            *frag.code_for(part),
-            *extra,
-            ins.sub(y.dsd(), x.dsd(), mx.dsd(length=n, stride=0)),
-        ])
+        fold = ins.max_(mx.dsd(length=n, stride=0), mx.dsd(length=n, stride=0), x.dsd())
+        center = ins.sub(y.dsd(), x.dsd(), mx.dsd(length=n, stride=0))
+        tile.local_task("main", [ins.mov(mx.dsd(), -np.inf), fold, *frag.code_for(part),
+                                 *extra, center])
         prog.place(tile, part, params=frag.params_for(part))
-    start = np.full((rect.rows, rect.cols), 1 + 1 + n)  # start, mov, n serial max steps
+        # element groups that wait on a bank pair (mx read beside x), every tile alike
+        waits = [read_pair_stalls(CONFIG, tile, [op]) for op in (fold, center)]
+    # start, mov, n serial max steps
+    start = np.full((rect.rows, rect.cols), 1 + 1 + n + waits[0])
     after = frag.exit_times(start)
     after[:, 0] += 1  # the west tile's iadd
-    model = int(after.max()) + math.ceil(n / 2) + 1  # the sub, the implicit RET
+    model = int(after.max()) + math.ceil(n / 2) + waits[1] + 1  # the sub, the implicit RET
     return prog, model
 
 

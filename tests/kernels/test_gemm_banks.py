@@ -54,7 +54,8 @@ def test_bank_aware_layout_avoids_every_conflict(build, shape, m, k, n, dtype, a
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     rect = Rect(0, 0, *shape)
-    plain = build(FabricConfig.small(*shape), rect, m, k, n, dtype=dtype, acc_dtype=acc)
+    plain = build(FabricConfig.small(*shape, bank_conflicts=False), rect, m, k, n,
+                  dtype=dtype, acc_dtype=acc)
     aware = build(FabricConfig.small(*shape, bank_conflicts=True), rect, m, k, n,
                   dtype=dtype, acc_dtype=acc, bank_aware=True)
     naive = build(FabricConfig.small(*shape, bank_conflicts=True), rect, m, k, n,

@@ -48,7 +48,7 @@ def log_run():
     x[:_points().size] = _points()
     k = build_unary(CONFIG, RECT, M, N, "log")
     res = run_kernel(k, {"x": x.reshape(M, N)})
-    return x, res.output.reshape(-1), res.cycles, k.model_cycles
+    return x, res.output.reshape(-1), int(res.stats.bank_stall.max()), res.cycles, k.model_cycles
 
 
 def ulp_error(got: np.ndarray, x: np.ndarray, fn=np.log) -> np.ndarray:
@@ -102,8 +102,8 @@ def test_log_reference_random_bits_within_ulps():
 
 
 def test_log_cycles_equal_model(log_run):
-    *_, cycles, model = log_run
-    assert cycles == model == 2 + ml.log_cycles(CONFIG, M * N // 16)
+    *_, stalls, cycles, model = log_run  # plus the groups waiting on a bank pair
+    assert cycles == model == 2 + ml.log_cycles(CONFIG, M * N // 16) + stalls
 
 
 @pytest.mark.parametrize("generation", ["wse2", "wse3"])

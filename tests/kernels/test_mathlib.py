@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from fabric import FabricConfig, Program, Rect, Simulator, Tile
+from fabric.banks import read_pair_stalls
 from fabric.instructions import Mem
 from fabric.kernels import mathlib as ml
 from fabric.kernels import mathlib_numpy as mn
@@ -99,22 +100,26 @@ def _program(tasks):
         tile.local_task(name, GENERATORS[name](y.dsd(), x.dsd(), scratch))
     prog = Program(CONFIG)
     prog.place(tile, RECT)
-    return prog
+    return prog, tile
 
 
 @pytest.fixture(scope="module")
 def results():
-    """name -> (inputs, outputs, kernel cycles), one run per function, run on first use."""
+    """name -> (inputs, outputs, the bank read-pair waits counted without a run (every PE
+    alike), kernel cycles), one run per function, run on first use."""
     cache = {}
 
     def get(name):
         if name not in cache:
-            sim = Simulator(CONFIG, _program(PROGRAMS[name]))
+            prog, tile = _program(PROGRAMS[name])
+            sim = Simulator(CONFIG, prog)
             xs = _inputs(name)
             sim.memcpy_h2d("x", xs.reshape(4, 4, N))
             sim.launch(name)
             stats = sim.run(max_cycles=50_000)
-            cache[name] = (xs, sim.memcpy_d2h("y").reshape(-1), stats.cycles)
+            stalls = read_pair_stalls(CONFIG, tile, tile.tasks[name].code)
+            np.testing.assert_array_equal(stats.bank_stall, stalls)
+            cache[name] = (xs, sim.memcpy_d2h("y").reshape(-1), stalls, stats.cycles)
         return cache[name]
 
     return get
@@ -129,7 +134,7 @@ def ulp_error(got, x, name):
 
 @pytest.mark.parametrize("name", sorted(BOUND))
 def test_accuracy_within_stated_ulps(results, name):
-    xs, ys, _ = results(name)
+    xs, ys, *_ = results(name)
     n = SWEEP + len(EDGES_ACCURATE[name])
     err = ulp_error(ys[:n], xs[:n], name)
     worst = int(np.argmax(err))
@@ -146,7 +151,7 @@ def test_accuracy_within_stated_ulps(results, name):
 
 @pytest.mark.parametrize("name", sorted(BOUND))
 def test_documented_edge_values(results, name):
-    xs, ys, _ = results(name)
+    xs, ys, *_ = results(name)
     start = SWEEP + len(EDGES_ACCURATE[name])
     saturated = {"rsqrt0": np.float32(4.459e19)}
     for i, (x, expect) in enumerate(EDGES_DOCUMENTED[name]):
@@ -165,7 +170,7 @@ def test_documented_edge_values(results, name):
 def test_fabric_equals_numpy_mirror(results, name):
     """`mathlib_numpy.emulate` runs the instruction list in numpy as the fabric computes it: the
     fabric's output equals it bit for bit (NaN where NaN) in one of the two fma modes."""
-    xs, ys, _ = results(name)
+    xs, ys, *_ = results(name)
     code = GENERATORS[name](Mem("y"), Mem("x"), [Mem(f"s{i}") for i in range(4)])
     nan = np.isnan(ys)
     for fused in (True, False):
@@ -191,8 +196,8 @@ def test_emulate_mirrors_log_reference():
 
 @pytest.mark.parametrize("name", sorted(BOUND))
 def test_cycles_equal_formula(results, name):
-    *_, cycles = results(name)
-    assert cycles == CYCLES[name](CONFIG, N) + 2
+    *_, stalls, cycles = results(name)
+    assert cycles == CYCLES[name](CONFIG, N) + stalls + 2
 
 
 @pytest.mark.parametrize("generation", ["wse2", "wse3"])
