@@ -20,7 +20,6 @@ A layout whose pads would pass `sram_words` keeps the natural one.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -28,7 +27,7 @@ import numpy as np
 from fabric import instructions as ins
 from fabric.numerics.formats import HALF_DTYPES
 
-EXHAUSTIVE_SYMBOLS = 10  # 1,024 parity choices at most
+EXHAUSTIVE_SYMBOLS = 12  # 4,096 parity choices at most, tried at once
 
 
 def natural_addresses(symbols: Mapping) -> dict[str, int]:
@@ -107,24 +106,24 @@ def _cost(parities: Mapping, pairs) -> int:
 
 
 def _exhaustive(symbols, chosen, pairs) -> dict:
-    best = None
-    for bits in itertools.product((0, 1), repeat=len(chosen)):
-        parities = dict(zip(chosen, bits))
-        score = (_cost(parities, pairs), _pads(symbols, parities))
-        if best is None or score < best[0]:
-            best = (score, parities)
-    return best[1]
-
-
-def _pads(symbols, parities) -> int:
-    pads = address = 0
+    """Every parity choice of the chosen symbols at once: [choices, len(chosen)] bits, the
+    cost of each (pairs) and its pads (one pass over the symbols), the least of both."""
+    k = len(chosen)
+    bits = (np.arange(2**k)[:, None] >> np.arange(k)[None, :]) & 1
+    column = {name: i for i, name in enumerate(chosen)}
+    cost = np.zeros(2**k, np.int64)
+    for (a, b), (same, other) in pairs.items():
+        cost += np.where(bits[:, column[a]] != bits[:, column[b]], other, same)
+    pads = np.zeros(2**k, np.int64)
+    address = np.zeros(2**k, np.int64)
     for sym in symbols.values():
-        want = parities.get(sym.name)
-        if want is not None and address % 2 != want:
-            address += 1
-            pads += 1
+        if sym.name in column:
+            pad = (address % 2) != bits[:, column[sym.name]]
+            pads += pad
+            address += pad
         address += sym.words
-    return pads
+    best = int(np.lexsort((pads, cost))[0])
+    return {name: int(bits[best, i]) for i, name in enumerate(chosen)}
 
 
 def _greedy(chosen, pairs) -> dict:

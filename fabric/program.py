@@ -73,11 +73,11 @@ class Symbol:
     dtype: str
     shape: tuple[int, ...]
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
-    @property
+    @functools.cached_property
     def words(self) -> int:
         """32-bit SRAM words the symbol occupies (16-bit dtypes: two elements per word)."""
         return words_for(self.dtype, self.size)
@@ -118,6 +118,7 @@ class Tile:
     def __init__(self, name: str, bank_aware: bool = True):
         self.name = name
         self.bank_aware = bank_aware
+        self._layout = None  # (key, addresses) of the last `addresses` call
         self.symbols: dict[str, Symbol] = {}
         self.tasks: dict[str, Task] = {}
         self.registers: list[str] = []
@@ -142,8 +143,14 @@ class Tile:
         the natural layout where the pads would pass `sram_words`)."""
         if not self.bank_aware:
             return natural_addresses(self.symbols)
-        code = [item for task in self.tasks.values() for item in task.code]
-        return bank_aware_addresses(self.symbols, code, sram_words)
+        # symbols and tasks are immutable and only ever added: their identities key the
+        # layout, which cycle models ask for again and again
+        key = (tuple(map(id, self.symbols.values())), tuple(map(id, self.tasks.values())),
+               sram_words)
+        if self._layout is None or self._layout[0] != key:
+            code = [item for task in self.tasks.values() for item in task.code]
+            self._layout = (key, bank_aware_addresses(self.symbols, code, sram_words))
+        return dict(self._layout[1])
 
     def register(self, *names: str) -> None:
         """Declare named registers (also declared implicitly by first use)."""

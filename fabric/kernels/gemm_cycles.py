@@ -157,10 +157,13 @@ def conflict_cycles(config: FabricConfig, words: TileWords, a_at, mb, nb, kb) ->
     acc_name, acc_half = ("acc", False) if num.wide_acc else ("c", num.half)
     a_unit, c_unit = (1 if num.half else 2), (1 if acc_half else 2)  # half-words per element
 
-    def classes(name: str, unit: int, starts) -> np.ndarray:
-        """How many of the elements `starts` of symbol `name` start in each class."""
-        return np.bincount([(2 * words.address(name) + unit * e) % 4 for e in starts],
-                           minlength=4)
+    base = {name: 2 * words.address(name) for name in ("abuf", acc_name)}  # half-words
+
+    def classes(name: str, unit: int, first: int, stride: int, count: int) -> np.ndarray:
+        """How many of the elements first + i stride (i < count) of symbol `name` start in
+        each class."""
+        starts = first + stride * np.arange(count, dtype=np.int64)
+        return np.bincount((base[name] + unit * starts) % 4, minlength=4)
 
     # the distinct (a_at, mb, nb, kb) of the fabric (few), by one int64 key per PE
     fields = [np.broadcast_to(np.asarray(x, np.int64), shape).reshape(-1)
@@ -171,8 +174,8 @@ def conflict_cycles(config: FabricConfig, words: TileWords, a_at, mb, nb, kb) ->
     _, first, back = np.unique(key, return_index=True, return_inverse=True)
     counts = []
     for at, m, n, k in zip(*(x[first].tolist() for x in fields)):
-        a_class = classes("abuf", a_unit, [at + i * m for i in range(k)])
-        c_class = classes(acc_name, c_unit, [j * m for j in range(n)])
+        a_class = classes("abuf", a_unit, at, m, k)
+        c_class = classes(acc_name, c_unit, 0, m, n)
         groups = -(-m // w)
         step = w * (a_unit - c_unit)
         # conflicting groups of an fma whose first elements' classes differ by d
