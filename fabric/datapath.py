@@ -149,7 +149,13 @@ def step(config, state, ctl: ControlOut, half_ops: bool = True) -> DatapathOut:
     bank_wait = jnp.full_like(owner, -1)
     moves = advanced
     if config.sram_banks and config.bank_conflicts:
-        first_read = advanced & _bank_conflict(sel, prog_sel) & (state.bank_wait != chosen)
+        # the addresses are computed only in cycles where some advancing op reads two
+        # memory sources (most cycles of most programs have none)
+        pair = advanced & (sel[..., S_A + O_CLS] == CLS_MEM) & (sel[..., S_B + O_CLS] == CLS_MEM)
+        first_read = lax.cond(
+            pair.any(),
+            lambda: pair & _bank_conflict(sel, prog_sel) & (state.bank_wait != chosen),
+            lambda: jnp.zeros_like(pair))
         bank_wait = jnp.where(first_read, chosen, -1)
         moves = advanced & ~first_read
     # Cycles in which no advancing op has a 16-bit operand run the fp32 datapath: fewer

@@ -20,7 +20,7 @@ from jax.sharding import PartitionSpec as P
 
 from fabric import bits, control, datapath, queues, router
 from fabric.grid_axes import ROW_AXIS, global_any, split_rows
-from fabric.isa import I_FMT, OPPOSITE, Port
+from fabric.isa import D_KIND, I_A, I_A_KIND, I_B, I_B_KIND, I_FMT, OPPOSITE, DsdKind, Operand, Port
 from fabric.materialize import materialize
 from fabric.queues import push_pop
 from fabric.scatter import scatter_rows
@@ -138,6 +138,21 @@ def has_half_ops(tables) -> bool:
     """Whether some instruction of the program has a 16-bit operand (a host-side check of
     the built tables; the engine's `half_ops` flag)."""
     return bool(np.any(np.asarray(tables.instr)[:, I_FMT] != 0))
+
+
+def has_read_pairs(tables) -> bool:
+    """Whether some instruction of the program reads two memory sources (the only ops the
+    bank read-pair rule can hold up; a host-side check of the built tables)."""
+    instr, dsd = np.asarray(tables.instr), np.asarray(tables.dsd)
+    if not len(instr) or not len(dsd):
+        return False
+
+    def in_memory(kind, index):
+        is_dsd = instr[:, kind] == int(Operand.DSD)
+        row = np.clip(np.where(is_dsd, instr[:, index], 0), 0, len(dsd) - 1)
+        return is_dsd & (dsd[row, D_KIND] == int(DsdKind.MEM))
+
+    return bool(np.any(in_memory(I_A_KIND, I_A) & in_memory(I_B_KIND, I_B)))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 4), donate_argnums=2)

@@ -109,8 +109,12 @@ class Simulator:
         self.corner = corner
         self.program = program
         self.tables, self.info = build(config, program, min_table_rows)
-        # programs without 16-bit ops run an engine with the fp32 datapath alone
+        # programs without 16-bit ops run an engine with the fp32 datapath alone; those
+        # without an op reading two memory sources one without the bank read-pair check
+        # (none of their ops can meet it: the same cycles, bit for bit)
         self.half_ops = engine.has_half_ops(self.tables)
+        self.engine_config = (config if engine.has_read_pairs(self.tables)
+                              else config.replace(bank_conflicts=False))
         # the device state is made on first use: a session that only moves words between
         # the host and SRAM (a layout probe) never allocates the whole fabric's state
         self._state: FabricState | None = None
@@ -324,8 +328,8 @@ class Simulator:
             progress = sys.stderr.isatty()
         start_cycle = int(self.state.cycle)
         limit = start_cycle + max_cycles
-        exe, compile_s = compiled_run(self.config, self.tables, self.state, jnp.int32(limit),
-                                      self.devices, self.half_ops)
+        exe, compile_s = compiled_run(self.engine_config, self.tables, self.state,
+                                      jnp.int32(limit), self.devices, self.half_ops)
         self.compile_s += compile_s
         bar = tqdm(total=max_cycles, unit="cycle", file=sys.stderr) if progress \
             else contextlib.nullcontext()
@@ -343,7 +347,7 @@ class Simulator:
         ends just as the fabric turns quiet costs one more call, which steps nothing.
         After each call the simulator's state and `last_*` figures are those of the cycles
         run so far, and a held Ctrl-C is delivered."""
-        key = _engine_key(self.config, self.tables, self.devices, self.half_ops)
+        key = _engine_key(self.engine_config, self.tables, self.devices, self.half_ops)
         if chunk_cycles is not None:
             chunk = max(1, chunk_cycles)
         else:

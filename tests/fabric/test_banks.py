@@ -12,7 +12,7 @@ import pytest
 from fabric import FabricConfig, Tile
 from fabric import instructions as ins
 from fabric.banks import read_pair_stalls
-from tests.fabric.programs import ROW, run_tile
+from tests.fabric.programs import ROW, ROW_RECT, run_tile
 
 N = 48  # symbol length (elements)
 rng = np.random.default_rng(2024)
@@ -210,3 +210,24 @@ def test_bank_aware_layout_keeps_the_declared_one_where_pads_would_not_fit():
     t.local_task("main", [ins.add(x.dsd(), x.dsd(), y.dsd())])
     assert t.addresses() == {"x": 0, "y": N + 1}
     assert t.addresses(config.sram_words) == {"x": 0, "y": N}
+
+
+def test_engine_checks_the_rule_only_for_programs_that_read_pairs():
+    """A program without an op reading two memory sources runs an engine without the
+    read-pair check (none of its ops can meet it); one with such an op runs the rule."""
+    from fabric import Program, Simulator
+    from fabric.engine import has_read_pairs
+
+    def sim_of(code_of):
+        t = Tile("t")
+        a, d = t.symbol("a", "f32", N), t.symbol("d", "f32", N)
+        t.local_task("main", code_of(a, d))
+        prog = Program(CONFLICTS)
+        prog.place(t, ROW_RECT)
+        return Simulator(CONFLICTS, prog)
+
+    single = sim_of(lambda a, d: [ins.mul(d.dsd(), a.dsd(), 2.0)])
+    pair = sim_of(lambda a, d: [ins.add(d.dsd(), d.dsd(), a.dsd())])
+    assert not has_read_pairs(single.tables) and has_read_pairs(pair.tables)
+    assert not single.engine_config.bank_conflicts and pair.engine_config.bank_conflicts
+    assert single.config.bank_conflicts  # what the user asked for is kept

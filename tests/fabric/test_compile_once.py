@@ -17,11 +17,13 @@ def program_a():
     return flows_program(FRESH, [Flow(2, (0, 1), row_path(0, 1, 6), [(0, 3), (0, 6)], 10)])
 
 
-def program_b():
+def program_b(pairs=False):
+    """y = max(2 x, 0) (pairs: y = max(y + 2 x, 0), an op reading two memory sources)."""
     t = Tile("other")
     x = t.symbol("x", "f32", 12)
     y = t.symbol("y", "f32", 12)
-    t.local_task("main", [ins.fma(y.dsd(), y.dsd(), x.dsd(), 2.0), ins.max_(y.dsd(), y.dsd(), 0.0)])
+    first = ins.fma(y.dsd(), y.dsd(), x.dsd(), 2.0) if pairs else ins.mul(y.dsd(), x.dsd(), 2.0)
+    t.local_task("main", [first, ins.max_(y.dsd(), y.dsd(), 0.0)])
     prog = Program(FRESH)
     prog.place(t, pe(0, 4))
     return prog
@@ -57,6 +59,18 @@ def test_two_programs_of_one_bucket_trace_once(monkeypatch):
     assert engine.TRACE_COUNT["run"] == before + 1
     assert len(host._COMPILED) == 1
     assert sim_b.compile_s == 0.0 and sim_a2.compile_s == 0.0
+
+    # a program with an op reading two memory sources runs the engine that checks the bank
+    # read-pair rule: one more executable, traced once for every such program of the bucket
+    for _ in range(2):
+        sim_p = Simulator(FRESH, program_b(pairs=True))
+        assert sim_p.tables.instr.shape == sim_a.tables.instr.shape
+        sim_p.memcpy_h2d("x", np.full(12, -1.0, np.float32))
+        sim_p.launch("main")
+        sim_p.run()
+        np.testing.assert_array_equal(sim_p.memcpy_d2h("y")[0, 0], 0.0)
+    assert engine.TRACE_COUNT["run"] == before + 2
+    assert len(host._COMPILED) == 2
 
 
 # Programs with 16-bit ops compile an executable of their own (`engine.run`'s static
