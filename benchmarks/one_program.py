@@ -4,11 +4,13 @@ run apart (`cm.stream`).
 
 Per model (the zoo's MLP on small(12, 12), LeNet on the largest small fabric whose 21
 program colors hold all its kernels and moves at once) and start policy ("part": a part
-on all its PEs once the parts it reads are done; "pe": on each PE once they are done there; see
-`frontend.program_run`): the latency (the first sample's last part's end) and the
-steady-state cycles per sample of --samples samples, the timeline's latency and period
-(host I/O included, which the one program leaves apart), whether every sample's words are
-those of the parts run apart on it, bit for bit, and the wall seconds of the stream.
+on all its PEs once the parts it reads are done; "pe": on each PE once they are done there;
+"data": as "pe", but a kernel's PEs started in the fabric by the last delivery of their
+data, the program with gates; see `frontend.program_run`): the latency (the first
+sample's last part's end) and the steady-state cycles per sample of --samples samples, the
+timeline's latency and period (host I/O included, which the one program leaves apart),
+whether every sample's words are those of the parts run apart on it, bit for bit, and the
+wall seconds of the stream.
 
     python benchmarks/one_program.py --json benchmarks/results/one_program.json [--samples 8]
 """
@@ -30,7 +32,7 @@ import frontend  # noqa: E402
 from fabric import FabricConfig  # noqa: E402
 from frontend.zoo import MLP, LeNet  # noqa: E402
 
-STARTS = ("part", "pe")
+STARTS = ("part", "pe", "data")
 
 
 def cases():
@@ -59,7 +61,7 @@ def measure(name, model, sample, config, samples: int) -> list[dict]:
         wall = time.perf_counter() - t0
         same = all(run.same_words(s, words) for s, words in enumerate(apart))
         rows.append({"model": name, "fabric": config.name, "start": start,
-                     "samples": samples, "parts": len(cm._model_program.order),
+                     "samples": samples, "parts": len(cm.model_program().order),
                      "colors_used": cm.colors.assignment.used,
                      "latency_cycles": run.latency, "cycles_per_sample": run.period,
                      "timeline_latency_cycles": tl.latency,

@@ -57,6 +57,9 @@ class Part:
     shared: symbols of the part that are views of memory another part owns (see the module
         docstring): a set of names (kept as they are) or a mapping from the part's name to
         the merged one (e.g. "k.A", symbol A of part "k").
+    tasks: tasks of other parts this part's code activates, blocks or unblocks: its name
+        for each -> the merged name (e.g. a move's gate starting "k.main" of part "k" on
+        the PE where the last of the kernel's data arrives).
     """
 
     name: str
@@ -64,6 +67,7 @@ class Part:
     corner: tuple[int, int] = (0, 0)
     colors: Mapping[int, int] = dataclasses.field(default_factory=dict)
     shared: Mapping[str, str] | frozenset = frozenset()
+    tasks: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if not self.name or SEPARATOR in self.name:
@@ -80,8 +84,8 @@ class Part:
         return f"{self.name}{SEPARATOR}{name}"
 
     def task(self, name: str) -> str:
-        """A task's name on the merged fabric."""
-        return f"{self.name}{SEPARATOR}{name}"
+        """A task's name on the merged fabric (another part's, through `tasks`)."""
+        return self.tasks.get(name) or f"{self.name}{SEPARATOR}{name}"
 
     def rect(self, rect: Rect) -> Rect:
         return Rect(rect.row + self.corner[0], rect.col + self.corner[1], rect.rows, rect.cols)
@@ -279,11 +283,11 @@ def _renamed(part: Part, item):
     if not isinstance(item, ins.Instr):
         return item  # a label: branch targets stay inside their task
     if item.op in (Op.ACTIVATE, Op.BLOCK, Op.UNBLOCK):
-        return dataclasses.replace(item, a=_prefixed(part, item.a))
+        return dataclasses.replace(item, a=part.task(item.a))
     changes = {role: _operand(part, getattr(item, role)) for role in ("dst", "a", "b", "s")}
     if item.on_done is not None:
         changes["on_done"] = dataclasses.replace(item.on_done,
-                                                 task=_prefixed(part, item.on_done.task))
+                                                 task=part.task(item.on_done.task))
     return dataclasses.replace(item, **changes)
 
 

@@ -137,6 +137,7 @@ class CompiledModel:
         self.output_reads = _output_reads(self)
         self.compile_s = time.perf_counter() - t0
         self._model_program: ModelProgram | None = None  # built by one_program, once
+        self._gated_program: ModelProgram | None = None  # the same with gates (start "data")
         self.last: Execution | None = None
         self.last_inputs: dict[str, torch.Tensor] | None = None
         self.timeline: Timeline | None = None  # of the last call or stream
@@ -243,18 +244,34 @@ class CompiledModel:
         program_run`), so consecutive samples overlap in one engine run. `.words[s]` every
         stage's output words of sample s; `.latency`, `.period` (cycles per sample between
         the first and last samples' ends), `.spans`. start: "part" (a part on all its PEs
-        once the parts it reads are done), "pe" (on each PE once they are done on that PE)
-        or "serial" (one part at a time)."""
+        once the parts it reads are done), "pe" (on each PE once they are done on that PE),
+        "data" (as "pe", but a kernel's PEs that moves deliver to are started by the last
+        delivery there, in the fabric, not by the host: the program with gates) or
+        "serial" (one part at a time)."""
+        program = self.model_program(gated=start == "data")
+        inputs = [self._inputs(args) for args in samples]
+        if not inputs:
+            raise FrontendError("one_program_stream: no samples given")
+        return run_stream(program, inputs, self.max_cycles, start=start)
+
+    def model_program(self, gated: bool = False) -> ModelProgram:
+        """The model as one fabric program (`frontend.model_program`), built once: with
+        gated, each kernel that moves deliver to is started by its data (start "data").
+
+        Raises FrontendError for a model not compiled in pipelined mode; PlacementError
+        when it does not fit one program (`build_model_program`)."""
         if self.mode != "pipelined":
             raise FrontendError("one_program: the model was compiled in mode "
                                 f"{self.mode!r}; one fabric program holds a pipelined model "
                                 "(every stage on its own tile)")
+        if gated:
+            if self._gated_program is None:
+                self._gated_program = build_model_program(self.prepared, self.colors,
+                                                          gated=True)
+            return self._gated_program
         if self._model_program is None:
             self._model_program = build_model_program(self.prepared, self.colors)
-        inputs = [self._inputs(args) for args in samples]
-        if not inputs:
-            raise FrontendError("one_program_stream: no samples given")
-        return run_stream(self._model_program, inputs, self.max_cycles, start=start)
+        return self._model_program
 
     def stream(self, samples: Iterable[Sequence], resident: dict[str, ResidentTensor] | None
                = None) -> list:

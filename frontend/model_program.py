@@ -26,6 +26,18 @@ sample before a part overwrites it). A call that does not finish raises StageRun
 naming the parts running and those stuck, with their PEs (`failure`,
 `fabric.stuck_parts`), stages by FX node and moves by their ends.
 
+Gates (`build_model_program(..., gated=True)`, start "data" of `frontend.program_run`): a
+kernel that moves deliver to is started by its data, in the fabric. Every PE of it that a
+move writes holds a word (the kernel's gate part "g<i>", one u32 "wait") loaded with the
+chains writing there per sample, over the rounds of all its incoming moves (receives and
+local moves, `fabric.kernels.deliveries`); each such chain ends by counting itself off
+(`fabric.kernels.gated_rounds`) and the one that brings the word to zero activates the
+kernel's entry tasks on that PE (`Part.tasks` names them across parts), then writes the
+zero. The host never launches the kernel there; it sees a zero as "started" (the
+activation comes before it), and puts the word back with the kernel between samples
+(`rearm`). A move's senders still start when the host sees the producer done on their PE:
+a kernel's code has no "done" signal of its own to chain them to.
+
 Not in the program: an embedding's per-call gathers (their moves follow each call's
 indices) and moves from resident inputs; a model with them is refused.
 """
@@ -42,15 +54,17 @@ from fabric import (
     BuildError,
     MergedProgram,
     Part,
+    Program,
     Rect,
     RunError,
     Simulator,
+    Tile,
     merge_programs,
     restore_part,
     stuck_parts,
 )
 from fabric import build as build_tables
-from fabric.kernels import WordMap, read_words, write_words
+from fabric.kernels import GATE, WordMap, deliveries, gated_rounds, read_words, write_words
 from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
 from frontend.runtime import PreparedStage, input_words
@@ -86,6 +100,8 @@ class ModelProgram:
     after: dict[str, frozenset]
     round_tasks: dict[str, tuple[str, ...]]  # a move round's part -> the tasks it launches
     moved_in: frozenset = frozenset()  # merged names of the kernels' symbols moves write
+    # a kernel part started by its data -> its gate (module docstring, "Gates")
+    gates: dict[str, Gate] = dataclasses.field(default_factory=dict)
     _loaded: np.ndarray | None = dataclasses.field(default=None, repr=False)
 
     @property
@@ -119,8 +135,19 @@ class ModelProgram:
 
     def rearm(self, sim: Simulator, name: str) -> None:
         """Part `name` back as loaded, to run on another sample (`fabric.restore_part`):
-        its registers, blocked bits and symbols, but the operands moves have written."""
+        its registers, blocked bits and symbols, but the operands moves have written; a
+        gated kernel's gate back to the deliveries of a whole sample."""
         restore_part(sim, self.merged, name, self.loaded_memory(), keep=self.moved_in)
+        if name in self.gates:
+            restore_part(sim, self.merged, self.gates[name].part, self.loaded_memory())
+
+    def opened(self, sim: Simulator, kernel: str) -> set[tuple[int, int]]:
+        """The PEs of gated kernel `kernel` whose gate has opened (every delivery in: the
+        kernel's entry tasks activated there by the last of them), read without host I/O
+        cycles (the host's bookkeeping, not a transfer)."""
+        gate = self.gates[kernel]
+        sram = sim.sram_view()
+        return {pe for pe, address in gate.addresses(sim).items() if sram[(*pe, address)] == 0}
 
     def launch(self, sim: Simulator, name: str) -> None:
         """Start part `name` on all its PEs: a kernel's entry tasks, a move round's chains."""
@@ -204,6 +231,58 @@ class _LaunchRecord:
                     self.tasks.setdefault(pe, []).append(self.part.task(task))
 
 
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """A kernel started by its data: on each PE of `waits` a word ("wait" of gate part
+    `part`) holding the deliveries the PE waits for per sample (chains of its incoming
+    moves' rounds that write there); each chain counts itself off when done and the last
+    one activates the kernel's entry tasks there (`fabric.kernels.gated_rounds`)."""
+
+    part: str
+    waits: dict[tuple[int, int], int]
+
+    def addresses(self, sim: Simulator) -> dict[tuple[int, int], int]:
+        """{PE: the word address of its wait count} in `sim`'s program."""
+        name = f"{self.part}.wait"
+        info = sim.info
+        return {pe: info.symbols[info.placement_index(*pe)][name].address for pe in self.waits}
+
+
+def _gates(prepared: list[PreparedStage], kernels: dict[str, Part]
+           ) -> tuple[dict[str, Gate], dict[str, dict[tuple[int, int], tuple[str, ...]]]]:
+    """({kernel part: its gate}, {kernel part: {PE: its entry tasks' merged names}}) for
+    every kernel some planned move delivers to: a PE waits for each chain of those moves
+    that writes there (`fabric.kernels.deliveries`)."""
+    gates, entries = {}, {}
+    for p in prepared:
+        waits: dict[tuple[int, int], int] = {}
+        for src in (s for sources in p.sources.values() for s in sources):
+            if src.plan is not None:
+                for pe, n in deliveries(src.plan).items():
+                    waits[pe] = waits.get(pe, 0) + n
+        if not waits:
+            continue
+        kernel = kernels[p.stage.name]
+        record = _LaunchRecord(kernel)
+        p.kernel.launch(record)
+        entries[kernel.name] = {pe: tuple(t) for pe, t in record.tasks.items()}
+        # a PE delivered to but without an entry task of the kernel (it only holds data
+        # there) waits for nothing: the kernel's work elsewhere reads it when it runs
+        waits = {pe: n for pe, n in waits.items() if pe in entries[kernel.name]}
+        gates[kernel.name] = Gate(f"g{kernel.name[1:]}", waits)
+    return gates, entries
+
+
+def _gate_program(config, kernel: Part) -> Program:
+    """The gate part of `kernel`: one u32 word "wait" on every PE of its tiles."""
+    tile = Tile("gate")
+    tile.symbol("wait", "u32", 1)
+    program = Program(config)
+    for placement in kernel.program.placements:
+        program.place(tile, kernel.rect(placement.rect))
+    return program
+
+
 def _load_weights(program: ModelProgram) -> np.ndarray:
     """The program's SRAM (rows, cols, words) with every kernel's weights and constants
     loaded: each kernel loaded alone (its `load`, runtime operands as zeros), its memory
@@ -216,7 +295,11 @@ def _load_weights(program: ModelProgram) -> np.ndarray:
                  if op.const is None}
         p.kernel.load(alone, {**zeros, **p.consts})
         program.merged.copy_memory(program.stages[p.stage.name], alone, sim)
-    return sim.host_sram().copy()
+    sram = sim.host_sram()
+    for gate in program.gates.values():
+        for pe, address in gate.addresses(sim).items():
+            sram[(*pe, address)] = gate.waits[pe]
+    return sram.copy()
 
 
 def _renamed(wmap: WordMap, part: Part) -> WordMap:
@@ -225,9 +308,11 @@ def _renamed(wmap: WordMap, part: Part) -> WordMap:
                    {part.local(k): v for k, v in (wmap.dtypes or {}).items()})
 
 
-def build_model_program(prepared: list[PreparedStage], colors: GraphColors
-                        ) -> ModelProgram:
+def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
+                        gated: bool = False) -> ModelProgram:
     """Merge every part of a pipelined model into one program on its fabric and build it.
+    gated: every kernel with incoming moves gets a gate (module docstring, "Gates"), so that
+    its data starts it on each PE; the host then never launches it there.
 
     Raises PlacementError when a part is not static (an embedding's per-call gather, a
     move from a resident input), when the graph's colors fall short (a model compiled
@@ -249,6 +334,7 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors
                                   colors=colors.assignment.colors_of(stage_label(p)))
                for p in prepared}
     parts = list(kernels.values())
+    gates, gate_entries = _gates(prepared, kernels) if gated else ({}, {})
     moves: list[MovePart] = []
     order: list[str] = []
     after: dict[str, frozenset] = {}
@@ -272,20 +358,31 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors
                           for sym, (end, name) in src.plan.end_symbols.items()}
                 moved_in |= {ends[end].local(name)
                              for end, name in src.plan.end_symbols.values() if end == "dst"}
+                programs = [rnd.program for rnd in src.plan.rounds]
+                tasks: dict[str, str] = {}
+                gate = gates.get(kernels[p.stage.name].name)
+                if gate is not None:  # its delivering chains count into the gate
+                    entries = gate_entries[kernels[p.stage.name].name]
+                    programs = gated_rounds(src.plan, {pe: entries[pe] for pe in gate.waits})
+                    shared = {**shared, GATE: f"{gate.part}.wait"}
+                    tasks = {t: t for pe in gate.waits for t in entries[pe]}
                 names = []
-                for k, rnd in enumerate(src.plan.rounds):
+                for k, (rnd, program) in enumerate(zip(src.plan.rounds, programs)):
                     names.append(f"m{len(moves)}r{k}")
                     order.append(names[-1])
                     after[names[-1]] = frozenset(
                         [names[-2] if k else kernels[producer.stage.name].name])
                     round_tasks[names[-1]] = tuple(rnd.tasks)
                     round_label = label + (f", round {k}" if len(src.plan.rounds) > 1 else "")
-                    parts.append(Part(names[-1], rnd.program, src.plan.window.corner,
-                                      colors.assignment.colors_of(round_label), shared))
+                    parts.append(Part(names[-1], program, src.plan.window.corner,
+                                      colors.assignment.colors_of(round_label), shared,
+                                      tasks))
                 moves.append(MovePart(p.stage.name, operand, i, src.tensor.name, tuple(names)))
                 incoming += names[-1:]
         order.append(stages[p.stage.name])
         after[stages[p.stage.name]] = frozenset(incoming)
+    by_part = {k.name: k for k in kernels.values()}
+    parts += [Part(g.part, _gate_program(config, by_part[kernel])) for kernel, g in gates.items()]
     try:
         merged = merge_programs(config, parts)
         build_tables(config, merged.program)
@@ -293,7 +390,7 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors
         raise PlacementError("the pipelined model does not fit one fabric program: "
                              f"{_named(exc, prepared, moves, stages)}") from exc
     return ModelProgram(merged, stages, moves, prepared, order, after, round_tasks,
-                        frozenset(moved_in))
+                        frozenset(moved_in), gates)
 
 
 def _named(exc: BuildError, prepared: list[PreparedStage], moves: list[MovePart],

@@ -15,11 +15,16 @@ Then its entry tasks start (`ModelProgram.entries`, PE by PE) by `start`:
   where the rounds delivering its operands there have finished. A kernel reads only its
   own PE's memory, so its inputs there are all it waits for; kernels run correctly with
   their PEs started at different times (their wavelets wait in queues for a PE's own
-  tasks). On the chip, a per-PE gate counting the chains that end there would start the
-  kernel; here the host stands for it, looking every `poll` cycles. It can be slower: a
-  kernel's PE started early waits in a synchronous receive for PEs of its that have not
-  started, holding the CE that other parts' chains on that PE need (LeNet on small(6, 6),
-  8 samples: 1,282 cycles per sample against 1,180 by parts; benchmarks/one_program.py);
+  tasks). The host looks every `poll` cycles ("data" puts that start in the fabric). It
+  can be slower than "part": a kernel's PE started early waits in a synchronous receive
+  for PEs of its that have not started, holding the CE that other parts' chains on that PE
+  need (LeNet on small(6, 6), 8 samples: 1,278 cycles per sample against 1,100 by parts;
+  benchmarks/one_program.py);
+- "data": as "pe", but a kernel's PEs that its moves deliver to are started in the
+  fabric by the last delivery there (the program with gates, `ModelProgram.gates`): the
+  host arms the kernel (and its gate) for the sample before any round delivering to it,
+  and counts a PE started when it sees its gate at zero. The gates' own code (about ten
+  cycles per delivering chain) is the price of not waiting for a poll;
 - "part" (the default): on all its PEs once the parts it reads are done everywhere;
 - "serial": one token at a time, in sample then graph order, each run until the fabric
   is quiet (each part in the cycles it takes alone).
@@ -47,7 +52,7 @@ from frontend.errors import StageRunError
 from frontend.model_program import ModelProgram
 
 POLL_CYCLES = 8  # how often the host looks for parts that have finished
-STARTS = ("serial", "part", "pe")  # how the host starts the parts (module docstring)
+STARTS = ("serial", "part", "pe", "data")  # how the parts start (module docstring)
 
 
 @dataclasses.dataclass
@@ -98,12 +103,19 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                ) -> ProgramStream:
     """`samples` (each the user inputs by graph name) through `program` (module docstring).
 
-    start: "serial", "part" or "pe" (module docstring).
+    start: "serial", "part", "pe" or "data" (module docstring; "data" needs a program built
+    with gates, `build_model_program(..., gated=True)`).
 
-    Raises ValueError for another `start`; StageRunError when the stream does not finish
-    (a deadlock, or `max_cycles` cycles in all), naming the parts running and those stuck."""
+    Raises ValueError for another `start`, or "data" on a program without gates;
+    StageRunError when the stream does not finish (a deadlock, or `max_cycles` cycles in
+    all), naming the parts running and those stuck."""
     if start not in STARTS:
         raise ValueError(f"start must be one of {list(STARTS)}, got {start!r}")
+    gates = program.gates if start == "data" else {}
+    if start == "data" and not gates and any(program.after[k] for k in program.stages.values()):
+        raise ValueError('start "data" needs a model program built with gates '
+                         "(build_model_program(..., gated=True))")
+    per_pe = start in ("pe", "data")  # the host starts each PE once its inputs are there
     if not samples:
         raise ValueError("run_stream: no samples given")
     serial = start == "serial"
@@ -118,13 +130,18 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     armed: dict[tuple[str, int], dict] = {}  # token -> {PE: its start}, PEs started so far
     words: list[dict] = [{} for _ in samples]
     by_kernel = {part: stage for stage, part in program.stages.items()}
+    feeds = {r: {program.stages[m.consumer]} & set(gates) for m in program.moves
+             for r in m.rounds}
 
     def may_arm(name: str, s: int) -> bool:
         """The token's conditions on whole parts (module docstring); "pe" starts its PEs
         apart, each when the parts it reads are done there."""
         return ((name, s) not in spans and (name, s) not in armed
-                and (start == "pe" or all((a, s) in spans for a in program.after[name]))
-                and (s == 0 or all((b, s - 1) in spans for b in reuses[name] | {name})))
+                and (per_pe or all((a, s) in spans for a in program.after[name]))
+                and (s == 0 or all((b, s - 1) in spans for b in reuses[name] | {name}))
+                # a round into a gated kernel counts into its gate: not before the host
+                # has put the kernel (and its gate) back for this sample
+                and all((k, s) in armed or (k, s) in spans for k in feeds.get(name, ())))
 
     def done_at(name: str, s: int, pe) -> bool:
         """Part `name` has finished sample s at PE `pe`: it has no task there, or it had
@@ -141,16 +158,20 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     while len(spans) < len(tokens):
         now = int(sim.state.cycle) - begin
         arming = [t for t in tokens if may_arm(*t)]
-        for name, s in arming[:1] if serial else arming:
-            if s:  # the part ran the previous sample: put it back as loaded
-                program.rearm(sim, name)
-            if name in kernels:
-                program.write_inputs(sim, name, samples[s])
-            armed[(name, s)] = {}
+        while arming:
+            for name, s in arming[:1] if serial else arming:
+                if s:  # the part ran the previous sample: put it back as loaded
+                    program.rearm(sim, name)
+                if name in kernels:
+                    program.write_inputs(sim, name, samples[s])
+                armed[(name, s)] = {}
+            # rounds into a gated kernel armed just now may arm in the same look
+            arming = [] if serial else [t for t in tokens if may_arm(*t)]
         starting: dict = {}  # PE -> the merged task names started there now
         for (name, s), started in armed.items():
+            waiting = gates[name].waits if name in gates else {}
             for pe, tasks in entries[name].items():
-                if pe not in started and (start != "pe" or all(
+                if pe not in started and pe not in waiting and (not per_pe or all(
                         done_at(a, s, pe) for a in program.after[name])):
                     started[pe] = now
                     starting.setdefault(pe, []).extend(tasks)
@@ -166,6 +187,10 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
         now = int(sim.state.cycle) - begin
         busy, everything = ({}, {}) if serial else parts.work(sim)
         looked = now
+        for (name, _), started in armed.items():  # gates the data opened since last time
+            if name in gates:
+                for pe in program.opened(sim, name) - started.keys():
+                    started[pe] = now
         for name, s in [t for t, started in armed.items() if t[0] not in everything
                         and len(started) == len(entries[t[0]])]:
             started = starts[(name, s)] = armed.pop((name, s))

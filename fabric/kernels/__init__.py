@@ -33,7 +33,13 @@ from fabric.kernels.gemv import build_gemv, gemv_reference
 from fabric.kernels.gradnorm import build_sumsq, sumsq_reference
 from fabric.kernels.layout import WordMap, probe_inputs, probe_output, read_words, write_words
 from fabric.kernels.optimizers import build_adamw, build_sgd, write_step_scalars
-from fabric.kernels.redistribute import Redistribution, plan_redistribution
+from fabric.kernels.redistribute import (
+    GATE,
+    Redistribution,
+    deliveries,
+    gated_rounds,
+    plan_redistribution,
+)
 from fabric.kernels.resident import build_resident
 from fabric.kernels.rowdot import build_rowdot, rowdot_reference
 from fabric.kernels.rownorm import (
@@ -67,7 +73,8 @@ __all__ = [
     "build_resident", "build_rowdot", "build_rowreduce", "build_scatter", "build_select",
     "build_sgd", "build_shared_link", "build_shift", "build_softmax", "build_stencil",
     "build_streams", "build_sumsq", "build_traffic", "build_transpose", "build_unary",
-    "cannon_reference", "compare_reference", "cumsum_reference", "extremum_reference", "Flow",
+    "cannon_reference", "compare_reference", "cumsum_reference", "deliveries",
+    "extremum_reference", "Flow", "GATE", "gated_rounds",
     "Fragment", "gelu_cycles", "gelu_reference", "GELU_WORDS", "gemv_reference", "Kernel",
     "KernelResult", "layernorm_reference", "mathlib", "pick_colors", "plan_redistribution",
     "probe_inputs", "probe_output", "read_words", "Redistribution", "relation_reference",

@@ -15,11 +15,22 @@ Example:
     >>> words, cycles, stats = plan.run(read_words(producer_sim, src_map))  # doctest: +SKIP
     >>> write_words(consumer_sim, dst_map, words)                      # doctest: +SKIP
     >>> plan.report()  # rounds, flows, colors, model and estimated cycles  # doctest: +SKIP
+
+Gates (`gated_rounds`, `deliveries`): the rounds' programs whose receiving PEs count their
+deliveries into a word and start the consumer's tasks when the last one is in, so that a
+consumer merged with its moves into one program is started by its data, not by the host.
 """
 
 from __future__ import annotations
 
-from fabric.kernels.redistribute_plan import plan_redistribution, split_best
+from fabric.kernels.redistribute_ops import GATE
+from fabric.kernels.redistribute_plan import (
+    deliveries,
+    gated_rounds,
+    plan_redistribution,
+    split_best,
+)
 from fabric.kernels.redistribute_types import Move, Redistribution, Round
 
-__all__ = ["Move", "Redistribution", "Round", "plan_redistribution", "split_best"]
+__all__ = ["GATE", "Move", "Redistribution", "Round", "deliveries", "gated_rounds",
+           "plan_redistribution", "split_best"]

@@ -124,18 +124,24 @@ def _merge_2d(items, runs, sides):
     return out
 
 
-def chain_code(task: str, counter: str, ops: Sequence[Callable[[object], object]]) -> list:
+def chain_code(task: str, counter: str, ops: Sequence[Callable[[object], object]],
+               then: Sequence = ()) -> list:
     """The code of a chain task issuing ops[0], ops[1], ... one per activation. ops[i]
-    (on_done) returns the async instruction; all but the last reactivate `task`."""
-    e = len(ops)
+    (on_done) returns the async instruction; all but the last reactivate `task`. With
+    `then` (scalar instructions and labels), the last op reactivates it too, and that
+    last activation runs `then` (e.g. `gate_code`: the chain says it has delivered)."""
+    steps = [lambda done, op=op: [op(done)] for op in ops]
+    if then:
+        steps.append(lambda done: list(then))
+    e = len(steps)
     if e == 1:
-        return [ops[0](None)]
+        return steps[0](None)
     again = ins.Activate(task)
     code: list = []
 
     def emit(lo, hi):
         if hi - lo == 1:
-            code.extend([ops[lo](again if lo < e - 1 else None), ins.jump("next")])
+            code.extend([*steps[lo](again if lo < e - 1 else None), ins.jump("next")])
             return
         mid = (lo + hi) // 2
         code.append(ins.branch_if_less(counter, mid, f"b{lo}_{mid}"))
@@ -146,6 +152,19 @@ def chain_code(task: str, counter: str, ops: Sequence[Callable[[object], object]
     emit(0, e)
     code[-1] = ins.label("next")
     return code + [ins.iadd(counter, counter, 1)]
+
+
+def gate_code(register: str, wait: str, tasks: Sequence[str]) -> list:
+    """Scalar code that counts one delivery into a PE's gate: the word `wait` (u32, the
+    deliveries the PE still waits for) less one; the delivery that brings it to zero
+    activates `tasks` (the consumer's entry tasks on that PE) before it writes the zero,
+    so whoever reads a zero there knows they are activated. `register` is scratch (a
+    chain's counter after its last op). Tasks run one at a time on a CE, so the read,
+    decrement and write of `wait` are never interleaved with another chain's."""
+    word = ins.Mem(wait, 0, 1)
+    return [ins.load(register, word), ins.isub(register, register, 1),
+            ins.branch_if_nonzero(register, "gate_shut"), *(ins.activate(t) for t in tasks),
+            ins.label("gate_shut"), ins.store(word, ins.Reg(register))]
 
 
 def chain_cycles(e: int) -> int:

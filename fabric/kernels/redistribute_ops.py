@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from fabric import instructions as ins
-from fabric.kernels.redistribute_code import Run, chain_code
+from fabric.kernels.redistribute_code import Run, chain_code, gate_code
 from fabric.numerics import HALF_DTYPES
 from fabric.program import Tile
 
@@ -16,6 +16,8 @@ SRC, DST = "s_", "d_"  # prefixes of the source and destination symbols in the p
 SCRATCH = "t_"  # fp32 scratch of a local h1 -> h2 move
 CHAINS = ("recv", "send", "local")  # task order = priority of an idle CE
 COUNTER = {"recv": "rk", "send": "sk", "local": "lk"}
+DELIVERING = ("recv", "local")  # the chains that write the destination's words
+GATE = "g_wait"  # a gated PE's count of deliveries still to come (a view of the gate's word)
 
 
 def through_f32(src_fmt: str, dst_fmt: str) -> bool:
@@ -74,8 +76,10 @@ def _mem(prefix: str, run: Run) -> ins.Mem:
     return dataclasses.replace(run.mem(), symbol=prefix + run.symbol)
 
 
-def tile_spec(src, dst, cell, chains, scratch: int = 0):
-    """What a PE holds and runs: its symbols [(name, dtype, slots)] and its chains' code."""
+def tile_spec(src, dst, cell, chains, scratch: int = 0, gate: tuple[str, ...] = ()):
+    """What a PE holds and runs: its symbols [(name, dtype, slots)] and its chains' code.
+    `gate`: tasks its delivering chains open when the last of them is done (`gate_code` on
+    the word GATE, which the PE then declares)."""
     symbols = []
     for prefix, m in ((SRC, src), (DST, dst)):
         if m.rect.contains(*cell):
@@ -83,8 +87,13 @@ def tile_spec(src, dst, cell, chains, scratch: int = 0):
                         for k, a in m.symbols.items()]
     if scratch:
         symbols.append((SCRATCH, "f32", scratch))
-    code = tuple((k, tuple(chain_code(k, COUNTER[k], chains[k]))) for k in CHAINS
-                 if k in chains)
+    gated = gate and any(k in chains for k in DELIVERING)
+    if gated:
+        symbols.append((GATE, "u32", 1))
+    code = tuple((k, tuple(chain_code(
+        k, COUNTER[k], chains[k],
+        then=gate_code(COUNTER[k], GATE, gate) if gated and k in DELIVERING else ())))
+        for k in CHAINS if k in chains)
     return tuple(symbols), code
 
 

@@ -46,7 +46,7 @@ whole fabric.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -55,9 +55,11 @@ from fabric.isa import Port
 from fabric.kernels.base import pick_colors
 from fabric.kernels.layout import WordMap
 from fabric.kernels.redistribute_code import split_runs
+from fabric.kernels.redistribute_ops import DELIVERING
 from fabric.kernels.redistribute_round import _round, _scratch_words
-from fabric.kernels.redistribute_types import Move, Redistribution, _inside
+from fabric.kernels.redistribute_types import Cell, Move, Redistribution, _inside
 from fabric.kernels.traffic_routes import XY, YX, route_tree
+from fabric.program import Program
 from fabric.window import Window, bounding_box, whole_fabric, window_for
 
 
@@ -309,3 +311,30 @@ def _balanced_orders(moves, trees) -> dict:
         prefer[id(m)] = (best, YX if best == XY else XY)
     return prefer
 
+
+
+# ---- gates: a consumer started by the data it receives ---------------------------------------
+def deliveries(plan: Redistribution) -> dict[Cell, int]:
+    """{PE of the fabric: the plan's chains writing destination words there}: one per round
+    whose program receives there (its "recv" chain) or moves there locally ("local")."""
+    out: dict[Cell, int] = {}
+    for rnd in plan.rounds:
+        for cell, chains in rnd.ops.items():
+            n = sum(k in chains for k in DELIVERING)
+            if n:
+                pe = plan.window_to_fabric(cell)
+                out[pe] = out.get(pe, 0) + n
+    return out
+
+
+def gated_rounds(plan: Redistribution, gates: Mapping[Cell, Sequence[str]]) -> list[Program]:
+    """The plan's round programs with gates: on each PE of `gates` ({PE of the fabric:
+    task names}), every chain that writes destination words ends by counting one delivery
+    into the PE's word "g_wait" (`redistribute_ops.GATE`, which the PE declares: in a
+    merged program a view of the gate's word, `fabric.merge.Part.shared`), and the one that
+    brings it to zero activates the tasks (in a merged program the consumer's entry tasks,
+    named through `Part.tasks`). The same moves, routes and colors as `plan.rounds`."""
+    src, dst = _inside(plan.window, plan.src), _inside(plan.window, plan.dst)
+    inner = {plan.fabric_to_window(pe): tuple(tasks) for pe, tasks in gates.items()}
+    return [_round(plan.window.config, src, dst, rnd.moves, rnd.local, inner).program
+            for rnd in plan.rounds]

@@ -47,7 +47,10 @@ def _scratch_words(src: WordMap, dst: WordMap, runs) -> int:
                                                           dst.dtypes[d.symbol])), default=0)
 
 
-def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict) -> Round:
+def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
+           gates: dict[Cell, tuple[str, ...]] | None = None) -> Round:
+    """One round's program and figures; `gates` {cell: tasks}: the delivering chains of
+    those PEs each count one delivery into the PE's gate (`redistribute_ops.tile_spec`)."""
     chains: dict[Cell, dict[str, list]] = {}
     for m in moves:
         send = chains.setdefault(m.src, {}).setdefault("send", [])
@@ -79,7 +82,8 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict) -
     prog = Program(config)
     specs = {}
     for cell in set(src.rect.pes()) | set(dst.rect.pes()) | set(chains):
-        specs[cell] = tile_spec(src, dst, cell, chains.get(cell, {}), scratch.get(cell, 0))
+        specs[cell] = tile_spec(src, dst, cell, chains.get(cell, {}), scratch.get(cell, 0),
+                                (gates or {}).get(cell, ()))
     for rect, spec in rect_groups(specs):
         prog.place(tile(f"redist_{rect.row}_{rect.col}", spec), rect)
     for m in moves:

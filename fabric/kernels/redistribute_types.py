@@ -146,6 +146,12 @@ class Redistribution:
         """A PE of the window in the fabric's coordinates."""
         return cell[0] + self.window.rect.row, cell[1] + self.window.rect.col
 
+    window_to_fabric = _outer
+
+    def fabric_to_window(self, pe: Cell) -> Cell:
+        """A PE of the fabric in the window's coordinates."""
+        return pe[0] - self.window.rect.row, pe[1] - self.window.rect.col
+
     def _outer_flow(self, m: Move, name: str) -> Flow:
         f = m.flow(name)
         return Flow(name, self._outer(f.src), tuple(self._outer(d) for d in f.dsts), f.n,

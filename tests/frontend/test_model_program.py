@@ -12,9 +12,10 @@ import pytest
 import torch
 
 import frontend
-from fabric import DeadlockError, FabricConfig
+from fabric import DeadlockError, FabricConfig, Simulator
 from fabric.window import bounding_box
 from frontend.errors import FrontendError, PlacementError, StageRunError
+from frontend.program_run import run_stream
 from tests.frontend.models import CONFIG, MLP, TinyGPT
 
 # small enough that the pipelined placement's tiles, and so the moves' flows crossing a PE,
@@ -135,6 +136,46 @@ def test_a_part_starts_on_each_pe_once_its_inputs_are_done_there():
     assert early  # a kernel began on some PEs before its inputs were in everywhere
     with pytest.raises(ValueError, match="start must be one of"):
         cm.one_program_stream([(x,)], start="eager")
+
+
+def test_kernels_are_started_by_their_data():
+    """Start "data": the program with gates, where the last delivery into a kernel's PE
+    activates its entry tasks there. The host never launches a kernel on a PE its moves
+    deliver to (the add of the residual block waits there for both of its incoming moves),
+    and the words are those of one part at a time, bit for bit, for one sample and for
+    three streamed (the host puts each gate back with its kernel between samples)."""
+    torch.manual_seed(0)
+    xs = [torch.randn(3, 16) for _ in range(3)]
+    cm = frontend.compile(Residual().eval(), (xs[0],), SMALL, mode="pipelined")
+    alone = [cm.one_program(x) for x in xs]
+    launched = []
+    real = Simulator.launch_each
+
+    def recorded(self, starts):
+        launched.append(starts)
+        return real(self, starts)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Simulator, "launch_each", recorded)
+        one = cm.one_program_stream([(xs[0],)], start="data")
+        stream = cm.one_program_stream([(x,) for x in xs], start="data")
+    program = cm.model_program(gated=True)
+    fed = {k for k in program.stages.values() if program.after[k]}
+    assert fed and set(program.gates) == fed
+    add = program.stages[next(m.consumer for m in program.moves
+                              if sum(n.consumer == m.consumer for n in program.moves) == 2)]
+    assert max(program.gates[add].waits.values()) >= 2  # a chain of each incoming move
+    for starts in launched:
+        for pe, tasks in starts.items():
+            for k in fed:
+                if pe in program.gates[k].waits:
+                    assert not set(tasks) & set(program.entries(k)[pe]), (k, pe)
+    assert one.same_words(0, alone[0].words[0]) and alone[0].same_words(0, one.words[0])
+    for s, call in enumerate(alone):
+        assert stream.same_words(s, call.words[0]) and call.same_words(0, stream.words[s])
+    with pytest.raises(ValueError, match='start "data" needs a model program built with '
+                                         "gates"):
+        run_stream(cm.model_program(), [cm._inputs((xs[0],))], 10_000, start="data")
 
 
 def test_samples_stream_through_the_one_program():
