@@ -3,7 +3,8 @@ timelines of the fabric-level demo (traces) and training runs.
 
     wafer info [--preset wse2|wse3|small] [--grid RxC] [--json]
     wafer run [MODULE:FACTORY | --model mlp|gpt] [--preset P] [--grid RxC] [--dtype D]
-              [--mode pipelined|sequential] [--out DIR] [--quiet]
+              [--mode pipelined|sequential] [--colors report|fit|refuse] [--out DIR]
+              [--quiet]
                                              (--fabric-demo [--n N]: the fabric-level demo)
     wafer bench [--quick] [--only NAME ...]
     wafer trace [--grid RxC] [--n N] [--rect R,C,H,W] [--links] [--out FILE]
@@ -32,6 +33,7 @@ from fabric import edge_channels, host_streams
 from fabric.config import FabricConfig
 from fabric.errors import FabricError
 from frontend.errors import FrontendError, user_code_error
+from frontend.graph_colors import COLOR_POLICIES, DEFAULT_COLOR_POLICY
 from frontend.schedule import DEFAULT_MODE, MODES
 
 PRESETS = ("wse2", "wse3", "small")
@@ -233,7 +235,8 @@ def cmd_run(args, parser) -> int:
         model, inputs = model_demo.demo_model(args.model)
     config = preset_config(args.preset, args.grid)
     return _run_quietly(lambda: model_demo.run_model(model, inputs, config, args.out,
-                                                     args.dtype, args.mode), args.quiet)
+                                                     args.dtype, args.mode, args.colors),
+                        args.quiet)
 
 
 # ---- trace -----------------------------------------------------------------------------
@@ -375,6 +378,10 @@ def build_parser() -> Parser:
     run.add_argument("--mode", choices=list(MODES), default=DEFAULT_MODE,
                      help=f"execution mode (default {DEFAULT_MODE}: every stage resident, "
                      "parts started as their data arrives; sequential: one stage at a time)")
+    run.add_argument("--colors", choices=list(COLOR_POLICIES), default=DEFAULT_COLOR_POLICY,
+                     help="a pipelined model whose routes need more colors than the fabric "
+                     f"has (default {DEFAULT_COLOR_POLICY}: compiled with the shortfall in its "
+                     "report; fit: placed on smaller tiles that fit; refuse: an error)")
     run.add_argument("--fabric-demo", action="store_true",
                      help="run the fabric-level demo instead of a model")
     run.add_argument("--n", type=int, default=64,

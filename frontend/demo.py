@@ -3,6 +3,7 @@ node against eager PyTorch, with a printed report and the placement picture.
 
     python -m frontend.demo --out out [--model mlp|gpt] [--grid 12x12]
                             [--dtype fp32|fp16|bf16|cb16] [--mode pipelined|sequential]
+                            [--colors report|fit|refuse]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 
 import frontend
 from fabric import FabricConfig
+from frontend.graph_colors import COLOR_POLICIES, DEFAULT_COLOR_POLICY
 from frontend.schedule import DEFAULT_MODE, MODES
 from frontend.validate import MIXED_ULPS, table
 
@@ -79,23 +81,27 @@ def main(argv=None) -> int:
                     help="fp32, or mixed precision with this 16-bit format")
     ap.add_argument("--mode", choices=list(MODES), default=DEFAULT_MODE,
                     help="execution mode (frontend.compile's mode)")
+    ap.add_argument("--colors", choices=list(COLOR_POLICIES), default=DEFAULT_COLOR_POLICY,
+                    help="a pipelined model whose routes need more colors than the fabric "
+                    "has: report it (default), fit it on smaller tiles, or refuse it "
+                    "(frontend.compile's colors)")
     args = ap.parse_args(argv)
     model, inputs = demo_model(args.model)
     return run_model(model, inputs, FabricConfig.small(*args.grid), args.out, args.dtype,
-                     args.mode)
+                     args.mode, args.colors)
 
 
 def run_model(model, inputs, config: FabricConfig, out_dir, dtype: str = "fp32",
-              mode: str = DEFAULT_MODE) -> int:
+              mode: str = DEFAULT_MODE, colors: str = DEFAULT_COLOR_POLICY) -> int:
     """Compile, run and validate `model` on `config` in fp32, or in mixed precision with
     the 16-bit `dtype` (a `frontend.amp` name: float16/fp16, bfloat16/bf16,
-    cbfloat16/cb16), in execution `mode` (`frontend.schedule.MODES`); print the report and
-    the numerics table, save the placement PNG in `out_dir`. 0 when every node is within
-    tolerance."""
+    cbfloat16/cb16), in execution `mode` (`frontend.schedule.MODES`) with the color policy
+    `colors` (`frontend.compile`'s); print the report and the numerics table, save the
+    placement PNG in `out_dir`. 0 when every node is within tolerance."""
     precision, half = ("fp32", None) if dtype == "fp32" else ("mixed", dtype)
     t0 = time.perf_counter()
     cm = frontend.compile(model, inputs, config=config, precision=precision, half=half,
-                          mode=mode)
+                          mode=mode, colors=colors)
     t1 = time.perf_counter()
     rows = cm.validate(*inputs, raise_on_mismatch=False)
     t2 = time.perf_counter()
@@ -124,18 +130,19 @@ def run_model(model, inputs, config: FabricConfig, out_dir, dtype: str = "fp32",
 
 def one_program_check(cm, inputs) -> bool:
     """Run the call again as one fabric program when the model's colors fit (every kernel
-    and move at once, each part started as soon as the parts it reads are done) and print
-    its cycles and whether every stage's words are those of the parts run apart; else say
-    why it is not one program. False only when the words differ."""
+    and move at once, each kernel started on a PE by the last delivery of its data there)
+    and print its cycles and whether every stage's words are those of the parts run apart;
+    else say why it is not one program. False only when the words differ."""
     colors = cm.colors.assignment
     if not colors.ok:
         print(f"\nnot run as one fabric program: its kernels and moves need {colors.needed} "
-              f"colors at once and the fabric has {colors.available} (the colors line above)")
+              f"colors at once and the fabric has {colors.available} (the colors line above; "
+              "--colors fit places it on smaller tiles that fit)")
         return True
-    run = cm.one_program(*inputs, overlap=True)
+    run = cm.one_program_stream([inputs], start="data")
     same = run.same_words(0, cm.last.words)
     print(f"\nas one fabric program ({colors.used} colors; every kernel and "
-          "move at once, each part started once the parts it reads are done): "
+          "move at once, each kernel started by its data): "
           f"{run.latency} cycles, host I/O apart; every stage's words "
           + ("those of the parts run apart, bit for bit" if same else
              "DIFFER from the parts run apart"))

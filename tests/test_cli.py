@@ -102,7 +102,20 @@ def test_run_of_a_model_short_of_colors_says_why_it_is_no_one_program(tmp_path, 
     assert cli.main(["run", "--model", "gpt", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert re.search(r"not run as one fabric program: its kernels and moves need (\d+) colors "
-                     r"at once and the fabric has 21", out)
+                     r"at once and the fabric has 21 .*--colors fit", out)
+
+
+@pytest.mark.long
+def test_run_with_colors_fit_runs_the_gpt_block_as_one_program(tmp_path, capsys):
+    """--colors fit: the demo GPT block, short of colors on its balanced tiles, is placed on
+    smaller ones that fit and runs again as one fabric program, each kernel started by its
+    data, with the words of the parts run apart."""
+    assert cli.main(["run", "--model", "gpt", "--colors", "fit", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "tiles shrunk for the colors to fit" in out
+    assert re.search(r"as one fabric program \(\d+ colors; .*started by its data\): \d+ "
+                     "cycles, host I/O apart; every stage's words those of the parts run "
+                     "apart, bit for bit", out)
 
 
 def test_run_takes_the_execution_mode(tmp_path, capsys):
@@ -133,6 +146,7 @@ def test_bad_arguments_one_line_exit_2(args, words):
     (["run", "--preset", "wse2", "--grid", "4x4"], "small preset only"),
     (["info", "--preset", "wse2", "--grid", "2x2"], "small preset only"),
     (["bench", "--only", "nosuch"], "invalid choice: 'nosuch'"),
+    (["run", "--colors", "squeeze"], "invalid choice: 'squeeze'"),
 ])
 def test_bad_arguments_in_process(args, words, capsys):
     with pytest.raises(SystemExit) as exit_:
