@@ -32,7 +32,7 @@ from collections.abc import Callable
 from fabric.config import FabricConfig
 from fabric.kernels import summa_model
 from fabric.program import Rect
-from frontend.tile_shapes import summa_tile_colors
+from frontend.tile_shapes import SUMMA_BANK_AWARE, summa_tile_colors
 
 MOST_PARTS = 4  # tiles one GEMM spreads over at most
 SHARE = 4  # one GEMM's PEs, all parts together, at most the fabric's PEs / SHARE
@@ -55,7 +55,8 @@ def best_tile(config: FabricConfig, m: int, k: int, n: int, pes: int
         widest = _block_counts(n, most)[-2:] if most >= 1 else []
         for cols in widest:
             try:
-                cycles = summa_model(config, Rect(0, 0, rows, cols), m, k, n)
+                cycles = summa_model(config, Rect(0, 0, rows, cols), m, k, n,
+                                     bank_aware=SUMMA_BANK_AWARE)
             except ValueError:  # SRAM: a larger tile may still fit
                 continue
             if best is None or cycles < best[0]:

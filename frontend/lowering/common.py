@@ -30,6 +30,7 @@ from fabric.kernels import (
 )
 from frontend.lowering.core import Unavailable
 from frontend.stages import Limits
+from frontend.tile_shapes import SUMMA_BANK_AWARE
 from frontend.values import Const, Gather, Ref, Symbolic
 
 # Single-PE cycles per element of each kernel (fp32, on one WSE-2 PE, from the kernels' cycle
@@ -283,7 +284,8 @@ def _gemm(low, a, b, suffix, c0) -> Ref:
     with_c0 = c0 is not None
     return low.stage(
         "gemm_summa", (m, n),
-        lambda cfg, rect, **fmt: build_gemm_summa(cfg, rect, m, k, n, with_c0=with_c0, **fmt),
+        lambda cfg, rect, **fmt: build_gemm_summa(cfg, rect, m, k, n, with_c0=with_c0,
+                                                  bank_aware=SUMMA_BANK_AWARE, **fmt),
         operands, m * k * n, Limits(m, n), fmas=m * k * n,
         words_per_element=max(3, 2 * k // max(1, min(m, n))), suffix=suffix)
 

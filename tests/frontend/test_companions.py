@@ -4,12 +4,15 @@ the move between them is one color; kept only where the balance's rate does not 
 Compile only, but for the one program of the stacked MLP."""
 
 import numpy as np
+import pytest
 import torch
 
 import frontend
 from fabric import FabricConfig, Rect
+from frontend import gemm_split
 from frontend.companions import Groups, companion_groups, pack_groups, riders
 from frontend.graph_colors import graph_colors
+from frontend.lowering import common
 from frontend.placement import place
 from frontend.runtime import prepare
 from tests.frontend.models import CONFIG, MLP, TinyGPT, lenet_with_statistics
@@ -83,15 +86,23 @@ def test_a_relayout_is_no_ride():
     assert roots == {"add_add": "addmm"}
 
 
-def test_riders_that_would_slow_the_pipeline_stay_apart():
-    """TinyGPT's residual adds ride its projections only if the balance loses no rate:
-    here it would, so the tiles are the plain balance's."""
+@pytest.mark.parametrize("bank_aware", [False, True], ids=["declared", "bank_aware"])
+def test_riders_that_would_slow_the_pipeline_stay_apart(bank_aware, monkeypatch):
+    """TinyGPT's residual adds ride its projections only if the balance loses no rate.
+    With its SUMMA tiles in their declared layout (every fma element waiting on the
+    read-pair rule) it would, so the tiles are the plain balance's; laid out bank-aware,
+    as the frontend builds them, the balance with riders loses no rate and keeps them."""
+    for module in (common, gemm_split):
+        monkeypatch.setattr(module, "SUMMA_BANK_AWARE", bank_aware)
     torch.manual_seed(0)
     cm = frontend.compile(TinyGPT().eval(), (torch.randint(0, 32, (2, 4)),), CONFIG)
     stages = cm.lowered.stages
     assert companion_groups(stages, CONFIG).roots  # riders exist
     plain = place(stages, CONFIG, cm.edges, balance="cycles", stack=False)
-    assert cm.placement.rects == plain.rects
+    if bank_aware:
+        assert cm.placement.riders and cm.placement.rects != plain.rects
+    else:
+        assert not cm.placement.riders and cm.placement.rects == plain.rects
 
 
 def test_groups_stack_riders_under_their_root_in_graph_order():

@@ -83,9 +83,10 @@ def _check_homes(res, res_opt):
 
 
 @pytest.mark.parametrize("features, match", [
-    # the stage's program and AdamW's four blocks do not fit a PE together
+    # the stage's program and AdamW's four blocks do not fit a PE together (the GEMM's
+    # bank-aware layout pads its accumulator by a word)
     (24, r"stage 'addmm' on Rect.* and the optimizer state of weight, bias homed there "
-         r"need 4848 B of SRAM on PE \(0, 0\), which has 4096 B"),
+         r"need 4852 B of SRAM on PE \(0, 0\), which has 4096 B"),
     # the optimizer kernel alone does not fit the tile
     (32, r"parameter 'weight' cannot live on the tile Rect.* of stage 'addmm', which "
          r"reads it: adamw: .* needs 6156 B of SRAM per PE"),
