@@ -14,6 +14,7 @@ written with one scatter.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from fabric import bits, pe_minor
 from fabric.materialize import materialize
@@ -83,14 +84,27 @@ def _decode(ctl, first: int, n: int, colors: int):
     return _value_at(ctl, first, n, index)
 
 
-def counts(ctl, colors: int):
-    """int32 [R, C, colors]: every color's count (for readers outside the cycle)."""
-    return _decode(ctl, 0, COUNT_PLANES, colors)
+def _decode_now(ctl, first: int, n: int, colors: int) -> np.ndarray:
+    """`_decode` of a concrete state in numpy (one host copy of the planes, a few array ops;
+    eager jax would dispatch some twenty small ops per call)."""
+    planes = np.asarray(ctl)[..., first:first + n]  # uint32 [R, C, n]
+    bit = (planes[..., None, :] >> np.arange(colors, dtype=np.uint32)[:, None]) & 1
+    return (bit << np.arange(n, dtype=np.uint32)).sum(axis=-1).astype(np.int32)
+
+
+def counts(ctl, colors: int) -> np.ndarray:
+    """int32 [R, C, colors]: every color's count, for readers outside the cycle (numpy)."""
+    return _decode_now(ctl, 0, COUNT_PLANES, colors)
 
 
 def heads(ctl, colors: int):
-    """int32 [R, C, colors]: every color's head slot."""
+    """int32 [R, C, colors]: every color's head slot (inside the cycle: jax)."""
     return _decode(ctl, COUNT_PLANES, HEAD_PLANES, colors)
+
+
+def heads_now(ctl, colors: int) -> np.ndarray:
+    """`heads` for readers outside the cycle (numpy)."""
+    return _decode_now(ctl, COUNT_PLANES, HEAD_PLANES, colors)
 
 
 def _add_planes(planes, mask, up: bool):

@@ -125,21 +125,21 @@ class FabricState(eqx.Module):
 
     @property
     def rq_count(self):
-        """int32 [R, C, K]: wavelets in each router buffer."""
+        """int32 [R, C, K] (numpy, a host read): wavelets in each router buffer."""
         return queues.counts(self.rq_ctl, self.num_colors)
 
     @property
     def rq_head(self):
-        return queues.heads(self.rq_ctl, self.num_colors)
+        return queues.heads_now(self.rq_ctl, self.num_colors)
 
     @property
     def iq_count(self):
-        """int32 [R, C, K]: wavelets in each CE input queue."""
+        """int32 [R, C, K] (numpy, a host read): wavelets in each CE input queue."""
         return queues.counts(self.iq_ctl, self.num_colors)
 
     @property
     def iq_head(self):
-        return queues.heads(self.iq_ctl, self.num_colors)
+        return queues.heads_now(self.iq_ctl, self.num_colors)
 
 
 def init_state(config: FabricConfig, tables) -> FabricState:
