@@ -18,7 +18,7 @@ Then its entry tasks start (`ModelProgram.entries`, PE by PE) by `start`:
   tasks). The host looks every `poll` cycles ("data" puts that start in the fabric). It
   can be slower than "part": a kernel's PE started early waits in a synchronous receive
   for PEs of its that have not started, holding the CE that other parts' chains on that PE
-  need (LeNet on small(6, 6), 8 samples: 1,278 cycles per sample against 1,100 by parts;
+  need (LeNet on small(6, 6), 8 samples: 1,418 cycles per sample against 1,280 by parts;
   benchmarks/one_program.py);
 - "data": as "pe", but a kernel's PEs that its moves deliver to are started in the
   fabric by the last delivery there (the program with gates, `ModelProgram.gates`): the
