@@ -145,9 +145,9 @@ class ModelProgram:
         """The PEs of gated kernel `kernel` whose gate has opened (every delivery in: the
         kernel's entry tasks activated there by the last of them), read without host I/O
         cycles (the host's bookkeeping, not a transfer)."""
-        gate = self.gates[kernel]
         sram = sim.sram_view()
-        return {pe for pe, address in gate.addresses(sim).items() if sram[(*pe, address)] == 0}
+        return {pe for pe, address in self.gates[kernel].addresses.items()
+                if sram[(*pe, address)] == 0}
 
     def launch(self, sim: Simulator, name: str) -> None:
         """Start part `name` on all its PEs: a kernel's entry tasks, a move round's chains."""
@@ -164,9 +164,7 @@ class ModelProgram:
     def entries(self, name: str) -> dict[tuple[int, int], tuple[str, ...]]:
         """{PE (row, col) of the merged fabric: the merged names of the tasks `launch`
         starts there} of part `name`."""
-        record = _LaunchRecord(self.merged.part(name))
-        self._start(record, name)
-        return {pe: tuple(tasks) for pe, tasks in record.tasks.items()}
+        return _launched(self.merged.part(name), lambda view: self._start(view, name))
 
     def read_output(self, sim: Simulator, kernel: str) -> dict[str, np.ndarray]:
         """{symbol: words} of kernel part `kernel`'s output, as `runtime` reads a stage's."""
@@ -213,6 +211,14 @@ class ModelProgram:
         return "\n".join(lines + [str(exc)])
 
 
+def _launched(part: Part, launch) -> dict[tuple[int, int], tuple[str, ...]]:
+    """{PE of the merged fabric: the merged names of the tasks `launch(view)` starts there}
+    for `part`, recorded instead of started."""
+    record = _LaunchRecord(part)
+    launch(record)
+    return {pe: tuple(tasks) for pe, tasks in record.tasks.items()}
+
+
 class _LaunchRecord:
     """A part's view that records what its launch starts instead of starting it:
     `tasks` {PE of the merged fabric: the merged task names}."""
@@ -240,12 +246,15 @@ class Gate:
 
     part: str
     waits: dict[tuple[int, int], int]
+    # {PE: the word address of its wait count} in the merged program (set once it is built)
+    addresses: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict)
 
-    def addresses(self, sim: Simulator) -> dict[tuple[int, int], int]:
-        """{PE: the word address of its wait count} in `sim`'s program."""
+    def placed(self, info) -> Gate:
+        """The gate with the addresses of its words in a built program (`info`: its
+        `fabric.build` ProgramInfo)."""
         name = f"{self.part}.wait"
-        info = sim.info
-        return {pe: info.symbols[info.placement_index(*pe)][name].address for pe in self.waits}
+        return dataclasses.replace(self, addresses={
+            pe: info.symbols[info.placement_index(*pe)][name].address for pe in self.waits})
 
 
 def _gates(prepared: list[PreparedStage], kernels: dict[str, Part]
@@ -263,9 +272,7 @@ def _gates(prepared: list[PreparedStage], kernels: dict[str, Part]
         if not waits:
             continue
         kernel = kernels[p.stage.name]
-        record = _LaunchRecord(kernel)
-        p.kernel.launch(record)
-        entries[kernel.name] = {pe: tuple(t) for pe, t in record.tasks.items()}
+        entries[kernel.name] = _launched(kernel, p.kernel.launch)
         # a PE delivered to but without an entry task of the kernel (it only holds data
         # there) waits for nothing: the kernel's work elsewhere reads it when it runs
         waits = {pe: n for pe, n in waits.items() if pe in entries[kernel.name]}
@@ -297,7 +304,7 @@ def _load_weights(program: ModelProgram) -> np.ndarray:
         program.merged.copy_memory(program.stages[p.stage.name], alone, sim)
     sram = sim.host_sram()
     for gate in program.gates.values():
-        for pe, address in gate.addresses(sim).items():
+        for pe, address in gate.addresses.items():
             sram[(*pe, address)] = gate.waits[pe]
     return sram.copy()
 
@@ -385,12 +392,12 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
     parts += [Part(g.part, _gate_program(config, by_part[kernel])) for kernel, g in gates.items()]
     try:
         merged = merge_programs(config, parts)
-        build_tables(config, merged.program)
+        _, info = build_tables(config, merged.program)
     except BuildError as exc:
         raise PlacementError("the pipelined model does not fit one fabric program: "
                              f"{_named(exc, prepared, moves, stages)}") from exc
     return ModelProgram(merged, stages, moves, prepared, order, after, round_tasks,
-                        frozenset(moved_in), gates)
+                        frozenset(moved_in), {k: g.placed(info) for k, g in gates.items()})
 
 
 def _named(exc: BuildError, prepared: list[PreparedStage], moves: list[MovePart],

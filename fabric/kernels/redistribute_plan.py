@@ -312,7 +312,6 @@ def _balanced_orders(moves, trees) -> dict:
     return prefer
 
 
-
 # ---- gates: a consumer started by the data it receives ---------------------------------------
 def deliveries(plan: Redistribution) -> dict[Cell, int]:
     """{PE of the fabric: the plan's chains writing destination words there}: one per round

@@ -118,12 +118,13 @@ class Redistribution:
     def flows(self) -> list[dict]:
         """Every flow: src, dsts (absolute PEs), words (values), wavelets, wire format,
         packed, hops, color, round, ops per end."""
-        return [{"src": self._outer(m.src), "dsts": [self._outer(d) for d in m.dsts],
+        outer = self.window_to_fabric
+        return [{"src": outer(m.src), "dsts": [outer(d) for d in m.dsts],
                  "words": m.n, "wavelets": m.wavelets,
                  "wire": m.wire, "packed": m.packed, "hops": m.hops,
                  "color": m.color, "round": m.round, "order": m.order,
                  "send_ops": len(m.send),
-                 "recv_ops": {self._outer(d): len(v) for d, v in m.recv.items()}}
+                 "recv_ops": {outer(d): len(v) for d, v in m.recv.items()}}
                 for r in self.rounds for m in r.moves]
 
     def report(self) -> dict:
@@ -142,11 +143,9 @@ class Redistribution:
                                         self.config.rows, self.config.cols)["cycles"]
                               if moves else 0)}
 
-    def _outer(self, cell: Cell) -> Cell:
+    def window_to_fabric(self, cell: Cell) -> Cell:
         """A PE of the window in the fabric's coordinates."""
         return cell[0] + self.window.rect.row, cell[1] + self.window.rect.col
-
-    window_to_fabric = _outer
 
     def fabric_to_window(self, pe: Cell) -> Cell:
         """A PE of the fabric in the window's coordinates."""
@@ -154,8 +153,8 @@ class Redistribution:
 
     def _outer_flow(self, m: Move, name: str) -> Flow:
         f = m.flow(name)
-        return Flow(name, self._outer(f.src), tuple(self._outer(d) for d in f.dsts), f.n,
-                    f.order)
+        outer = self.window_to_fabric
+        return Flow(name, outer(f.src), tuple(outer(d) for d in f.dsts), f.n, f.order)
 
     def run(self, src_words: Mapping[str, np.ndarray], max_cycles: int | None = None,
             min_table_rows: tuple[int, int] = (0, 0),
