@@ -82,7 +82,7 @@ def split_runs(items: Sequence[Item]) -> list[tuple[Run, ...]]:
 
 
 def _runs_1d(items, sides):
-    """Greedy maximal runs of one symbol and constant positive strides on every side:
+    """Greedy maximal runs of one symbol and constant strides on every side, positive or 0:
     [(start index, length, strides)]."""
     runs, i, n = [], 0, len(items)
     while i < n:
@@ -91,7 +91,9 @@ def _runs_1d(items, sides):
             if any(items[j][s][0] != items[i][s][0] for s in range(sides)):
                 break
             d = tuple(items[j][s][1] - items[j - 1][s][1] for s in range(sides))
-            if min(d) < 1 or (strides is not None and d != strides):
+            # a side of stride 0 reads one word again (a broadcast's source); a
+            # destination's words differ, so it never repeats one
+            if min(d) < 0 or (strides is not None and d != strides):
                 break
             strides, j = d, j + 1
         runs.append((i, j - i, strides or (1,) * sides))
@@ -101,7 +103,8 @@ def _runs_1d(items, sides):
 
 def _merge_2d(items, runs, sides):
     """Consecutive 1D runs of equal length (>= 2) and strides, one symbol per side, starts
-    stepping by a constant positive row stride: one 2D run.
+    stepping by a constant row stride, positive or 0 (a side that repeats its rows): one 2D
+    run.
     [(start index, elements, strides, rows, row strides)]."""
     out, i = [], 0
     while i < len(runs):
@@ -116,7 +119,7 @@ def _merge_2d(items, runs, sides):
             if any(a[s][0] != b[s][0] for s in range(sides)):
                 break
             d = tuple(b[s][1] - a[s][1] for s in range(sides))
-            if min(d) < 1 or (row_strides is not None and d != row_strides):
+            if min(d) < 0 or (row_strides is not None and d != row_strides):
                 break
             row_strides, rows, j = d, rows + 1, j + 1
         out.append((start, n * rows, strides, rows, row_strides))

@@ -252,7 +252,8 @@ def _with_wire(m: Move, src: WordMap, dst: WordMap, pack: bool) -> Move:
     Wire h (16-bit) when every sender symbol holds h (receivers copy it or widen it), or
     when every receiver symbol holds h, the other symbols are fp32 and the flow packs (the
     sender rounds); otherwise fp32 (receivers of h round on receipt, senders of h widen).
-    A flow packs when each of its ends' ops but the last moves an even number of values."""
+    A flow packs when each of its ends' ops but the last moves an even number of values,
+    none repeating a word (stride 0)."""
     s_fmts = {src.dtypes[r.symbol] for r in m.send}
     d_fmts = {dst.dtypes[r.symbol] for runs in m.recv.values() for r in runs}
     halves = (s_fmts | d_fmts) - {"f32"}
@@ -260,7 +261,9 @@ def _with_wire(m: Move, src: WordMap, dst: WordMap, pack: bool) -> Move:
         return m
     (h,) = halves
     ends = [m.send, *m.recv.values()]
-    packed = pack and all(r.length % 2 == 0 for runs in ends for r in runs[:-1])
+    # a run of stride 0 repeats a word, which a packed op (two elements a cycle) cannot
+    packed = pack and all(r.length % 2 == 0 for runs in ends for r in runs[:-1]) \
+        and all(r.stride != 0 for runs in ends for r in runs)
     if s_fmts == {h} or (d_fmts == {h} and packed):
         m.wire, m.packed = h, packed
     return m

@@ -67,6 +67,33 @@ def test_split_runs_finds_1d_and_2d_runs():
     assert [r[0].length for r in split_runs(joint)] == [5, 1]
 
 
+def test_split_runs_reads_a_repeated_word_with_stride_0():
+    """A broadcast's source repeats words: each word's copies in one run of stride 0, the
+    rows of copies one 2D DSD; a row repeated whole steps by 0 from row to row."""
+    copies = [(("a", w),) for w in (5, 5, 5, 7, 7, 7, 9, 9, 9)]
+    (run,), = split_runs(copies)
+    assert run == Run("a", 5, 9, 0, 3, 2) and run.addresses() == [w for ((_, w),) in copies]
+    rows = [(("a", w),) for _ in range(3) for w in (0, 1, 2, 3)]
+    (run,), = split_runs(rows)
+    assert run == Run("a", 0, 12, 1, 4, 0) and run.addresses() == [w for ((_, w),) in rows]
+    # joint: the source repeats, the destination steps
+    joint = [(("a", 4), ("b", w)) for w in range(6)]
+    assert split_runs(joint) == [(Run("a", 4, 6, 0), Run("b", 0, 6, 1))]
+
+
+def test_expanded_vector_moves_with_one_op_at_each_end():
+    """x (8,) expanded to (8, 16) into another PE's (8, 16) operand: the sender reads
+    each word 16 times with one stride-0 DSD, not one op per copy."""
+    src = WordMap((8,), Rect(0, 0, 1, 1), {"x": np.arange(8).reshape(1, 1, 8)})
+    dmap = probe_output(build_elementwise(CONFIG, Rect(0, 2, 1, 1), 8, 16))
+    dst = dmap.compose(np.repeat(np.arange(8)[:, None], 16, 1), (8,))
+    x = _tensor(8, 5)
+    plan, words, cycles = move(src, dst, x, block=False)
+    np.testing.assert_array_equal(dmap.from_words(words), np.repeat(x[:, None], 16, 1))
+    assert [(f["send_ops"], set(f["recv_ops"].values())) for f in plan.flows] == [(1, {1})]
+    assert cycles < 2 * 128  # 128 words streamed, not a chain of 128 ops
+
+
 # ---- kernel layouts ------------------------------------------------------------------------
 def test_elementwise_tile_to_gemm_a_on_another_tile():
     z = probe_output(build_elementwise(CONFIG, Rect(0, 0, 2, 2), 6, 5))
