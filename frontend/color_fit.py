@@ -6,16 +6,20 @@ a SUMMA GEMM one per tile row and column, a move one per flow crossing a PE, and
 cross where tiles are wide. The balanced placement (`frontend.balance`) sizes tiles for
 the rate alone; with `colors="fit"` a placement whose parts the colors cannot hold is
 placed again with smaller tiles, the period set within a smaller share of the fabric,
-with and then without spare PEs (`FIT_TRIES`, in order), and the first that fits is kept:
-a pipeline that runs as one fabric program (`cm.one_program`), often slower, instead of a
-refusal. When even every stage's starting tile needs more colors than the fabric has,
-the model is refused with the shortfall of that smallest placement.
+with and then without spare PEs (`FIT_TRIES`, in order); the first that fits is kept, after
+a search between its share and the larger one before it that fell short (`REFINE_STEPS`
+halvings; of the shares that fit, the one of the lowest predicted period): a pipeline
+that runs as one fabric program (`cm.one_program`), often slower, instead of a refusal.
+When even every stage's starting tile needs more colors than the fabric has, the model is
+refused with the shortfall of that smallest placement.
 
-The test models on small(12, 12): the balanced tiles need 26 (MLP), 34 (LeNet) and 37
-(TinyGPT) of the 21 colors; their starting tiles 2, 3 and 14.
+The test models on small(12, 12) (docs/frontend.md): the balanced tiles need 10 (MLP,
+which fits), 26 (LeNet) and 34 (TinyGPT) of the 21 colors; LeNet fits with the period
+set within 18 % of the fabric, TinyGPT within 48 %.
 
 Cost: one placement, one preparation of the moves and one color assignment per try, only
-for a model whose balanced placement does not fit.
+for a model whose balanced placement does not fit (at most `REFINE_STEPS` more for the
+search).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from frontend.stages import Stage
 # keeps every stage on its starting tile
 FIT_TRIES = ((PERIOD_SHARE, True), (0.4, True), (0.4, False), (0.2, True), (0.2, False),
              (0.1, False), (0.05, False), (0.0, False))
+# halvings of the gap between the share found short of colors and the first that fits
+REFINE_STEPS = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,17 +77,61 @@ def fit_colors(stages: list[Stage], tensors, config: FabricConfig, edges,
                                        if s < period_share] if policy == "fit" else [])
     first = None
     for n, (share, spare) in enumerate(tries, 1):
-        placement = place(stages, config, edges, balance="cycles", period_share=share,
-                          spare=spare)
-        prepared = prepare(stages, placement.rects, tensors, config)
-        last = n == len(tries)
-        colors = graph_colors(prepared, config, policy if last else "report")
+        placement, prepared, colors = _try(stages, tensors, config, edges, share, spare,
+                                           policy if n == len(tries) else "report")
         first = first or colors
         if colors.assignment.ok:
+            made = n
+            short = [s for s, _ in tries[:n - 1] if s > share]  # shares short of colors
+            if short:
+                (share, placement, prepared, colors), extra = _refine(
+                    stages, tensors, config, edges, min(short), share, spare,
+                    (placement, prepared, colors))
+                made += extra
             if n > 1:
                 colors = dataclasses.replace(colors, fitted=_fitted(share, spare, first))
-            return ColorFit(placement, prepared, colors, n)
+            return ColorFit(placement, prepared, colors, made)
     return ColorFit(placement, prepared, colors, len(tries))  # "report": short of colors
+
+
+def _try(stages, tensors, config, edges, share: float, spare: bool, policy: str):
+    """The balanced placement with the period set within `share`, its moves and colors."""
+    placement = place(stages, config, edges, balance="cycles", period_share=share,
+                      spare=spare)
+    prepared = prepare(stages, placement.rects, tensors, config)
+    return placement, prepared, graph_colors(prepared, config, policy)
+
+
+def _refine(stages, tensors, config, edges, short: float, fits: float, spare: bool, kept,
+            steps: int = REFINE_STEPS):
+    """Shares between `short` (its tiles need more colors) and `fits` (`kept`: its
+    placement, moves and colors), halving the gap `steps` times (the ladder's steps halve
+    the share, and a model with many stages can go from too many colors to one PE a stage
+    in one of them); of those that fit, the one of the lowest predicted period
+    (`predicted_period`; a larger share first when equal: the placement is not monotone
+    in the share). Returns ((share, placement, prepared, colors), the placements made)."""
+    fitting = [(fits, *kept)]
+    for _ in range(steps):
+        mid = (short + fits) / 2
+        placement, prepared, colors = _try(stages, tensors, config, edges, mid, spare,
+                                           "report")
+        if colors.assignment.ok:
+            fits = mid
+            fitting.append((mid, placement, prepared, colors))
+        else:
+            short = mid
+    best = min(fitting, key=lambda f: (predicted_period(f[2]), -f[0]))
+    return best, steps
+
+
+def predicted_period(prepared: list[PreparedStage]) -> int:
+    """The pipeline's period as its plans predict it: the largest, over its stages, of the
+    kernel's analytic cycles plus the estimated cycles of the moves into it (host writes
+    apart)."""
+    return max((p.kernel.model_cycles
+                + sum(src.plan.estimate_cycles for sources in p.sources.values()
+                      for src in sources if src.plan is not None)
+                for p in prepared), default=0)
 
 
 def _fitted(share: float, spare: bool, first: GraphColors) -> str:

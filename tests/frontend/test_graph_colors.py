@@ -5,6 +5,7 @@ whose colors cannot hold them refuses the model, naming the stages and moves at 
 busiest PE, the colors needed and those available. Compile only: nothing runs."""
 
 import inspect
+import re
 
 import matplotlib.colors
 import pytest
@@ -173,7 +174,8 @@ def test_the_dynamo_backend_takes_the_color_policy():
 
 def test_fit_policy_shrinks_the_tiles_until_the_colors_fit():
     """With 10 colors the balanced tiles need more; "fit" places the model again on
-    smaller tiles (fewer PEs) whose routes fit, says so, and runs it right; with 2 colors
+    smaller tiles (fewer PEs) whose routes fit, as large as it finds, says so, and runs
+    it right; with 2 colors
     not even the starting tiles fit and the model is refused, saying the tiles were
     shrunk. (This file compiles only, but for that one validated call.)"""
     few = FEW
@@ -182,8 +184,11 @@ def test_fit_policy_shrinks_the_tiles_until_the_colors_fit():
     assert fit.colors.assignment.ok and fit.colors.assignment.used <= 10
     assert fit.placement.pes_used < balanced.placement.pes_used
     needed = balanced.colors.assignment.needed
-    assert ("tiles shrunk for the colors to fit (the period set within 40% of the fabric"
-            in fit.report())
+    # the ladder's 40 % fits and 60 % does not: the search between them keeps the largest
+    # share it finds that fits (57 % here), so no more PEs are given up than the colors ask
+    share = re.search(r"tiles shrunk for the colors to fit \(the period set within (\d+)% of "
+                      r"the fabric", fit.report())
+    assert share and 40 < int(share.group(1)) < 60
     assert f"the balanced placement needed {needed})" in fit.report()
     fit.validate(torch.randn(4, 16))  # every node against eager, fp32 tolerances
     two = CONFIG.replace(reserved_colors=tuple(range(2, 24)))
