@@ -3,7 +3,8 @@ timelines of the fabric-level demo (traces) and training runs.
 
     wafer info [--preset wse2|wse3|small] [--grid RxC] [--json]
     wafer run [MODULE:FACTORY | --model mlp|gpt] [--preset P] [--grid RxC] [--dtype D]
-              [--mode pipelined|sequential] [--colors report|fit|refuse] [--out DIR]
+              [--mode pipelined|sequential] [--colors report|fit|refuse]
+              [--lookups gather|onehot] [--out DIR]
               [--quiet]
                                              (--fabric-demo [--n N]: the fabric-level demo)
     wafer bench [--quick] [--only NAME ...]
@@ -34,6 +35,7 @@ from fabric.config import FabricConfig
 from fabric.errors import FabricError
 from frontend.errors import FrontendError, user_code_error
 from frontend.graph_colors import COLOR_POLICIES, DEFAULT_COLOR_POLICY
+from frontend.lowering import LOOKUPS
 from frontend.schedule import DEFAULT_MODE, MODES
 
 PRESETS = ("wse2", "wse3", "small")
@@ -235,7 +237,8 @@ def cmd_run(args, parser) -> int:
         model, inputs = model_demo.demo_model(args.model)
     config = preset_config(args.preset, args.grid)
     return _run_quietly(lambda: model_demo.run_model(model, inputs, config, args.out,
-                                                     args.dtype, args.mode, args.colors),
+                                                     args.dtype, args.mode, args.colors,
+                                                     args.lookups),
                         args.quiet)
 
 
@@ -382,6 +385,10 @@ def build_parser() -> Parser:
                      help="a pipelined model whose routes need more colors than the fabric "
                      f"has (default {DEFAULT_COLOR_POLICY}: compiled with the shortfall in its "
                      "report; fit: placed on smaller tiles that fit; refuse: an error)")
+    run.add_argument("--lookups", choices=list(LOOKUPS), default="gather",
+                     help="embeddings by token ids: the rows gathered per call (default) or "
+                     "a one-hot product on the fabric (a static model, which one fabric "
+                     "program holds)")
     run.add_argument("--fabric-demo", action="store_true",
                      help="run the fabric-level demo instead of a model")
     run.add_argument("--n", type=int, default=64,

@@ -21,7 +21,7 @@ from frontend.graph_colors import (
     check_color_policy,
     graph_colors,
 )
-from frontend.lowering import lower
+from frontend.lowering import check_lookups, lower
 from frontend.micro_batches import join, split
 from frontend.model_program import ModelProgram, build_model_program
 from frontend.placement import place
@@ -37,7 +37,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
             config: FabricConfig | None = None, max_cycles: int = 5_000_000,
             precision: str = "fp32", half=None, mode: str = DEFAULT_MODE,
             colors: str = DEFAULT_COLOR_POLICY,
-            period_share: float | None = None) -> CompiledModel:
+            period_share: float | None = None, lookups: str = "gather") -> CompiledModel:
     """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
     `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
 
@@ -68,6 +68,13 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
         gives a lower period (a higher rate) and fewer spare PEs for the latency (TinyGPT
         d=64 on small(32, 32): 1.0 gives 4,930 cycles per sample and a latency of 50,133,
         0.6 5,330 and 43,755).
+    lookups: how an embedding by an integer input's indices (token ids) is looked up:
+        "gather" (the default: the rows the ids pick move per call from a resident copy of
+        the table, over routes the host plans per call) or "onehot" (on the fabric, a
+        one-hot product of tokens x vocab x (dim + 1) multiply-adds, exact in fp32: a
+        static model that one fabric program holds, `cm.one_program`; for small
+        vocabularies). Either way an index outside the table raises IndexError before the
+        call, as eager does.
 
     The returned model runs on the simulated fabric when called; shapes are those of the
     example inputs (as `torch.export` captures them)."""
@@ -79,7 +86,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
                                 "the fabric holds every tensor in PE memory, so each needs at "
                                 "least one element (a batch size of at least 1)")
     return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
-                         precision, example_inputs, half, mode, colors, period_share)
+                         precision, example_inputs, half, mode, colors, period_share, lookups)
 
 
 class CompiledModel:
@@ -88,16 +95,19 @@ class CompiledModel:
     def __init__(self, captured: Captured, config: FabricConfig, max_cycles: int,
                  precision: str = "fp32", example_inputs: Sequence = (),
                  half: HalfDtype | None = None, mode: str = DEFAULT_MODE,
-                 colors: str = DEFAULT_COLOR_POLICY, period_share: float | None = None):
+                 colors: str = DEFAULT_COLOR_POLICY, period_share: float | None = None,
+                 lookups: str = "gather"):
         """half: the 16-bit format of a "mixed" model (`frontend.amp.resolve_half`);
         None in fp32. mode: "sequential" or "pipelined" (`frontend.schedule`). colors: what
         a pipelined model short of colors gets, "fit", "refuse" or "report" (`compile`).
-        period_share: the pipelined placement's (`compile`)."""
+        period_share: the pipelined placement's (`compile`). lookups: "gather" or
+        "onehot", how embeddings by token ids are looked up (`compile`)."""
         t0 = time.perf_counter()
         try:
             self.mode = check_mode(mode)
             self.color_policy = check_color_policy(colors)
             share = check_period_share(period_share, self.mode)
+            self.lookups = check_lookups(lookups)
         except ValueError as exc:
             raise FrontendError(str(exc)) from None
         self.captured = captured
@@ -113,12 +123,13 @@ class CompiledModel:
         if example_inputs and not self.half:
             # eager's checks first (a float layer refuses integer ids): what eager refuses
             # is refused here too, never run on the fabric with the bits reinterpreted
-            golden_values(captured, self._inputs(example_inputs))
-        self.formats = (node_formats(captured, self._inputs(example_inputs), self.half)
+            golden_values(captured, self._named_inputs(example_inputs))
+        self.formats = (node_formats(captured, self._named_inputs(example_inputs), self.half)
                         if self.half else {})
         # pipelined: a GEMM the colors hold to a small tile spreads over several tiles
         self.lowered = lower(captured, self.formats,
-                             column_parts(config) if self.mode == "pipelined" else None)
+                             column_parts(config) if self.mode == "pipelined" else None,
+                             self.lookups)
         self.edges = _edges(self.lowered)
         # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
         # at a time, their sum: shares that follow the work
@@ -177,7 +188,7 @@ class CompiledModel:
         return len(plans)
 
     # ---- running ---------------------------------------------------------------------------
-    def _inputs(self, args) -> dict[str, torch.Tensor]:
+    def _named_inputs(self, args) -> dict[str, torch.Tensor]:
         names = [n for n in self.captured.user_inputs if n not in self.resident_inputs]
         flat, _ = torch.utils._pytree.tree_flatten(list(args))
         if len(flat) != len(names):
@@ -197,6 +208,14 @@ class CompiledModel:
             _check_integer_range(name, value)
             out[name] = value.detach()
         return out
+
+    def _inputs(self, args) -> dict[str, torch.Tensor]:
+        """The runtime inputs of a call by name (`_named_inputs`), the indices that
+        embeddings read checked against their tables (IndexError, as eager)."""
+        inputs = self._named_inputs(args)
+        for indices in self.lowered.index_ranges:
+            indices.values(inputs)
+        return inputs
 
     def run(self, *args, resident: dict[str, ResidentTensor] | None = None) -> Execution:
         """Run once on `args` (the runtime inputs, resident ones left out) and `resident`

@@ -3,7 +3,7 @@ node against eager PyTorch, with a printed report and the placement picture.
 
     python -m frontend.demo --out out [--model mlp|gpt] [--grid 12x12]
                             [--dtype fp32|fp16|bf16|cb16] [--mode pipelined|sequential]
-                            [--colors report|fit|refuse]
+                            [--colors report|fit|refuse] [--lookups gather|onehot]
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import torch.nn.functional as F
 
 import frontend
 from fabric import FabricConfig
+from frontend.errors import PlacementError
 from frontend.graph_colors import COLOR_POLICIES, DEFAULT_COLOR_POLICY
+from frontend.lowering import LOOKUPS
 from frontend.schedule import DEFAULT_MODE, MODES
 from frontend.validate import MIXED_ULPS, table
 
@@ -85,23 +87,29 @@ def main(argv=None) -> int:
                     help="a pipelined model whose routes need more colors than the fabric "
                     "has: report it (default), fit it on smaller tiles, or refuse it "
                     "(frontend.compile's colors)")
+    ap.add_argument("--lookups", choices=list(LOOKUPS), default="gather",
+                    help="embeddings by token ids: rows gathered per call (default) or a "
+                    "one-hot product on the fabric, which one fabric program holds "
+                    "(frontend.compile's lookups)")
     args = ap.parse_args(argv)
     model, inputs = demo_model(args.model)
     return run_model(model, inputs, FabricConfig.small(*args.grid), args.out, args.dtype,
-                     args.mode, args.colors)
+                     args.mode, args.colors, args.lookups)
 
 
 def run_model(model, inputs, config: FabricConfig, out_dir, dtype: str = "fp32",
-              mode: str = DEFAULT_MODE, colors: str = DEFAULT_COLOR_POLICY) -> int:
+              mode: str = DEFAULT_MODE, colors: str = DEFAULT_COLOR_POLICY,
+              lookups: str = "gather") -> int:
     """Compile, run and validate `model` on `config` in fp32, or in mixed precision with
     the 16-bit `dtype` (a `frontend.amp` name: float16/fp16, bfloat16/bf16,
     cbfloat16/cb16), in execution `mode` (`frontend.schedule.MODES`) with the color policy
-    `colors` (`frontend.compile`'s); print the report and the numerics table, save the
-    placement PNG in `out_dir`. 0 when every node is within tolerance."""
+    `colors` and the embeddings' `lookups` (`frontend.compile`'s); print the report and
+    the numerics table, save the placement PNG in `out_dir`. 0 when every node is within
+    tolerance."""
     precision, half = ("fp32", None) if dtype == "fp32" else ("mixed", dtype)
     t0 = time.perf_counter()
     cm = frontend.compile(model, inputs, config=config, precision=precision, half=half,
-                          mode=mode, colors=colors)
+                          mode=mode, colors=colors, lookups=lookups)
     t1 = time.perf_counter()
     rows = cm.validate(*inputs, raise_on_mismatch=False)
     t2 = time.perf_counter()
@@ -139,7 +147,11 @@ def one_program_check(cm, inputs) -> bool:
               f"colors at once and the fabric has {colors.available} (the colors line above; "
               "--colors fit places it on smaller tiles that fit)")
         return True
-    run = cm.one_program_stream([inputs], start="data")
+    try:
+        run = cm.one_program_stream([inputs], start="data")
+    except PlacementError as exc:  # per-call gathers, or a PE's SRAM, registers, tasks
+        print(f"\nnot run as one fabric program: {exc}")
+        return True
     same = run.same_words(0, cm.last.words)
     print(f"\nas one fabric program ({colors.used} colors; every kernel and "
           "move at once, each kernel started by its data): "

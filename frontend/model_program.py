@@ -39,7 +39,8 @@ activation comes before it), and puts the word back with the kernel between samp
 a kernel's code has no "done" signal of its own to chain them to.
 
 Not in the program: an embedding's per-call gathers (their moves follow each call's
-indices) and moves from resident inputs; a model with them is refused.
+indices; `frontend.compile(..., lookups="onehot")` looks the rows up on the fabric
+instead) and moves from resident inputs; a model with them is refused.
 """
 
 from __future__ import annotations
@@ -331,7 +332,9 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
         if gathers:
             raise PlacementError(f"{describe(p.stage.node)}: stage {p.stage.name!r} gathers "
                                  f"operand {gathers[0]!r} by each call's indices, which one "
-                                 "fabric program cannot hold (its moves follow the indices)")
+                                 "fabric program cannot hold (its moves follow the indices); "
+                                 "compile with lookups=\"onehot\" to look the rows up on the "
+                                 "fabric")
     if not colors.assignment.ok:
         raise PlacementError("the pipelined model does not fit one fabric program: "
                              + colors.assignment.shortfall())

@@ -10,7 +10,8 @@
   index map alone, so they cost nothing until a kernel needs the data in another layout;
   then the data moves on the fabric (`fabric.kernels.redistribute`).
 - `Gather`: a runtime tensor whose index map depends on the values of an integer user input
-  (embedding): resolved on every call.
+  (embedding): resolved on every call. `IndexRange`: the check of such indices that the
+  host makes before a call.
 """
 
 from __future__ import annotations
@@ -54,20 +55,37 @@ class Gather:
     def indices(self, inputs: dict[str, torch.Tensor], limit: int) -> torch.Tensor:
         """This call's indices at the picked positions (int64, flat), each checked to lie
         in [0, limit)."""
-        given = inputs[self.idx_name]
-        if given.dtype.is_floating_point or given.dtype == torch.bool:
-            raise TypeError(f"embedding indices {self.idx_name!r} must be integers, got "
-                            f"{given.dtype}")
-        idx = given.reshape(-1)[self.idx_pick.reshape(-1)].to(torch.int64)
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= limit):
-            raise IndexError(f"embedding index out of range [0, {limit}) in input "
-                             f"{self.idx_name!r}: min {int(idx.min())}, max {int(idx.max())}")
-        return idx
+        return IndexRange(self.idx_name, self.idx_pick, limit).values(inputs)
 
     def resolve(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Global ids (tokens, row) of the picked rows for this call's inputs."""
         idx = self.indices(inputs, self.table_rows)
         return self.table_base + idx[:, None] * self.row + torch.arange(self.row)
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexRange:
+    """The indices an embedding reads from integer user input `name` (at the flat
+    positions `pick`), each to lie in [0, `limit`): eager raises IndexError for one outside,
+    so the host checks them before a call, whether the rows move per call (`Gather`) or
+    are looked up on the fabric (a one-hot product, where such an index gives no row)."""
+
+    name: str
+    pick: torch.Tensor
+    limit: int
+
+    def values(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """This call's indices (int64, flat); raises TypeError for a float or bool input,
+        IndexError for an index outside [0, limit)."""
+        given = inputs[self.name]
+        if given.dtype.is_floating_point or given.dtype == torch.bool:
+            raise TypeError(f"embedding indices {self.name!r} must be integers, got "
+                            f"{given.dtype}")
+        idx = given.reshape(-1)[self.pick.reshape(-1)].to(torch.int64)
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.limit):
+            raise IndexError(f"embedding index out of range [0, {self.limit}) in input "
+                             f"{self.name!r}: min {int(idx.min())}, max {int(idx.max())}")
+        return idx
 
 
 @dataclasses.dataclass

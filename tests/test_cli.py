@@ -180,6 +180,12 @@ def broken():
 
 def not_a_module():
     return torch.tanh, (torch.randn(2),)
+
+
+def tokens():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 4))
+    return model, (torch.tensor([[1, 5, 9, 15]]),)
 """
 
 
@@ -215,6 +221,22 @@ def test_errors_of_a_run_take_one_line_exit_2(user_models, capsys, args, words):
     assert err.rstrip().endswith("(run with --traceback for the full trace)"), err
     for word in words:
         assert word in err
+
+
+def test_run_looks_token_ids_up_on_the_fabric_for_one_program(user_models, capsys):
+    """A model with an embedding: its per-call gathers keep it from one fabric program
+    (the run says so and how to lift it); with --lookups onehot (and tiles its colors
+    fit) it runs as one."""
+    assert cli.main(["run", "user_models:tokens", "--out", "out"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"not run as one fabric program: .*gathers operand .* by each call's "
+                     r'indices.*lookups="onehot"', out)
+    assert cli.main(["run", "user_models:tokens", "--lookups", "onehot", "--colors", "fit",
+                     "--out", "out"]) == 0
+    out = capsys.readouterr().out
+    assert "all nodes within tolerance" in out and "compare" in out
+    assert re.search(r"as one fabric program \(\d+ colors; .*\): \d+ cycles, host I/O apart; "
+                     "every stage's words those of the parts run apart, bit for bit", out)
 
 
 def test_a_factory_returning_no_module_is_refused(user_models, capsys):

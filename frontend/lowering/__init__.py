@@ -2,6 +2,14 @@
 family listed in `families`."""
 
 from frontend.lowering import families  # noqa: F401  (the rule table: every rule module)
-from frontend.lowering.core import RULES, Lowered, lower, rule, supported_ops
+from frontend.lowering.core import (
+    LOOKUPS,
+    RULES,
+    Lowered,
+    check_lookups,
+    lower,
+    rule,
+    supported_ops,
+)
 
-__all__ = ["RULES", "Lowered", "lower", "rule", "supported_ops"]
+__all__ = ["LOOKUPS", "RULES", "Lowered", "check_lookups", "lower", "rule", "supported_ops"]

@@ -38,7 +38,20 @@ from frontend.capture import Captured
 from frontend.errors import UnsupportedOpError
 from frontend.sources import describe, target_name
 from frontend.stages import Limits, Operand, Stage
-from frontend.values import Const, Gather, Ref, Symbolic, Tensor
+from frontend.values import Const, Gather, IndexRange, Ref, Symbolic, Tensor
+
+# how an embedding by an integer input's indices (token ids) is looked up:
+# "gather": the rows the indices pick move per call from a resident copy of the table
+#     (routes the host plans per call: cheap, but no static program holds them);
+# "onehot": on the fabric, as a one-hot product (tokens x vocab x (dim + 1) multiply-adds,
+#     exact in fp32; `lowering.embedding`), static, so one fabric program holds it
+LOOKUPS = ("gather", "onehot")
+
+
+def check_lookups(lookups: str) -> str:
+    if lookups not in LOOKUPS:
+        raise ValueError(f"lookups must be one of {list(LOOKUPS)}, got {lookups!r}")
+    return lookups
 
 
 @dataclasses.dataclass
@@ -141,14 +154,19 @@ class Lowered:
     tensors: dict[str, Tensor]  # by name: user inputs and stage outputs
     env: dict[str, object]  # FX node name -> value
     outputs: list[object]  # the graph's output values, flattened
+    # the integer inputs' indices lookups on the fabric read, checked before every call
+    index_ranges: list[IndexRange] = dataclasses.field(default_factory=list)
 
 
 class Lowering:
     """State of one lowering: the global element space and the stages made so far."""
 
     def __init__(self, captured: Captured, formats: dict[str, str] | None = None,
-                 gemm_parts: Callable[[int, int, int], int] | None = None):
+                 gemm_parts: Callable[[int, int, int], int] | None = None,
+                 lookups: str = "gather"):
         self.captured = captured
+        self.lookups = check_lookups(lookups)
+        self.index_ranges: list[IndexRange] = []
         self.formats = dict(formats or {})  # node name -> fabric format (absent: "f32")
         # (m, k, n) -> tiles a GEMM's output columns spread over (`frontend.gemm_split`);
         # None: one tile each
@@ -245,11 +263,13 @@ class Lowering:
 
 
 def lower(captured: Captured, formats: dict[str, str] | None = None,
-          gemm_parts: Callable[[int, int, int], int] | None = None) -> Lowered:
+          gemm_parts: Callable[[int, int, int], int] | None = None,
+          lookups: str = "gather") -> Lowered:
     """Lower every node; `formats` gives the nodes that run in a 16-bit format (mixed
     precision, `frontend.amp.node_formats`); `gemm_parts` how many tiles each GEMM's
-    output columns spread over (`frontend.gemm_split.column_parts`; None: one)."""
-    low = Lowering(captured, formats, gemm_parts)
+    output columns spread over (`frontend.gemm_split.column_parts`; None: one); `lookups`
+    how an embedding by an integer input's indices is looked up (`LOOKUPS`)."""
+    low = Lowering(captured, formats, gemm_parts, lookups)
     env: dict[str, object] = {}
     outputs: list[object] = []
     for node in captured.graph.nodes:
@@ -267,7 +287,7 @@ def lower(captured: Captured, formats: dict[str, str] | None = None,
             outputs = _flatten_outputs(low, node.args[0], env, node)
         else:
             raise UnsupportedOpError(f"{describe(node)}: FX op {node.op!r} is not supported")
-    return Lowered(captured, low.stages, low.tensors, env, outputs)
+    return Lowered(captured, low.stages, low.tensors, env, outputs, low.index_ranges)
 
 
 def _flatten_outputs(low: Lowering, args, env, node) -> list:

@@ -1,9 +1,12 @@
 """Embedding: table[indices].
 
-- Indices of a user input (token ids): the table is resident on its own tile; on every call
-  the rows the indices pick move over the fabric to the embedding's output tile (the routes
-  depend on the indices, so the movement is planned per call; the engine does not
-  recompile), and an index outside the table raises IndexError before the call runs.
+- Indices of a user input (token ids), lookups "gather" (`frontend.compile`'s default):
+  the table is resident on its own tile; on every call the rows the indices pick move over
+  the fabric to the embedding's output tile (the routes depend on the indices, so the
+  movement is planned per call; the engine does not recompile). Lookups "onehot": their
+  numbers (`itof`) go through the one-hot product below, static, so one fabric program
+  holds the model (`frontend.model_program`). Either way an index outside the table raises
+  IndexError before the call runs (`IndexRange`).
 - Indices computed on the fabric (RoBERTa's position ids, a cumulative sum of the token
   mask): no host sees them, so the lookup is arithmetic, a one-hot product
 
@@ -31,12 +34,13 @@ from frontend.lowering.common import (
     constant,
     gather_rows,
     gemm,
+    index_source,
     map_,
     resident,
 )
-from frontend.lowering.core import rule
+from frontend.lowering.core import INT_WORDS_AS_NUMBERS, rule
 from frontend.stages import Limits
-from frontend.values import Const, Ref
+from frontend.values import Const, IndexRange, Ref
 
 aten = torch.ops.aten
 
@@ -93,11 +97,18 @@ def one_hot_lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
 
 
 def lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
-    """table[indices] for a (vocab, dim) Const or Ref table and runtime indices: a per-call
-    gather from a resident copy of the table when they are an integer input's elements
-    (`gather_rows`), the one-hot product when they are computed."""
+    """table[indices] for a (vocab, dim) Const or Ref table and runtime indices: the
+    one-hot product when they are computed; when they are an integer input's elements, a
+    per-call gather from a resident copy of the table (`gather_rows`, lookups "gather") or
+    the one-hot product of their numbers (lookups "onehot"), the host checking them against
+    the table's rows before every call either way (`IndexRange`)."""
     if not low.int_words(indices):
         return one_hot_lookup(low, table, vocab, dim, indices)
+    if low.lookups == "onehot":
+        source = index_source(low, indices)
+        low.index_ranges.append(IndexRange(source.name, indices.index - source.base, vocab))
+        numbers = INT_WORDS_AS_NUMBERS[0](low, indices)  # (*indices.shape), fp32 words
+        return one_hot_lookup(low, table, vocab, dim, Ref(numbers.index))
     table_base = int(resident(low, table, (vocab, dim), "_table").index.reshape(-1)[0])
     return gather_rows(low, table_base, vocab, dim, indices)
 
