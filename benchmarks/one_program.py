@@ -4,7 +4,8 @@ run apart (`cm.stream`).
 
 Per model (the zoo's MLP on small(12, 12), LeNet on the largest small fabric whose 21
 program colors hold all its kernels and moves at once, the demo's GPT block on tiles
-shrunk until its colors fit) and start policy ("part": a part
+shrunk until its colors fit, and a whole TinyGPT, token ids in, its embeddings looked up
+on the fabric) and start policy ("part": a part
 on all its PEs once the parts it reads are done; "pe": on each PE once they are done there;
 "data": as "pe", but a kernel's PEs started in the fabric by the last delivery of their
 data, the program with gates; see `frontend.program_run`): the latency (the first
@@ -32,30 +33,36 @@ from harness import write_json  # noqa: E402
 import frontend  # noqa: E402
 from fabric import FabricConfig  # noqa: E402
 from frontend.demo import DemoBlock  # noqa: E402
-from frontend.zoo import MLP, LeNet  # noqa: E402
+from frontend.zoo import MLP, LeNet, TinyGPT  # noqa: E402
 
 STARTS = ("part", "pe", "data")
 
 
 def cases():
-    """(name, model, a sample maker, fabric, color policy): the MLP on the frontend tests'
-    small(12, 12) (10 colors there: its relu and residual ride below its GEMMs,
-    `frontend.companions`), LeNet on the largest small(n, n) where its greedy color
-    assignment fits 21 colors (22 on small(8, 8)), and the demo's GPT-2-style block
-    (layer norms, causal attention, gelu MLP, residuals) on small(12, 12) placed on tiles
-    small enough for its colors to fit (`colors="fit"`: 16 of 21, where its balanced tiles
-    need 47)."""
-    yield "mlp", MLP(), lambda: torch.randn(4, 16), FabricConfig.small(12, 12), "report"
-    yield "lenet", LeNet(), lambda: torch.randn(2, 1, 8, 8), FabricConfig.small(6, 6), "report"
-    yield ("gpt-block", DemoBlock(), lambda: torch.randn(1, 4, 16), FabricConfig.small(12, 12),
-           "fit")
+    """(name, model, a sample maker, fabric, color policy, lookups): the MLP on the
+    frontend tests' small(12, 12) (10 colors there: its relu and residual ride below its
+    GEMMs, `frontend.companions`), LeNet on the largest small(n, n) where its greedy color
+    assignment fits 21 colors (22 on small(8, 8)), the demo's GPT-2-style block (layer
+    norms, causal attention, gelu MLP, residuals) on small(12, 12) placed on tiles small
+    enough for its colors to fit (`colors="fit"`, where its balanced tiles need 47), and
+    TinyGPT (vocab 64, d 32, 2 heads, 1 layer, 8 tokens: its token and position
+    embeddings, the block, the final norm and the logits) likewise, its token ids looked
+    up on the fabric (`lookups="onehot"`; gathered per call, one program cannot hold it)."""
+    small12 = FabricConfig.small(12, 12)
+    yield "mlp", MLP(), lambda: torch.randn(4, 16), small12, "report", "gather"
+    yield ("lenet", LeNet(), lambda: torch.randn(2, 1, 8, 8), FabricConfig.small(6, 6),
+           "report", "gather")
+    yield "gpt-block", DemoBlock(), lambda: torch.randn(1, 4, 16), small12, "fit", "gather"
+    yield ("tinygpt", TinyGPT(vocab=64, d=32, heads=2, layers=1, block=8),
+           lambda: torch.randint(0, 64, (1, 8)), small12, "fit", "onehot")
 
 
-def measure(name, model, sample, config, colors: str, samples: int) -> list[dict]:
+def measure(name, model, sample, config, colors: str, lookups: str, samples: int
+            ) -> list[dict]:
     torch.manual_seed(0)
     xs = [sample() for _ in range(samples)]
     cm = frontend.compile(model.eval(), (xs[0],), config=config, mode="pipelined",
-                          colors=colors)
+                          colors=colors, lookups=lookups)
     cm.stream([(x,) for x in xs])
     tl = cm.timeline
     apart = []  # every sample's stage words, the parts run apart
@@ -69,7 +76,7 @@ def measure(name, model, sample, config, colors: str, samples: int) -> list[dict
         wall = time.perf_counter() - t0
         same = all(run.same_words(s, words) for s, words in enumerate(apart))
         rows.append({"model": name, "fabric": config.name, "colors": colors,
-                     "start": start, "samples": samples,
+                     "lookups": lookups, "start": start, "samples": samples,
                      "parts": len(cm.model_program().order),
                      "colors_used": cm.colors.assignment.used,
                      "latency_cycles": run.latency, "cycles_per_sample": run.period,
@@ -86,8 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--png", default=None)
     ap.add_argument("--samples", type=int, default=8)
     args = ap.parse_args(argv)
-    rows = [r for name, model, sample, config, colors in cases()
-            for r in measure(name, model, sample, config, colors, args.samples)]
+    rows = [r for name, model, sample, config, colors, lookups in cases()
+            for r in measure(name, model, sample, config, colors, lookups, args.samples)]
     columns = ["model", "fabric", "start", "parts", "latency", "cycles/sample",
                "timeline latency", "timeline cycles/sample", "ratio", "words match",
                "wall s"]

@@ -49,7 +49,7 @@ REGISTRY = (
     Benchmark("training", quick=("--quick",)),
     Benchmark("zoo"),  # every model is tiny: one setting
     Benchmark("fidelity_real", quick=("--grids", "2,4")),  # 8 x 8 is most of its time
-    Benchmark("one_program"),  # two small models, one setting
+    Benchmark("one_program"),  # four small models, one setting
 )
 
 
