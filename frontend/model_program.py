@@ -30,13 +30,17 @@ Gates (`build_model_program(..., gated=True)`, start "data" of `frontend.program
 kernel that moves deliver to is started by its data, in the fabric. Every PE of it that a
 move writes holds a word (the kernel's gate part "g<i>", one u32 "wait") loaded with the
 chains writing there per sample, over the rounds of all its incoming moves (receives and
-local moves, `fabric.kernels.deliveries`); each such chain ends by counting itself off
+local moves, `fabric.kernels.deliveries`), and one count more, the host's arm of the
+kernel for the sample (`HOST_ARM`). Each such chain ends by counting itself off
 (`fabric.kernels.gated_rounds`) and the one that brings the word to zero activates the
 kernel's entry tasks on that PE (`Part.tasks` names them across parts), then writes the
-zero. The host never launches the kernel there; it sees a zero as "started" (the
-activation comes before it), and puts the word back with the kernel between samples
-(`rearm`). A move's senders still start when the host sees the producer done on their PE:
-a kernel's code has no "done" signal of its own to chain them to.
+zero; the host sees a zero as "started" (the activation comes before it). The host puts
+the word back (`reset_gate`) as soon as the kernel has finished a sample, so the next
+sample's data may flow in while the kernel's output still moves out, and counts its own
+arm off (`arm_gate`) when it has put the kernel back as loaded for that sample; where
+that count is the last (the data was in first) the host starts the kernel there. A
+move's senders still start when the host sees the producer done on their PE: a kernel's
+code has no "done" signal of its own to chain them to.
 
 Not in the program: an embedding's per-call gathers (their moves follow each call's
 indices; `frontend.compile(..., lookups="onehot")` looks the rows up on the fabric
@@ -70,6 +74,10 @@ from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
 from frontend.runtime import PreparedStage, input_words
 from frontend.sources import describe
+
+# a gate's count beyond its deliveries: the host's arm of its kernel for the sample (the
+# kernel put back as loaded), so that data arriving before it does not start the kernel
+HOST_ARM = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,11 +144,28 @@ class ModelProgram:
 
     def rearm(self, sim: Simulator, name: str) -> None:
         """Part `name` back as loaded, to run on another sample (`fabric.restore_part`):
-        its registers, blocked bits and symbols, but the operands moves have written; a
-        gated kernel's gate back to the deliveries of a whole sample."""
+        its registers, blocked bits and symbols, but the operands moves have written (a
+        gated kernel's gate apart: `reset_gate`, `arm_gate`)."""
         restore_part(sim, self.merged, name, self.loaded_memory(), keep=self.moved_in)
-        if name in self.gates:
-            restore_part(sim, self.merged, self.gates[name].part, self.loaded_memory())
+
+    def reset_gate(self, sim: Simulator, kernel: str) -> None:
+        """Gated kernel `kernel`'s gate back to a whole sample's count (its deliveries and
+        the host's arm): once the kernel has finished a sample, before any delivery of the
+        next."""
+        restore_part(sim, self.merged, self.gates[kernel].part, self.loaded_memory())
+
+    def arm_gate(self, sim: Simulator, kernel: str) -> set[tuple[int, int]]:
+        """The host's count off gated kernel `kernel`'s gate, once it has put the kernel
+        back as loaded for a sample: the PEs where that was the last count (their data all
+        in already), where the host starts the kernel itself. Elsewhere the last delivery
+        starts it in the fabric."""
+        sram = sim.host_sram()
+        last = set()
+        for pe, address in self.gates[kernel].addresses.items():
+            sram[(*pe, address)] -= 1
+            if sram[(*pe, address)] == 0:
+                last.add(pe)
+        return last
 
     def opened(self, sim: Simulator, kernel: str) -> set[tuple[int, int]]:
         """The PEs of gated kernel `kernel` whose gate has opened (every delivery in: the
@@ -242,8 +267,10 @@ class _LaunchRecord:
 class Gate:
     """A kernel started by its data: on each PE of `waits` a word ("wait" of gate part
     `part`) holding the deliveries the PE waits for per sample (chains of its incoming
-    moves' rounds that write there); each chain counts itself off when done and the last
-    one activates the kernel's entry tasks there (`fabric.kernels.gated_rounds`)."""
+    moves' rounds that write there), plus `HOST_ARM` for the host's arm of the kernel; each
+    chain counts itself off when done and the last one activates the kernel's entry tasks
+    there (`fabric.kernels.gated_rounds`), unless the host's arm comes last
+    (`ModelProgram.arm_gate`)."""
 
     part: str
     waits: dict[tuple[int, int], int]
@@ -306,7 +333,7 @@ def _load_weights(program: ModelProgram) -> np.ndarray:
     sram = sim.host_sram()
     for gate in program.gates.values():
         for pe, address in gate.addresses.items():
-            sram[(*pe, address)] = gate.waits[pe]
+            sram[(*pe, address)] = gate.waits[pe] + HOST_ARM
     return sram.copy()
 
 

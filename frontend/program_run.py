@@ -20,11 +20,14 @@ Then its entry tasks start (`ModelProgram.entries`, PE by PE) by `start`:
   for PEs of its that have not started, holding the CE that other parts' chains on that PE
   need (LeNet on small(6, 6), 8 samples: 1,418 cycles per sample against 1,280 by parts;
   benchmarks/one_program.py);
-- "data": as "pe", but a kernel's PEs that its moves deliver to are started in the
-  fabric by the last delivery there (the program with gates, `ModelProgram.gates`): the
-  host arms the kernel (and its gate) for the sample before any round delivering to it,
-  and counts a PE started when it sees its gate at zero. The gates' own code (about ten
-  cycles per delivering chain) is the price of not waiting for a poll;
+- "data": as "pe", but a kernel's PEs that its moves deliver to are started by the last
+  count of their gate (the program with gates, `ModelProgram.gates`): each delivery
+  there counts off in the fabric, and so does the host when it arms the kernel for the
+  sample; the last delivery starts the kernel in the fabric, or the host where its arm
+  comes last (`ModelProgram.arm_gate`). The host puts a gate back as soon as its kernel
+  has finished a sample, so the next sample's data may come in while the kernel's output
+  still moves out, and counts a PE started when it sees its gate at zero. The gates' own
+  code (about ten cycles per delivering chain) is the price of not waiting for a poll;
 - "part" (the default): on all its PEs once the parts it reads are done everywhere;
 - "serial": one token at a time, in sample then graph order, each run until the fabric
   is quiet (each part in the cycles it takes alone).
@@ -130,18 +133,17 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     armed: dict[tuple[str, int], dict] = {}  # token -> {PE: its start}, PEs started so far
     words: list[dict] = [{} for _ in samples]
     by_kernel = {part: stage for stage, part in program.stages.items()}
-    feeds = {r: {program.stages[m.consumer]} & set(gates) for m in program.moves
-             for r in m.rounds}
+    host_opens: dict = {}  # gated token -> PEs where the host's arm was the gate's last count
 
     def may_arm(name: str, s: int) -> bool:
         """The token's conditions on whole parts (module docstring); "pe" starts its PEs
-        apart, each when the parts it reads are done there."""
+        apart, each when the parts it reads are done there. (A round into a gated kernel
+        needs that kernel done with s - 1, as its operand is free then, which is also when
+        the host puts the gate back: its count for s may start before the kernel is put
+        back for s.)"""
         return ((name, s) not in spans and (name, s) not in armed
                 and (per_pe or all((a, s) in spans for a in program.after[name]))
-                and (s == 0 or all((b, s - 1) in spans for b in reuses[name] | {name}))
-                # a round into a gated kernel counts into its gate: not before the host
-                # has put the kernel (and its gate) back for this sample
-                and all((k, s) in armed or (k, s) in spans for k in feeds.get(name, ())))
+                and (s == 0 or all((b, s - 1) in spans for b in reuses[name] | {name})))
 
     def done_at(name: str, s: int, pe) -> bool:
         """Part `name` has finished sample s at PE `pe`: it has no task there, or it had
@@ -164,15 +166,19 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                     program.rearm(sim, name)
                 if name in kernels:
                     program.write_inputs(sim, name, samples[s])
+                if name in gates:  # the host's count: the last one on PEs whose data is in
+                    host_opens[(name, s)] = program.arm_gate(sim, name)
                 armed[(name, s)] = {}
             # rounds into a gated kernel armed just now may arm in the same look
             arming = [] if serial else [t for t in tokens if may_arm(*t)]
         starting: dict = {}  # PE -> the merged task names started there now
         for (name, s), started in armed.items():
-            waiting = gates[name].waits if name in gates else {}
+            opened = host_opens.get((name, s), set())  # the gate's last count the host's
+            waiting = gates[name].waits.keys() - opened if name in gates else set()
             for pe, tasks in entries[name].items():
-                if pe not in started and pe not in waiting and (not per_pe or all(
-                        done_at(a, s, pe) for a in program.after[name])):
+                if pe not in started and pe not in waiting and (
+                        pe in opened or not per_pe
+                        or all(done_at(a, s, pe) for a in program.after[name])):
                     started[pe] = now
                     starting.setdefault(pe, []).extend(tasks)
         sim.launch_each(starting)
@@ -194,9 +200,12 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
         for name, s in [t for t, started in armed.items() if t[0] not in everything
                         and len(started) == len(entries[t[0]])]:
             started = starts[(name, s)] = armed.pop((name, s))
+            host_opens.pop((name, s), None)
             spans[(name, s)] = (min(started.values(), default=now), now)
             if name in kernels:  # read before the next sample can overwrite it
                 words[s][by_kernel[name]] = program.read_output(sim, name)
+            if name in gates and s + 1 < len(samples):  # the next sample's data may come
+                program.reset_gate(sim, name)
         if not (moved or starting or len(spans) > finished):
             waiting = [t for t in tokens if t not in spans][:8]
             raise StageRunError(f"the model program's stream stopped at cycle {now} with "

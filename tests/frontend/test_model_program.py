@@ -15,6 +15,7 @@ import frontend
 from fabric import DeadlockError, FabricConfig, Simulator
 from fabric.window import bounding_box
 from frontend.errors import FrontendError, PlacementError, StageRunError
+from frontend.model_program import ModelProgram
 from frontend.program_run import run_stream
 from tests.frontend.models import CONFIG, MLP, TinyGPT
 
@@ -138,38 +139,73 @@ def test_a_part_starts_on_each_pe_once_its_inputs_are_done_there():
         cm.one_program_stream([(x,)], start="eager")
 
 
-def test_kernels_are_started_by_their_data():
-    """Start "data": the program with gates, where the last delivery into a kernel's PE
-    activates its entry tasks there. The host never launches a kernel on a PE its moves
-    deliver to (the add of the residual block waits there for both of its incoming moves),
-    and the words are those of one part at a time, bit for bit, for one sample and for
-    three streamed (the host puts each gate back with its kernel between samples)."""
+class Fan(torch.nn.Module):
+    """A relu whose output feeds two GEMMs and a product: its outgoing moves outlast its
+    incoming one, so a sample's data reaches the GEMMs before they are put back for it."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 16)
+        self.b = torch.nn.Linear(16, 16)
+        self.c = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x))
+        return self.b(y) + self.c(y) * y
+
+
+@pytest.mark.parametrize("model", [Residual, Fan], ids=["residual", "fan"])
+def test_kernels_are_started_by_their_data(model):
+    """Start "data": the program with gates, where the last of a PE's counts (each
+    delivery into it, and the host's arm of the kernel for the sample) starts the kernel's
+    entry tasks there: the last delivery in the fabric, the host only where its arm came
+    last (the add of the residual block waits for both of its incoming moves; in the fan,
+    the next sample's data reaches its GEMMs while the relu's output still moves out, so
+    their arm comes last). The words are those of one part at a time, bit for bit, for
+    one sample and for three streamed (the host puts each gate back once its kernel has
+    finished a sample)."""
     torch.manual_seed(0)
     xs = [torch.randn(3, 16) for _ in range(3)]
-    cm = frontend.compile(Residual().eval(), (xs[0],), SMALL, mode="pipelined")
+    cm = frontend.compile(model().eval(), (xs[0],), SMALL, mode="pipelined")
     alone = [cm.one_program(x) for x in xs]
-    launched = []
-    real = Simulator.launch_each
+    events = []  # ("launch", {PE: tasks}) and ("arm", kernel, PEs its arm opened), in order
+    launch_each, arm_gate = Simulator.launch_each, ModelProgram.arm_gate
 
-    def recorded(self, starts):
-        launched.append(starts)
-        return real(self, starts)
+    def launched(self, starts):
+        events.append(("launch", starts))
+        return launch_each(self, starts)
+
+    def armed(self, sim, kernel):
+        opened = arm_gate(self, sim, kernel)
+        events.append(("arm", kernel, opened))
+        return opened
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Simulator, "launch_each", recorded)
+        patch.setattr(Simulator, "launch_each", launched)
+        patch.setattr(ModelProgram, "arm_gate", armed)
         one = cm.one_program_stream([(xs[0],)], start="data")
         stream = cm.one_program_stream([(x,) for x in xs], start="data")
     program = cm.model_program(gated=True)
     fed = {k for k in program.stages.values() if program.after[k]}
     assert fed and set(program.gates) == fed
-    add = program.stages[next(m.consumer for m in program.moves
-                              if sum(n.consumer == m.consumer for n in program.moves) == 2)]
-    assert max(program.gates[add].waits.values()) >= 2  # a chain of each incoming move
-    for starts in launched:
-        for pe, tasks in starts.items():
+    if model is Residual:
+        add = program.stages[next(m.consumer for m in program.moves
+                                  if sum(n.consumer == m.consumer for n in program.moves) == 2)]
+        assert max(program.gates[add].waits.values()) >= 2  # a chain of each incoming move
+    opened = {k: set() for k in fed}  # PEs where the host's arm was the last count, unused
+    by_host = 0
+    for event in events:
+        if event[0] == "arm":
+            opened[event[1]] |= event[2]
+            continue
+        for pe, tasks in event[1].items():
             for k in fed:
-                if pe in program.gates[k].waits:
-                    assert not set(tasks) & set(program.entries(k)[pe]), (k, pe)
+                if pe in program.gates[k].waits and set(tasks) & set(program.entries(k)[pe]):
+                    assert pe in opened[k], (k, pe)  # the host starts it: its arm was last
+                    opened[k].discard(pe)
+                    by_host += 1
+    assert not any(opened.values())  # every PE the host's arm opened, it started
+    assert (by_host > 0) == (model is Fan)
     assert one.same_words(0, alone[0].words[0]) and alone[0].same_words(0, one.words[0])
     for s, call in enumerate(alone):
         assert stream.same_words(s, call.words[0]) and call.same_words(0, stream.words[s])
