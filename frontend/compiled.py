@@ -147,8 +147,8 @@ class CompiledModel:
         self.table_rows = table_rows(config, call_programs(self.prepared))
         self.output_reads = _output_reads(self)
         self.compile_s = time.perf_counter() - t0
-        self._model_program: ModelProgram | None = None  # built by one_program, once
-        self._gated_program: ModelProgram | None = None  # the same with gates (start "data")
+        # (gated, holds) -> the model as one fabric program, built once (`model_program`)
+        self._programs: dict[tuple[bool, bool], ModelProgram] = {}
         self.last: Execution | None = None
         self.last_inputs: dict[str, torch.Tensor] | None = None
         self.timeline: Timeline | None = None  # of the last call or stream
@@ -273,9 +273,11 @@ class CompiledModel:
             raise FrontendError("one_program_stream: no samples given")
         return run_stream(program, inputs, self.max_cycles, start=start)
 
-    def model_program(self, gated: bool = False) -> ModelProgram:
-        """The model as one fabric program (`frontend.model_program`), built once: with
-        gated, each kernel that moves deliver to is started by its data (start "data").
+    def model_program(self, gated: bool = False, holds: bool = True) -> ModelProgram:
+        """The model as one fabric program (`frontend.model_program`), built once per
+        kind: with gated, each kernel that moves deliver to is started by its data (start
+        "data"); with holds (the default), each skip connection's move gets the holds its
+        path needs (`frontend.skip_holds`).
 
         Raises FrontendError for a model not compiled in pipelined mode; PlacementError
         when it does not fit one program (`build_model_program`)."""
@@ -283,14 +285,10 @@ class CompiledModel:
             raise FrontendError("one_program: the model was compiled in mode "
                                 f"{self.mode!r}; one fabric program holds a pipelined model "
                                 "(every stage on its own tile)")
-        if gated:
-            if self._gated_program is None:
-                self._gated_program = build_model_program(self.prepared, self.colors,
-                                                          gated=True)
-            return self._gated_program
-        if self._model_program is None:
-            self._model_program = build_model_program(self.prepared, self.colors)
-        return self._model_program
+        if (gated, holds) not in self._programs:
+            self._programs[(gated, holds)] = build_model_program(
+                self.prepared, self.colors, gated=gated, holds="auto" if holds else {})
+        return self._programs[(gated, holds)]
 
     def stream(self, samples: Iterable[Sequence], resident: dict[str, ResidentTensor] | None
                = None) -> list:

@@ -73,6 +73,7 @@ from fabric.kernels import GATE, WordMap, deliveries, gated_rounds, read_words, 
 from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
 from frontend.runtime import PreparedStage, input_words
+from frontend.skip_holds import HOLD, hold_counts, make_holds
 from frontend.sources import describe
 
 # a gate's count beyond its deliveries: the host's arm of its kernel for the sample (the
@@ -83,13 +84,17 @@ HOST_ARM = 1
 @dataclasses.dataclass(frozen=True)
 class MovePart:
     """The rounds (part names, in order) of one move: `tensor` into operand `operand` of
-    stage `consumer`, from `source` of that operand's sources."""
+    stage `consumer`, from `source` of that operand's sources; with holds, the relays
+    after them."""
 
     consumer: str
     operand: str
     source: int
     tensor: str
     rounds: tuple[str, ...]
+    # the relays of its holds (`frontend.skip_holds`), in order: the rounds write hold 1,
+    # relay j moves hold j into hold j + 1, the last into the operand
+    relays: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -207,14 +212,29 @@ class ModelProgram:
     def reuses(self) -> dict[str, frozenset]:
         """{part: the parts whose previous sample must have finished before it starts on
         the next}, besides itself: a move round writes its consumer's operand, so that
-        kernel must be done with it; a kernel writes its output, so every round reading it
-        must be done with it."""
+        kernel must be done with it (and the rounds reading the kernel's output, where the
+        kernel writes that over the operand: a layer norm in place); a kernel writes its
+        output, so every round reading it must be done with it."""
         out: dict[str, set] = {name: set() for name in self.order}
+        readers_of = {stage: {r for m in self.moves if m.tensor == stage for r in m.rounds}
+                      for stage in self.stages}  # the rounds reading a stage's output
+        by_stage = {p.stage.name: p for p in self.prepared}
         for m in self.moves:
-            consumer = self.stages[m.consumer]
             producer = self.stages.get(m.tensor)
+            # each writer's buffer is read by the next: hold 1 by relay 1, ..., the
+            # operand by the consumer
+            writers = [m.rounds, *[(relay,) for relay in m.relays]]
+            readers = [*m.relays, self.stages[m.consumer]]
+            for parts, reader in zip(writers, readers):
+                for r in parts:
+                    out[r].add(reader)
+            # a kernel that writes its output over this operand (in place): the operand's
+            # writers wait for the rounds reading that output too
+            p = by_stage[m.consumer]
+            if set(p.sources[m.operand][m.source].dst.symbols) & set(p.out_map.symbols):
+                for r in writers[-1]:
+                    out[r] |= readers_of[m.consumer]
             for r in m.rounds:
-                out[r].add(consumer)
                 if producer is not None:
                     out[producer].add(r)
         return {name: frozenset(v) for name, v in out.items()}
@@ -285,17 +305,21 @@ class Gate:
             pe: info.symbols[info.placement_index(*pe)][name].address for pe in self.waits})
 
 
-def _gates(prepared: list[PreparedStage], kernels: dict[str, Part]
+def _gates(prepared: list[PreparedStage], kernels: dict[str, Part], held: dict
            ) -> tuple[dict[str, Gate], dict[str, dict[tuple[int, int], tuple[str, ...]]]]:
     """({kernel part: its gate}, {kernel part: {PE: its entry tasks' merged names}}) for
     every kernel some planned move delivers to: a PE waits for each chain of those moves
-    that writes there (`fabric.kernels.deliveries`)."""
+    that writes there (`fabric.kernels.deliveries`; of a held move, its last relay's)."""
     gates, entries = {}, {}
     for p in prepared:
         waits: dict[tuple[int, int], int] = {}
-        for src in (s for sources in p.sources.values() for s in sources):
-            if src.plan is not None:
-                for pe, n in deliveries(src.plan).items():
+        for operand, sources in p.sources.items():
+            for i, src in enumerate(sources):
+                if src.plan is None:
+                    continue
+                hold = held.get((p.stage.name, operand, i))
+                plan = hold.relays[-1] if hold else src.plan
+                for pe, n in deliveries(plan).items():
                     waits[pe] = waits.get(pe, 0) + n
         if not waits:
             continue
@@ -344,10 +368,12 @@ def _renamed(wmap: WordMap, part: Part) -> WordMap:
 
 
 def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
-                        gated: bool = False) -> ModelProgram:
+                        gated: bool = False, holds: str | dict = "auto") -> ModelProgram:
     """Merge every part of a pipelined model into one program on its fabric and build it.
     gated: every kernel with incoming moves gets a gate (module docstring, "Gates"), so that
-    its data starts it on each PE; the host then never launches it there.
+    its data starts it on each PE (where the host's arm is not its last count).
+    holds: the holds of each skip connection's move (`frontend.skip_holds`): "auto" as
+    `hold_counts` sizes them, or {(consumer stage, operand, source index): count}.
 
     Raises PlacementError when a part is not static (an embedding's per-call gather, a
     move from a resident input), when the graph's colors fall short (a model compiled
@@ -371,7 +397,10 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                                   colors=colors.assignment.colors_of(stage_label(p)))
                for p in prepared}
     parts = list(kernels.values())
-    gates, gate_entries = _gates(prepared, kernels) if gated else ({}, {})
+    counts = hold_counts(prepared) if holds == "auto" else dict(holds)
+    held = {key: make_holds(config, *key, by_stage[key[0]].sources[key[1]][key[2]].dst, n)
+            for key, n in counts.items() if n > 0}
+    gates, gate_entries = _gates(prepared, kernels, held) if gated else ({}, {})
     moves: list[MovePart] = []
     order: list[str] = []
     after: dict[str, frozenset] = {}
@@ -390,32 +419,54 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                                          f"{src.tensor.name!r}, which no stage of the program "
                                          "holds")
                 label = move_label(src.tensor.name, by_stage, p, operand)
+                hold = held.get((p.stage.name, operand, i))
+                # where the move writes: the consumer's operand, or its first hold
                 ends = {"src": kernels[producer.stage.name], "dst": kernels[p.stage.name]}
-                shared = {sym: ends[end].local(name)
+                into = [Part(f"m{len(moves)}h{j + 1}", hold.program(j, config))
+                        for j in range(len(hold.maps))] if hold else []
+                parts += into
+                first = into[0] if into else ends["dst"]
+                prefix = f"{HOLD}1_" if into else ""
+                shared = {sym: (first.local(prefix + name) if end == "dst"
+                                else ends[end].local(name))
                           for sym, (end, name) in src.plan.end_symbols.items()}
-                moved_in |= {ends[end].local(name)
-                             for end, name in src.plan.end_symbols.values() if end == "dst"}
-                programs = [rnd.program for rnd in src.plan.rounds]
-                tasks: dict[str, str] = {}
+                if not into:
+                    moved_in |= {ends[end].local(name)
+                                 for end, name in src.plan.end_symbols.values()
+                                 if end == "dst"}
                 gate = gates.get(kernels[p.stage.name].name)
-                if gate is not None:  # its delivering chains count into the gate
-                    entries = gate_entries[kernels[p.stage.name].name]
-                    programs = gated_rounds(src.plan, {pe: entries[pe] for pe in gate.waits})
-                    shared = {**shared, GATE: f"{gate.part}.wait"}
-                    tasks = {t: t for pe in gate.waits for t in entries[pe]}
-                names = []
-                for k, (rnd, program) in enumerate(zip(src.plan.rounds, programs)):
-                    names.append(f"m{len(moves)}r{k}")
-                    order.append(names[-1])
-                    after[names[-1]] = frozenset(
-                        [names[-2] if k else kernels[producer.stage.name].name])
-                    round_tasks[names[-1]] = tuple(rnd.tasks)
-                    round_label = label + (f", round {k}" if len(src.plan.rounds) > 1 else "")
-                    parts.append(Part(names[-1], program, src.plan.window.corner,
-                                      colors.assignment.colors_of(round_label), shared,
-                                      tasks))
-                moves.append(MovePart(p.stage.name, operand, i, src.tensor.name, tuple(names)))
-                incoming += names[-1:]
+                entries = gate_entries.get(kernels[p.stage.name].name)
+                relays = hold.relays if hold else ()
+                names = [f"m{len(moves)}r{k}" for k in range(len(src.plan.rounds))]
+                labels = [label + (f", round {k}" if len(names) > 1 else "")
+                          for k in range(len(names))]
+                # the chains delivering into the operand count into its gate: the move's,
+                # or its last relay's
+                parts += _round_parts(names, src.plan,
+                                      [colors.assignment.colors_of(x) for x in labels],
+                                      shared, None if relays else gate, entries)
+                relayed = [f"m{len(moves)}relay{j + 1}" for j in range(len(relays))]
+                for j, plan in enumerate(relays):
+                    last = j == len(relays) - 1
+                    dst_part = ends["dst"] if last else into[j + 1]
+                    relay_shared = {sym: (into[j] if end == "src" else dst_part).local(name)
+                                    for sym, (end, name) in plan.end_symbols.items()}
+                    if last:
+                        moved_in |= {ends["dst"].local(name)
+                                     for end, name in plan.end_symbols.values() if end == "dst"}
+                    parts += _round_parts(relayed[j:j + 1], plan, [{}], relay_shared,
+                                          gate if last else None, entries)
+                chain = names + relayed
+                for k, name in enumerate(chain):
+                    order.append(name)
+                    after[name] = frozenset([chain[k - 1] if k else
+                                             kernels[producer.stage.name].name])
+                    plan, at = ((src.plan, k) if k < len(names)
+                                else (relays[k - len(names)], 0))
+                    round_tasks[name] = tuple(plan.rounds[at].tasks)
+                moves.append(MovePart(p.stage.name, operand, i, src.tensor.name, tuple(names),
+                                      tuple(relayed)))
+                incoming += chain[-1:]
         order.append(stages[p.stage.name])
         after[stages[p.stage.name]] = frozenset(incoming)
     by_part = {k.name: k for k in kernels.values()}
@@ -428,6 +479,24 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                              f"{_named(exc, prepared, moves, stages)}") from exc
     return ModelProgram(merged, stages, moves, prepared, order, after, round_tasks,
                         frozenset(moved_in), {k: g.placed(info) for k, g in gates.items()})
+
+
+def _round_parts(names: list[str], plan, colors: list, shared: dict, gate: Gate | None,
+                 entries: dict | None) -> list[Part]:
+    """The parts of `plan`'s rounds, named `names`, with their colors on the merged fabric
+    and the symbols `shared` with the parts at their ends; with `gate`, the chains that
+    deliver count into it (`fabric.kernels.gated_rounds`), the last starting the entry
+    tasks `entries` ({PE: merged task names}) of its kernel there."""
+    programs = [rnd.program for rnd in plan.rounds]
+    tasks: dict[str, str] = {}
+    if gate is not None:
+        programs = gated_rounds(plan, {pe: entries[pe] for pe in gate.waits})
+        shared = {**shared, GATE: f"{gate.part}.wait"}
+        tasks = {t: t for pe in gate.waits for t in entries[pe]}
+    if len(programs) != len(names):
+        raise AssertionError(f"{len(programs)} rounds for parts {names}")
+    return [Part(name, program, plan.window.corner, part_colors, shared, tasks)
+            for name, program, part_colors in zip(names, programs, colors)]
 
 
 def _named(exc: BuildError, prepared: list[PreparedStage], moves: list[MovePart],
@@ -450,4 +519,7 @@ def part_descriptions(prepared: list[PreparedStage], moves: list[MovePart],
         for k, part in enumerate(m.rounds):
             names[part] = (f"move {m.tensor!r} -> {m.consumer!r} operand {m.operand!r}"
                            + (f" round {k}" if len(m.rounds) > 1 else ""))
+        for j, part in enumerate(m.relays, 1):
+            names[part] = (f"move {m.tensor!r} -> {m.consumer!r} operand {m.operand!r} "
+                           f"relay {j} of its holds")
     return names

@@ -44,7 +44,7 @@ def test_one_program_gives_the_parts_words_and_cycles(model):
     cm = frontend.compile(model().eval(), (x,), SMALL, mode="pipelined")
     cm(x)  # every part simulated apart
     run = cm.one_program(x)
-    program = cm._model_program
+    program = cm.model_program()
     cycles = run.part_cycles()
     assert len(cycles) == len(program.order)
     spans = sorted(run.spans.values())
@@ -98,7 +98,7 @@ def test_independent_parts_overlap_inside_the_program():
     cm = frontend.compile(Residual().eval(), (x,), SMALL, mode="pipelined")
     alone = cm.one_program(x)
     together = cm.one_program(x, overlap=True)
-    program = cm._model_program
+    program = cm.model_program()
     spans = {name: span for (name, _), span in together.spans.items()}
     firsts = [n for n in program.order if not program.after[n]]
     assert len(firsts) >= 2 and all(spans[n][0] == 0 for n in firsts)  # both branches
@@ -120,7 +120,7 @@ def test_a_part_starts_on_each_pe_once_its_inputs_are_done_there():
     cm = frontend.compile(MLP().eval(), (x,), SMALL, mode="pipelined")
     alone = cm.one_program(x)
     run = cm.one_program_stream([(x,)], start="pe")
-    program = cm._model_program
+    program = cm.model_program()
     for stage, words in alone.words[0].items():
         for k, w in words.items():
             np.testing.assert_array_equal(run.words[0][stage][k], w)
@@ -225,7 +225,7 @@ def test_samples_stream_through_the_one_program():
     cm = frontend.compile(MLP().eval(), (xs[0],), SMALL, mode="pipelined")
     alone = [cm.one_program(x) for x in xs]
     stream = cm.one_program_stream([(x,) for x in xs])
-    program = cm._model_program
+    program = cm.model_program()
     for s, one in enumerate(alone):
         for stage, words in one.words[0].items():
             for k, w in words.items():
@@ -288,7 +288,7 @@ def test_a_stuck_call_names_the_move_and_its_pes():
     x = torch.randn(3, 16)
     cm = frontend.compile(MLP().eval(), (x,), SMALL, mode="pipelined")
     cm.one_program(x)
-    program = cm._model_program
+    program = cm.model_program()
     move = program.moves[0]
     first = move.rounds[0]
     assert "recv" in program.round_tasks[first]
@@ -328,7 +328,7 @@ def test_a_stream_that_cannot_go_on_stops_instead_of_hanging():
     x = torch.randn(3, 16)
     cm = frontend.compile(MLP().eval(), (x,), SMALL, mode="pipelined")
     cm.one_program(x)
-    program = cm._model_program
+    program = cm.model_program()
     first, last = program.order[0], program.order[-1]
     program.after[first] = frozenset([last])
     with pytest.raises(StageRunError, match=r"stopped at cycle 0 with nothing running and "

@@ -1,0 +1,80 @@
+"""Holds on a skip connection's move in a model program (`frontend.skip_holds`): the
+move writes hold 1, relays copy each hold into the next and the last into the operand, so
+more samples are on the move's way; sized from the plans, and the words of every sample
+those of the parts run apart, bit for bit, in every start policy."""
+
+import pytest
+import torch
+
+import frontend
+from fabric import FabricConfig
+from frontend.demo import DemoBlock
+from frontend.model_program import build_model_program
+from frontend.program_run import run_stream
+from frontend.skip_holds import hold_counts
+from tests.frontend.test_model_program import MLP, SMALL, Fan
+
+
+def _compiled(model, xs, config=SMALL, **kw):
+    cm = frontend.compile(model().eval(), (xs[0],), config, mode="pipelined", **kw)
+    apart = []
+    for x in xs:
+        cm(x)
+        apart.append({stage: dict(words) for stage, words in cm.last.words.items()})
+    return cm, apart
+
+
+def test_holds_go_where_a_longer_path_joins():
+    """The fan's relu output reaches the product directly and through a GEMM: that move
+    gets a hold; a chain (the MLP) none."""
+    x = torch.randn(3, 16)
+    fan = frontend.compile(Fan().eval(), (x,), SMALL, mode="pipelined")
+    assert hold_counts(fan.prepared) == {("mul_mul", "y", 0): 1}
+    mlp = frontend.compile(MLP().eval(), (x,), SMALL, mode="pipelined")
+    assert hold_counts(mlp.prepared) == {}
+
+
+def test_samples_through_holds_keep_their_words():
+    """Two holds on every move of the fan: each move writes hold 1, two relays carry the
+    words on (each once its reader has taken the previous sample); four samples streamed
+    by parts and one part at a time give the words of the parts run apart, bit for bit."""
+    torch.manual_seed(0)
+    xs = [torch.randn(3, 16) for _ in range(4)]
+    cm, apart = _compiled(Fan, xs)
+    keys = [(p.stage.name, op, i) for p in cm.prepared for op, sources in p.sources.items()
+            for i, src in enumerate(sources) if src.plan is not None]
+    program = build_model_program(cm.prepared, cm.colors, holds=dict.fromkeys(keys, 2))
+    reuses = program.reuses()
+    for m in program.moves:
+        assert len(m.relays) == 2
+        assert all(reuses[r] >= {m.relays[0]} for r in m.rounds)  # hold 1 read by relay 1
+        assert program.stages[m.consumer] in reuses[m.relays[-1]]  # the operand by its kernel
+        assert program.after[m.relays[0]] == {m.rounds[-1]}
+    inputs = [cm._inputs((x,)) for x in xs]
+    gated = build_model_program(cm.prepared, cm.colors, gated=True,
+                                holds=dict.fromkeys(keys, 2))
+    for start in ("part", "serial", "pe", "data"):
+        run = run_stream(gated if start == "data" else program, inputs, 200_000, start=start)
+        assert all(run.same_words(s, words) for s, words in enumerate(apart)), start
+
+
+@pytest.mark.long
+def test_holds_let_the_gpt_block_stream_at_its_rate():
+    """The demo's GPT block on tiles its colors fit: the second residual's move waits for
+    a layer norm, two GEMMs and a gelu; without holds the block streams at that path's
+    latency per sample, with them near its slowest stage's rate (the timeline's)."""
+    torch.manual_seed(0)
+    xs = [torch.randn(1, 4, 16) for _ in range(6)]
+    cm, apart = _compiled(DemoBlock, xs, FabricConfig.small(12, 12), colors="fit")
+    assert hold_counts(cm.prepared)
+    inputs = [cm._inputs((x,)) for x in xs]
+    held = run_stream(cm.model_program(), inputs, cm.max_cycles)
+    bare = run_stream(cm.model_program(holds=False), inputs, cm.max_cycles)
+    for run in (held, bare):
+        assert all(run.same_words(s, words) for s, words in enumerate(apart))
+    assert held.period < 0.8 * bare.period
+    # started PE by PE with holds: the second layer norm works in place, so the next
+    # sample's move into it waits for the move of its output too (else, the residual's
+    # path now faster, that sample's words reach the GEMM after it: `ModelProgram.reuses`)
+    by_pe = run_stream(cm.model_program(), inputs, cm.max_cycles, start="pe")
+    assert all(by_pe.same_words(s, words) for s, words in enumerate(apart))
