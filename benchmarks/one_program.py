@@ -5,7 +5,7 @@ run apart (`cm.stream`).
 Per model (the zoo's MLP on small(12, 12), LeNet on the largest small fabric whose 21
 program colors hold all its kernels and moves at once, the demo's GPT block on tiles
 shrunk until its colors fit, and a whole TinyGPT, token ids in, its embeddings looked up
-on the fabric) and start policy ("part": a part
+on the fabric; residuals with holds, `frontend.skip_holds`) and start policy ("part": a part
 on all its PEs once the parts it reads are done; "pe": on each PE once they are done there;
 "data": as "pe", but a kernel's PEs started in the fabric by the last delivery of their
 data, the program with gates; see `frontend.program_run`): the latency (the first

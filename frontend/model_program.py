@@ -42,6 +42,11 @@ that count is the last (the data was in first) the host starts the kernel there.
 move's senders still start when the host sees the producer done on their PE: a kernel's
 code has no "done" signal of its own to chain them to.
 
+Holds (`frontend.skip_holds`, `build_model_program(..., holds=)`): a move that a longer
+path from its producer joins (a residual) writes hold 1, a copy of its consumer operand's
+words on the consumer's PEs, and relays (local copies) carry the words hold by hold to the
+operand, so the move has more samples on its way than its two ends hold.
+
 Not in the program: an embedding's per-call gathers (their moves follow each call's
 indices; `frontend.compile(..., lookups="onehot")` looks the rows up on the fabric
 instead) and moves from resident inputs; a model with them is refused.
