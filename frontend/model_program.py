@@ -78,7 +78,7 @@ from fabric.kernels import GATE, WordMap, deliveries, gated_rounds, read_words, 
 from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
 from frontend.runtime import PreparedStage, input_words
-from frontend.skip_holds import HOLD, hold_counts, make_holds
+from frontend.skip_holds import hold_counts, hold_symbol, make_holds
 from frontend.sources import describe
 
 # a gate's count beyond its deliveries: the host's arm of its kernel for the sample (the
@@ -430,15 +430,12 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                 into = [Part(f"m{len(moves)}h{j + 1}", hold.program(j, config))
                         for j in range(len(hold.maps))] if hold else []
                 parts += into
-                first = into[0] if into else ends["dst"]
-                prefix = f"{HOLD}1_" if into else ""
-                shared = {sym: (first.local(prefix + name) if end == "dst"
+                shared = {sym: (into[0].local(hold_symbol(1, name)) if into and end == "dst"
                                 else ends[end].local(name))
                           for sym, (end, name) in src.plan.end_symbols.items()}
-                if not into:
-                    moved_in |= {ends[end].local(name)
-                                 for end, name in src.plan.end_symbols.values()
-                                 if end == "dst"}
+                # the operand's words, written by the move or by its last relay (one map)
+                moved_in |= {ends["dst"].local(name)
+                             for end, name in src.plan.end_symbols.values() if end == "dst"}
                 gate = gates.get(kernels[p.stage.name].name)
                 entries = gate_entries.get(kernels[p.stage.name].name)
                 relays = hold.relays if hold else ()
@@ -456,19 +453,15 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                     dst_part = ends["dst"] if last else into[j + 1]
                     relay_shared = {sym: (into[j] if end == "src" else dst_part).local(name)
                                     for sym, (end, name) in plan.end_symbols.items()}
-                    if last:
-                        moved_in |= {ends["dst"].local(name)
-                                     for end, name in plan.end_symbols.values() if end == "dst"}
                     parts += _round_parts(relayed[j:j + 1], plan, [{}], relay_shared,
                                           gate if last else None, entries)
                 chain = names + relayed
-                for k, name in enumerate(chain):
+                chain_rounds = [*src.plan.rounds, *(plan.rounds[0] for plan in relays)]
+                for k, (name, rnd) in enumerate(zip(chain, chain_rounds)):
                     order.append(name)
                     after[name] = frozenset([chain[k - 1] if k else
                                              kernels[producer.stage.name].name])
-                    plan, at = ((src.plan, k) if k < len(names)
-                                else (relays[k - len(names)], 0))
-                    round_tasks[name] = tuple(plan.rounds[at].tasks)
+                    round_tasks[name] = tuple(rnd.tasks)
                 moves.append(MovePart(p.stage.name, operand, i, src.tensor.name, tuple(names),
                                       tuple(relayed)))
                 incoming += chain[-1:]

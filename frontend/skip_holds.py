@@ -57,11 +57,16 @@ class Holds:
         return program
 
 
+def hold_symbol(j: int, symbol: str) -> str:
+    """Hold j's copy of the operand's symbol `symbol` ("hold<j>_<symbol>")."""
+    return f"{HOLD}{j}_{symbol}"
+
+
 def hold_map(dst: WordMap, j: int) -> WordMap:
-    """`dst` (an operand's map) over hold j's symbols ("hold<j>_<symbol>")."""
+    """`dst` (an operand's map) over hold j's symbols (`hold_symbol`)."""
     return WordMap(dst.shape, dst.rect,
-                   {f"{HOLD}{j}_{k}": a for k, a in dst.symbols.items()},
-                   {f"{HOLD}{j}_{k}": v for k, v in (dst.dtypes or {}).items()})
+                   {hold_symbol(j, k): a for k, a in dst.symbols.items()},
+                   {hold_symbol(j, k): v for k, v in (dst.dtypes or {}).items()})
 
 
 def make_holds(config, consumer: str, operand: str, source: int, dst: WordMap, count: int
