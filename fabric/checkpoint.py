@@ -36,9 +36,9 @@ from fabric.errors import FabricError
 from fabric.state import FabricState
 
 FORMAT = "wafer-fabric checkpoint"
-VERSION = 6  # 2: DSD slots carry the 16-bit format field; 3: FIFO control bit planes,
+VERSION = 7  # 2: DSD slots carry the 16-bit format field; 3: FIFO control bit planes,
 # slot readiness words; 4: the header holds a sha256 per state leaf; 5: and the table rows;
-# 6: the bank-conflict wait and its counter
+# 6: the bank-conflict wait and its counter; 7: DSD slots keep the task that issued them
 HEADER_KEYS = {"format", "version", "host_cycles", "last_run_cycles", "config", "tables",
                "table_rows", "state"}
 

@@ -84,6 +84,7 @@ from fabric.state import (
     S_OP,
     S_SCALAR,
     S_SIMD,
+    S_TASK,
     SLOT_FIELDS,
     SYNC_SLOT,
     need_word,
@@ -414,7 +415,8 @@ def _issue(config, state, row, op, ops: _Operands, is_dsd, ok) -> _Issued:
             S_DONE_KIND: jnp.where(is_async, row[..., I_DONE_KIND], 0),
             S_DONE_TASK: row[..., I_DONE_TASK],
             S_SCALAR: _scalar(row[..., I_S_KIND], row[..., I_S], state.regs, state.wavelet),
-            S_ISSUED: jnp.broadcast_to(state.cycle, op.shape), S_FMT: row[..., I_FMT]}
+            S_ISSUED: jnp.broadcast_to(state.cycle, op.shape), S_FMT: row[..., I_FMT],
+            S_TASK: state.task}
     # the operand records follow the head fields, in the order dst, a, b
     assert (S_DST, S_A, S_B) == tuple(S_DST + r * OPERAND_FIELDS for r in range(3))
     new_slot = jnp.concatenate([jnp.stack([head[f] for f in range(S_DST)], axis=-1),

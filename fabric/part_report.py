@@ -7,10 +7,10 @@ stopped run is stuck.
 A part has work at a PE when a task of it runs there or is activated (blocked or not),
 when an asynchronous op there reads or writes one of its colors, when wavelets of one of
 its colors wait there (in the router's buffer or the CE's input queue), or when an
-asynchronous op on memory alone is in flight there and the part has a tile on that PE (the
-op's slot does not say whose it is, so every such part counts until it ends). A task's
-part is its name's prefix; a color's, at a PE, the part whose routes or tiles use it there
-(one part per color per PE, as merging requires).
+asynchronous op on memory alone that one of its tasks issued is in flight there (the slot
+keeps the issuing task, `fabric.state.S_TASK`). A task's part is its name's prefix; a
+color's, at a PE, the part whose routes or tiles use it there (one part per color per PE,
+as merging requires).
 
 Example:
     >>> try:                                                    # doctest: +SKIP
@@ -26,7 +26,7 @@ import numpy as np
 
 from fabric.colors import ColorPart, footprints
 from fabric.merge import SEPARATOR, MergedProgram
-from fabric.state import CLS_FABIN, CLS_FABOUT, O_CLS, O_COLOR, S_A, S_B, S_DST
+from fabric.state import CLS_FABIN, CLS_FABOUT, O_CLS, O_COLOR, S_A, S_B, S_DST, S_TASK
 
 
 class PartMap:
@@ -36,16 +36,12 @@ class PartMap:
         self.order = [p.name for p in merged.parts]
         config = merged.program.config
         self.owners: dict[tuple[int, int, int], str] = {}  # (row, col, color) -> part
-        self.covering: dict[tuple[int, int], list[str]] = {}  # (row, col) -> parts
         for part in merged.parts:
             used = footprints(config, ColorPart(part.name, part.program, part.corner))
             for color, rects in used.items():
                 for rect in rects:
                     for r, c in rect.pes():
                         self.owners[(r, c, part.color(color))] = part.name
-            for placement in part.program.placements:
-                for r, c in part.rect(placement.rect).pes():
-                    self.covering.setdefault((r, c), []).append(part.name)
 
     def at_work(self, sim, wavelets: bool = True) -> dict[str, list[tuple[int, int]]]:
         """{part name: the PEs (row, col) where it has work} of `sim` (a simulator of the
@@ -78,9 +74,8 @@ class PartMap:
                       if slots[r, c, s, start + O_CLS] in (CLS_FABIN, CLS_FABOUT)]
             for color in colors:
                 add(self.owners.get((int(r), int(c), color)), r, c)
-            if not colors:  # memory alone: any part with a tile here may own it
-                for part in self.covering.get((int(r), int(c)), []):
-                    add(part, r, c)
+            if not colors:  # memory alone: the part of the task that issued it
+                add(_part_of(info.task_name(r, c, int(slots[r, c, s, S_TASK]))), r, c)
         on_ce = self._listed(found)
         for held in (np.asarray(st.rq_count), np.asarray(st.iq_count)):  # (R, C, colors)
             for r, c, color in np.argwhere(held > 0):

@@ -30,12 +30,14 @@ CLS_NONE, CLS_MEM, CLS_FABIN, CLS_FABOUT, CLS_SCALAR = 0, 1, 2, 3, 4
 # Fields written once at issue; whether a slot is active and how far its op has got live
 # in `slot_active` / `slot_prog`, which change every cycle.
 # S_FMT: the operand formats of the op (isa.I_FMT); a 16-bit memory operand's base and
-# strides count half-words
-S_OP, S_LEN, S_SIMD, S_DONE_KIND, S_DONE_TASK, S_SCALAR, S_ISSUED, S_FMT = range(8)
+# strides count half-words. S_TASK: the task that issued the op, so that a report can say
+# whose an op on memory alone is when several programs share a PE (fabric.part_report).
+S_OP, S_LEN, S_SIMD, S_DONE_KIND, S_DONE_TASK, S_SCALAR, S_ISSUED, S_FMT, S_TASK = range(9)
+HEAD_FIELDS = 9
 OPERAND_FIELDS = 6  # class, base (or scalar bits), row length, stride, row stride, color
 O_CLS, O_BASE, O_ROWLEN, O_STRIDE, O_ROWSTRIDE, O_COLOR = range(OPERAND_FIELDS)
-S_DST, S_A, S_B = 8, 8 + OPERAND_FIELDS, 8 + 2 * OPERAND_FIELDS
-SLOT_FIELDS = 8 + 3 * OPERAND_FIELDS
+S_DST, S_A, S_B = (HEAD_FIELDS + r * OPERAND_FIELDS for r in range(3))
+SLOT_FIELDS = HEAD_FIELDS + 3 * OPERAND_FIELDS
 
 # ---- slot readiness words -----------------------------------------------------------------
 # Written at issue beside each slot's record, so that choosing the slot that advances reads

@@ -9,6 +9,7 @@ from fabric import (
     FabricConfig,
     MergeError,
     Part,
+    PartMap,
     Port,
     Program,
     Rect,
@@ -204,3 +205,28 @@ def test_a_part_restored_runs_again_as_loaded():
     np.testing.assert_array_equal(ka.read(merged.view(sim, "a")), out)
     with pytest.raises(KeyError, match="no part 'c'"):
         restore_part(sim, merged, "c", loaded)
+
+
+def test_an_op_on_memory_alone_is_its_issuers_part():
+    """Parts "copy" and "idle" share PE (0, 0); "copy" issues a long asynchronous copy on
+    memory alone and returns. While the copy is in flight the part map gives it to "copy"
+    alone (the slot keeps the task that issued it): "idle", with a tile there but nothing
+    to do, is not at work, so a host that starts parts by what they read is not held up."""
+    n = 512
+    copier = Program(FabricConfig.small(1, 1))
+    copy = Tile("copy")
+    src, dst = copy.symbol("src", "f32", n), copy.symbol("dst", "f32", n)
+    copy.local_task("main", [ins.mov(dst.dsd(), src.dsd(), is_async=True)])
+    copier.place(copy, Rect(0, 0, 1, 1))
+    idler = Program(FabricConfig.small(1, 1))
+    idle = Tile("idle")
+    idle.symbol("y", "f32", n)
+    idle.local_task("main", [])
+    idler.place(idle, Rect(0, 0, 1, 1))
+    merged = merge_programs(CONFIG, [Part("copy", copier), Part("idle", idler)])
+    sim = Simulator(CONFIG, merged.program)
+    merged.view(sim, "copy").launch("main")
+    sim.run(max_cycles=20, raise_on_limit=False)
+    assert PartMap(merged).at_work(sim) == {"copy": [(0, 0)]}
+    sim.run()
+    assert PartMap(merged).at_work(sim) == {}
