@@ -429,32 +429,12 @@ def hardware_task_ids(config, tile) -> dict:
 
 
 def _register_indices(config, tile):
-    names = list(tile.registers)
-    for task in tile.tasks.values():
-        for item in task.code:
-            for reg in _registers_of(item):
-                if reg not in names:
-                    names.append(reg)
+    names = tile.used_registers()
     if len(names) > config.num_registers:
         raise BuildError(f"tile {tile.name!r} uses {len(names)} registers {names}; a PE has "
                          f"{config.num_registers}")
     tile.register(*names)
     return {n: i for i, n in enumerate(names)}
-
-
-def _registers_of(item):
-    if not isinstance(item, ins.Instr):
-        return
-    for opnd in (item.dst, item.a, item.b, item.s):
-        if isinstance(opnd, ins.Reg):
-            yield opnd.name
-        elif isinstance(opnd, ins.Mem):
-            if opnd.offset_reg:
-                yield opnd.offset_reg
-            if opnd.length_reg:
-                yield opnd.length_reg
-        elif isinstance(opnd, (ins.FabIn, ins.FabOut)) and opnd.length_reg:
-            yield opnd.length_reg
 
 
 def _as_bits(arr, what):

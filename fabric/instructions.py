@@ -128,6 +128,18 @@ class Instr:
     # fp32), "to_half" (dst; a fp32), "to_f32" (a; dst fp32)
     variant: str = "same"
 
+    @property
+    def registers(self) -> tuple[str, ...]:
+        """The registers the instruction names: register operands, and the offset and
+        length registers of its memory and fabric operands."""
+        names = []
+        for x in (self.dst, self.a, self.b, self.s):
+            if isinstance(x, Reg):
+                names.append(x.name)
+            elif isinstance(x, (Mem, FabIn, FabOut)):
+                names += [r for r in (getattr(x, "offset_reg", None), x.length_reg) if r]
+        return tuple(names)
+
 
 @dataclasses.dataclass(frozen=True)
 class Label:

@@ -8,12 +8,15 @@ one PE, that PE runs one tile holding all of their symbols and tasks: their SRAM
 their tasks share the CE (local tasks in part order, then declaration order), their
 registers share the register file. A symbol a part lists in `Part.shared` takes the name
 given there (its own by default), and parts that name one symbol share its memory: a move
-writes straight into the symbol its consumer kernel reads. A shared symbol is a view: the
-part that owns the name (declares it without sharing, e.g. the kernel) gives its
-declaration, and a view must address only words the owner has (a move's raw "u32" words,
-sized for its map's largest PE, write only the slots its map names); where no owner covers
-a PE, the largest view is declared. Views and owner must agree in word format (16-bit
-elements of one format, or 32-bit words).
+writes straight into the symbol its consumer kernel reads. A register listed there is one
+register of the PE for every part that names it: scratch that no part keeps from one
+activation of a task to the next (tasks run one at a time on a CE), as the moves' chains
+share one when their counters are in memory (`fabric.kernels.round_programs`). A shared
+symbol is a view: the part that owns the name (declares it without sharing, e.g. the
+kernel) gives its declaration, and a view must address only words the owner has (a
+move's raw "u32" words, sized for its map's largest PE, write only the slots its map
+names); where no owner covers a PE, the largest view is declared. Views and owner must
+agree in word format (16-bit elements of one format, or 32-bit words).
 
 Example:
     >>> merged = merge_programs(config, [Part("a", kernel_a.program),              # doctest: +SKIP
@@ -54,9 +57,10 @@ class Part:
     corner: (row, col) of the part's PE (0, 0) on the merged fabric.
     colors: the part's color -> its color on the merged fabric (colors not listed keep
         their number).
-    shared: symbols of the part that are views of memory another part owns (see the module
-        docstring): a set of names (kept as they are) or a mapping from the part's name to
-        the merged one (e.g. "k.A", symbol A of part "k").
+    shared: symbols of the part that are views of memory another part owns, and scratch
+        registers shared with other parts (see the module docstring): a set of names (kept
+        as they are) or a mapping from the part's name to the merged one (e.g. "k.A",
+        symbol A of part "k").
     tasks: tasks of other parts this part's code activates, blocks or unblocks: its name
         for each -> the merged name (e.g. a move's gate starting "k.main" of part "k" on
         the PE where the last of the kernel's data arrives).
@@ -78,7 +82,7 @@ class Part:
         return int(self.colors.get(color, color))
 
     def local(self, name: str) -> str:
-        """A symbol's name on the merged fabric."""
+        """A symbol's or register's name on the merged fabric."""
         if name in self.shared:
             return self.shared[name] if isinstance(self.shared, Mapping) else name
         return f"{self.name}{SEPARATOR}{name}"
@@ -246,7 +250,7 @@ def _region_tile(parts: Sequence[Part], key: tuple, rect: Rect) -> tuple[Tile, d
             if view:
                 views.add(name)
             tile.symbol(name, sym.dtype, sym.shape)
-        tile.register(*(_prefixed(part, r) for r in src.registers))
+        tile.register(*(part.local(r) for r in src.registers))
         for task in src.tasks.values():
             code = [_renamed(part, item) for item in task.code]
             name = _prefixed(part, task.name)
@@ -264,7 +268,7 @@ def _region_tile(parts: Sequence[Part], key: tuple, rect: Rect) -> tuple[Tile, d
         rows = slice(rect.row - home.row, rect.row_end - home.row)
         cols = slice(rect.col - home.col, rect.col_end - home.col)
         for reg, values in placement.params.items():
-            params[_prefixed(part, reg)] = np.asarray(values)[rows, cols]
+            params[part.local(reg)] = np.asarray(values)[rows, cols]
     return tile, params
 
 
@@ -292,12 +296,12 @@ def _renamed(part: Part, item):
 
 
 def _operand(part: Part, x):
-    reg = (lambda name: None if name is None else _prefixed(part, name))
+    reg = (lambda name: None if name is None else part.local(name))
     if isinstance(x, ins.Mem):
         return dataclasses.replace(x, symbol=part.local(x.symbol), offset_reg=reg(x.offset_reg),
                                    length_reg=reg(x.length_reg))
     if isinstance(x, (ins.FabIn, ins.FabOut)):
         return dataclasses.replace(x, color=part.color(x.color), length_reg=reg(x.length_reg))
     if isinstance(x, ins.Reg):
-        return ins.Reg(_prefixed(part, x.name))
+        return ins.Reg(part.local(x.name))
     return x  # immediates, the WAVELET, None

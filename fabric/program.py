@@ -158,6 +158,17 @@ class Tile:
             if name not in self.registers:
                 self.registers.append(name)
 
+    def used_registers(self) -> list[str]:
+        """The registers the tile declares, then those its code names first, in order
+        (each a register of every PE of the tile when built)."""
+        names = list(self.registers)
+        for task in self.tasks.values():
+            for item in task.code:
+                for reg in getattr(item, "registers", ()):
+                    if reg not in names:
+                        names.append(reg)
+        return names
+
     def data_task(self, name: str, color: int, code: Sequence, blocked: bool = False) -> None:
         self._add(Task(name, "data", tuple(code), color=int(color), blocked=blocked))
 

@@ -12,7 +12,10 @@ those for its destination the consumer part's (`Redistribution.end_symbols`,
 Building the program checks what one program per model needs beyond the colors: each PE's
 merged tile (its kernel's symbols plus those of every move round crossing it) within its
 SRAM, registers and task ids; a model that does not fit is refused with a PlacementError
-naming the stage or move and the resource.
+naming the stage or move and the resource. Where the moves' chain counters (a register per
+chain) would overfill a PE's registers beside its kernel's, the moves with a tile there
+count in memory instead and share one scratch register (`fabric.kernels.round_programs`,
+counters "memory": two cycles more per activation of a chain).
 
 Running (`frontend.program_run`): one simulator holds a call, or a stream of samples.
 Weights and constants are loaded once per model program (each kernel loaded as on its
@@ -32,7 +35,7 @@ move writes holds a word (the kernel's gate part "g<i>", one u32 "wait") loaded 
 chains writing there per sample, over the rounds of all its incoming moves (receives and
 local moves, `fabric.kernels.deliveries`), and one count more, the host's arm of the
 kernel for the sample (`HOST_ARM`). Each such chain ends by counting itself off
-(`fabric.kernels.gated_rounds`) and the one that brings the word to zero activates the
+(`fabric.kernels.round_programs`) and the one that brings the word to zero activates the
 kernel's entry tasks on that PE (`Part.tasks` names them across parts), then writes the
 zero; the host sees a zero as "started" (the activation comes before it). The host puts
 the word back (`reset_gate`) as soon as the kernel has finished a sample, so the next
@@ -56,6 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -74,7 +78,15 @@ from fabric import (
     stuck_parts,
 )
 from fabric import build as build_tables
-from fabric.kernels import GATE, WordMap, deliveries, gated_rounds, read_words, write_words
+from fabric.kernels import (
+    GATE,
+    SHARED_COUNTER,
+    WordMap,
+    deliveries,
+    read_words,
+    round_programs,
+    write_words,
+)
 from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
 from frontend.runtime import PreparedStage, input_words
@@ -294,7 +306,7 @@ class Gate:
     `part`) holding the deliveries the PE waits for per sample (chains of its incoming
     moves' rounds that write there), plus `HOST_ARM` for the host's arm of the kernel; each
     chain counts itself off when done and the last one activates the kernel's entry tasks
-    there (`fabric.kernels.gated_rounds`), unless the host's arm comes last
+    there (`fabric.kernels.round_programs`), unless the host's arm comes last
     (`ModelProgram.arm_gate`)."""
 
     part: str
@@ -411,6 +423,16 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
     after: dict[str, frozenset] = {}
     round_tasks: dict[str, tuple[str, ...]] = {}
     moved_in: set[str] = set()
+    # (where a move's round parts begin in `parts`, how many, the same with its chains'
+    # counters in memory): for the PEs whose registers the moves' counters overfill
+    remakes: list[tuple[int, int, Callable[[], list[Part]]]] = []
+
+    def add_rounds(*args) -> None:
+        made = _round_parts(*args)
+        remakes.append((len(parts), len(made), functools.partial(_round_parts, *args,
+                                                                 counters="memory")))
+        parts.extend(made)
+
     for p in prepared:
         incoming = []
         for operand, sources in p.sources.items():  # the order of graph_colors.graph_parts
@@ -444,17 +466,16 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                           for k in range(len(names))]
                 # the chains delivering into the operand count into its gate: the move's,
                 # or its last relay's
-                parts += _round_parts(names, src.plan,
-                                      [colors.assignment.colors_of(x) for x in labels],
-                                      shared, None if relays else gate, entries)
+                add_rounds(names, src.plan, [colors.assignment.colors_of(x) for x in labels],
+                           shared, None if relays else gate, entries)
                 relayed = [f"m{len(moves)}relay{j + 1}" for j in range(len(relays))]
                 for j, plan in enumerate(relays):
                     last = j == len(relays) - 1
                     dst_part = ends["dst"] if last else into[j + 1]
                     relay_shared = {sym: (into[j] if end == "src" else dst_part).local(name)
                                     for sym, (end, name) in plan.end_symbols.items()}
-                    parts += _round_parts(relayed[j:j + 1], plan, [{}], relay_shared,
-                                          gate if last else None, entries)
+                    add_rounds(relayed[j:j + 1], plan, [{}], relay_shared,
+                               gate if last else None, entries)
                 chain = names + relayed
                 chain_rounds = [*src.plan.rounds, *(plan.rounds[0] for plan in relays)]
                 for k, (name, rnd) in enumerate(zip(chain, chain_rounds)):
@@ -469,6 +490,10 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
         after[stages[p.stage.name]] = frozenset(incoming)
     by_part = {k.name: k for k in kernels.values()}
     parts += [Part(g.part, _gate_program(config, by_part[kernel])) for kernel, g in gates.items()]
+    crowded = _crowded(config, parts)
+    for at, n, remake in remakes:
+        if any(pe in crowded for part in parts[at:at + n] for pe in _pes(part)):
+            parts[at:at + n] = remake()
     try:
         merged = merge_programs(config, parts)
         _, info = build_tables(config, merged.program)
@@ -479,16 +504,39 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                         frozenset(moved_in), {k: g.placed(info) for k, g in gates.items()})
 
 
+def _crowded(config, parts: list[Part]) -> set[tuple[int, int]]:
+    """The PEs whose registers do not hold those of every part on them, counted apart."""
+    count: dict[tuple[int, int], int] = {}
+    for part in parts:
+        for placement in part.program.placements:
+            n = len(placement.tile.used_registers())
+            for pe in part.rect(placement.rect).pes():
+                count[pe] = count.get(pe, 0) + n
+    return {pe for pe, n in count.items() if n > config.num_registers}
+
+
+def _pes(part: Part) -> set[tuple[int, int]]:
+    """The PEs of the merged fabric where `part` has a tile."""
+    return {pe for placement in part.program.placements
+            for pe in part.rect(placement.rect).pes()}
+
+
 def _round_parts(names: list[str], plan, colors: list, shared: dict, gate: Gate | None,
-                 entries: dict | None) -> list[Part]:
+                 entries: dict | None, counters: str = "registers") -> list[Part]:
     """The parts of `plan`'s rounds, named `names`, with their colors on the merged fabric
     and the symbols `shared` with the parts at their ends; with `gate`, the chains that
-    deliver count into it (`fabric.kernels.gated_rounds`), the last starting the entry
-    tasks `entries` ({PE: merged task names}) of its kernel there."""
+    deliver count into it (`fabric.kernels.round_programs`), the last starting the entry
+    tasks `entries` ({PE: merged task names}) of its kernel there. counters "memory": the
+    chains count their activations in memory and share one scratch register with every
+    other move's on their PEs (`SHARED_COUNTER`), where registers run short."""
     programs = [rnd.program for rnd in plan.rounds]
     tasks: dict[str, str] = {}
+    if gate is not None or counters != "registers":
+        waits = gate.waits if gate is not None else ()
+        programs = round_programs(plan, {pe: entries[pe] for pe in waits}, counters)
+    if counters == "memory":
+        shared = {**shared, SHARED_COUNTER: SHARED_COUNTER}
     if gate is not None:
-        programs = gated_rounds(plan, {pe: entries[pe] for pe in gate.waits})
         shared = {**shared, GATE: f"{gate.part}.wait"}
         tasks = {t: t for pe in gate.waits for t in entries[pe]}
     if len(programs) != len(names):

@@ -35,10 +35,11 @@ from fabric.kernels.layout import WordMap, probe_inputs, probe_output, read_word
 from fabric.kernels.optimizers import build_adamw, build_sgd, write_step_scalars
 from fabric.kernels.redistribute import (
     GATE,
+    SHARED_COUNTER,
     Redistribution,
     deliveries,
-    gated_rounds,
     plan_redistribution,
+    round_programs,
 )
 from fabric.kernels.resident import build_resident
 from fabric.kernels.rowdot import build_rowdot, rowdot_reference
@@ -74,12 +75,13 @@ __all__ = [
     "build_sgd", "build_shared_link", "build_shift", "build_softmax", "build_stencil",
     "build_streams", "build_sumsq", "build_traffic", "build_transpose", "build_unary",
     "cannon_reference", "compare_reference", "cumsum_reference", "deliveries",
-    "extremum_reference", "Flow", "GATE", "gated_rounds",
+    "extremum_reference", "Flow", "GATE",
     "Fragment", "gelu_cycles", "gelu_reference", "GELU_WORDS", "gemv_reference", "Kernel",
     "KernelResult", "layernorm_reference", "mathlib", "pick_colors", "plan_redistribution",
     "probe_inputs", "probe_output", "read_words", "Redistribution", "relation_reference",
-    "RELATIONS", "rowdot_reference", "rowreduce_reference", "run_kernel", "select_reference",
-    "softmax_reference", "split", "stencil_reference", "summa_model", "summa_reference",
-    "sumsq_reference", "traffic_inputs", "traffic_reference", "unary_cycles", "UNARY_WORDS",
-    "WordMap", "write_step_scalars", "write_words",
+    "RELATIONS", "round_programs", "rowdot_reference", "rowreduce_reference", "run_kernel",
+    "select_reference", "SHARED_COUNTER", "softmax_reference", "split", "stencil_reference",
+    "summa_model", "summa_reference", "sumsq_reference", "traffic_inputs",
+    "traffic_reference", "unary_cycles", "UNARY_WORDS", "WordMap", "write_step_scalars",
+    "write_words",
 ]

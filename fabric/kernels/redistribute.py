@@ -16,21 +16,24 @@ Example:
     >>> write_words(consumer_sim, dst_map, words)                      # doctest: +SKIP
     >>> plan.report()  # rounds, flows, colors, model and estimated cycles  # doctest: +SKIP
 
-Gates (`gated_rounds`, `deliveries`): the rounds' programs whose receiving PEs count their
+Gates (`round_programs`, `deliveries`): the rounds' programs whose receiving PEs count their
 deliveries into a word and start the consumer's tasks when the last one is in, so that a
 consumer merged with its moves into one program is started by its data, not by the host.
+Counters in memory (`round_programs(..., counters="memory")`): each chain counts its
+activations in a word of its PE rather than a register, and every chain there uses one
+scratch register (`SHARED_COUNTER`), which merged moves share where registers run short.
 """
 
 from __future__ import annotations
 
-from fabric.kernels.redistribute_ops import GATE
+from fabric.kernels.redistribute_ops import GATE, SHARED_COUNTER
 from fabric.kernels.redistribute_plan import (
     deliveries,
-    gated_rounds,
     plan_redistribution,
+    round_programs,
     split_best,
 )
 from fabric.kernels.redistribute_types import Move, Redistribution, Round
 
-__all__ = ["GATE", "Move", "Redistribution", "Round", "deliveries", "gated_rounds",
-           "plan_redistribution", "split_best"]
+__all__ = ["GATE", "Move", "Redistribution", "Round", "SHARED_COUNTER", "deliveries",
+           "plan_redistribution", "round_programs", "split_best"]

@@ -128,11 +128,15 @@ def _merge_2d(items, runs, sides):
 
 
 def chain_code(task: str, counter: str, ops: Sequence[Callable[[object], object]],
-               then: Sequence = ()) -> list:
+               then: Sequence = (), word: str | None = None) -> list:
     """The code of a chain task issuing ops[0], ops[1], ... one per activation. ops[i]
     (on_done) returns the async instruction; all but the last reactivate `task`. With
     `then` (scalar instructions and labels), the last op reactivates it too, and that
-    last activation runs `then` (e.g. `gate_code`: the chain says it has delivered)."""
+    last activation runs `then` (e.g. `gate_code`: the chain says it has delivered).
+    The register `counter` holds the activations so far; with `word` (a u32 symbol) they
+    live in that word instead and `counter` is scratch, loaded at the start of each
+    activation and stored at its end (two cycles more), so that every chain of a PE may
+    share one register (tasks run one at a time on a CE: `fabric.merge.Part.shared`)."""
     steps = [lambda done, op=op: [op(done)] for op in ops]
     if then:
         steps.append(lambda done: list(then))
@@ -140,7 +144,7 @@ def chain_code(task: str, counter: str, ops: Sequence[Callable[[object], object]
     if e == 1:
         return steps[0](None)
     again = ins.Activate(task)
-    code: list = []
+    code: list = [ins.load(counter, ins.Mem(word, 0, 1))] if word else []
 
     def emit(lo, hi):
         if hi - lo == 1:
@@ -154,7 +158,8 @@ def chain_code(task: str, counter: str, ops: Sequence[Callable[[object], object]
 
     emit(0, e)
     code[-1] = ins.label("next")
-    return code + [ins.iadd(counter, counter, 1)]
+    code.append(ins.iadd(counter, counter, 1))
+    return code + ([ins.store(ins.Mem(word, 0, 1), ins.Reg(counter))] if word else [])
 
 
 def gate_code(register: str, wait: str, tasks: Sequence[str]) -> list:
@@ -170,7 +175,8 @@ def gate_code(register: str, wait: str, tasks: Sequence[str]) -> list:
             ins.label("gate_shut"), ins.store(word, ins.Reg(register))]
 
 
-def chain_cycles(e: int) -> int:
+def chain_cycles(e: int, word: bool = False) -> int:
     """Main-thread cycles of one activation of a chain of e ops (see `chain_code`): start,
-    the branches, the op, the jump, the increment and the return."""
-    return 1 if e == 1 else 5 + math.ceil(math.log2(e))
+    the branches, the op, the jump, the increment and the return; with the counter in a
+    word (`word`), its load and store too."""
+    return 1 if e == 1 else 5 + math.ceil(math.log2(e)) + (2 if word else 0)

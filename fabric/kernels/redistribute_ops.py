@@ -16,6 +16,10 @@ SRC, DST = "s_", "d_"  # prefixes of the source and destination symbols in the p
 SCRATCH = "t_"  # fp32 scratch of a local h1 -> h2 move
 CHAINS = ("recv", "send", "local")  # task order = priority of an idle CE
 COUNTER = {"recv": "rk", "send": "sk", "local": "lk"}
+# counters in memory (`COUNTERS`): a word per chain, and one scratch register for them all
+COUNTER_WORD = {"recv": "k_recv", "send": "k_send", "local": "k_local"}
+SHARED_COUNTER = "ck"
+COUNTERS = ("registers", "memory")
 DELIVERING = ("recv", "local")  # the chains that write the destination's words
 GATE = "g_wait"  # a gated PE's count of deliveries still to come (a view of the gate's word)
 
@@ -76,10 +80,14 @@ def _mem(prefix: str, run: Run) -> ins.Mem:
     return dataclasses.replace(run.mem(), symbol=prefix + run.symbol)
 
 
-def tile_spec(src, dst, cell, chains, scratch: int = 0, gate: tuple[str, ...] = ()):
+def tile_spec(src, dst, cell, chains, scratch: int = 0, gate: tuple[str, ...] = (),
+              counters: str = "registers"):
     """What a PE holds and runs: its symbols [(name, dtype, slots)] and its chains' code.
     `gate`: tasks its delivering chains open when the last of them is done (`gate_code` on
-    the word GATE, which the PE then declares)."""
+    the word GATE, which the PE then declares). `counters`: where each chain counts its
+    activations, "registers" (one per chain) or "memory" (a word per chain, COUNTER_WORD,
+    and the one scratch register SHARED_COUNTER, which the PE's chains of every move may
+    share in a merged program)."""
     symbols = []
     for prefix, m in ((SRC, src), (DST, dst)):
         if m.rect.contains(*cell):
@@ -90,11 +98,17 @@ def tile_spec(src, dst, cell, chains, scratch: int = 0, gate: tuple[str, ...] = 
     gated = gate and any(k in chains for k in DELIVERING)
     if gated:
         symbols.append((GATE, "u32", 1))
-    code = tuple((k, tuple(chain_code(
-        k, COUNTER[k], chains[k],
-        then=gate_code(COUNTER[k], GATE, gate) if gated and k in DELIVERING else ())))
-        for k in CHAINS if k in chains)
-    return tuple(symbols), code
+    in_memory = counters == "memory"
+    if in_memory:
+        symbols += [(COUNTER_WORD[k], "u32", 1) for k in CHAINS if k in chains]
+
+    def code(k: str) -> tuple:
+        counter = SHARED_COUNTER if in_memory else COUNTER[k]
+        then = gate_code(counter, GATE, gate) if gated and k in DELIVERING else ()
+        return tuple(chain_code(k, counter, chains[k], then,
+                                word=COUNTER_WORD[k] if in_memory else None))
+
+    return tuple(symbols), tuple((k, code(k)) for k in CHAINS if k in chains)
 
 
 def tile(name, spec) -> Tile:

@@ -55,7 +55,7 @@ from fabric.isa import Port
 from fabric.kernels.base import pick_colors
 from fabric.kernels.layout import WordMap
 from fabric.kernels.redistribute_code import split_runs
-from fabric.kernels.redistribute_ops import DELIVERING
+from fabric.kernels.redistribute_ops import COUNTERS, DELIVERING
 from fabric.kernels.redistribute_round import _round, _scratch_words
 from fabric.kernels.redistribute_types import Cell, Move, Redistribution, _inside
 from fabric.kernels.traffic_routes import XY, YX, route_tree
@@ -329,14 +329,23 @@ def deliveries(plan: Redistribution) -> dict[Cell, int]:
     return out
 
 
-def gated_rounds(plan: Redistribution, gates: Mapping[Cell, Sequence[str]]) -> list[Program]:
-    """The plan's round programs with gates: on each PE of `gates` ({PE of the fabric:
-    task names}), every chain that writes destination words ends by counting one delivery
-    into the PE's word "g_wait" (`redistribute_ops.GATE`, which the PE declares: in a
-    merged program a view of the gate's word, `fabric.merge.Part.shared`), and the one that
-    brings it to zero activates the tasks (in a merged program the consumer's entry tasks,
-    named through `Part.tasks`). The same moves, routes and colors as `plan.rounds`."""
+def round_programs(plan: Redistribution, gates: Mapping[Cell, Sequence[str]] | None = None,
+                   counters: str = "registers") -> list[Program]:
+    """The plan's round programs, built again with gates or counters in memory; the same
+    moves, routes and colors as `plan.rounds`.
+
+    gates: on each PE of `gates` ({PE of the fabric: task names}), every chain that writes
+        destination words ends by counting one delivery into the PE's word "g_wait"
+        (`redistribute_ops.GATE`, which the PE declares: in a merged program a view of the
+        gate's word, `fabric.merge.Part.shared`), and the one that brings it to zero
+        activates the tasks (in a merged program the consumer's entry tasks, named through
+        `Part.tasks`).
+    counters: "registers" (a register per chain, as `plan.rounds`) or "memory" (a word
+        per chain and one scratch register, `redistribute_ops.SHARED_COUNTER`, which every
+        move's chains on a PE may share in a merged program where registers run short)."""
+    if counters not in COUNTERS:
+        raise ValueError(f"counters {counters!r}: one of {list(COUNTERS)}")
     src, dst = _inside(plan.window, plan.src), _inside(plan.window, plan.dst)
-    inner = {plan.fabric_to_window(pe): tuple(tasks) for pe, tasks in gates.items()}
-    return [_round(plan.window.config, src, dst, rnd.moves, rnd.local, inner).program
+    inner = {plan.fabric_to_window(pe): tuple(tasks) for pe, tasks in (gates or {}).items()}
+    return [_round(plan.window.config, src, dst, rnd.moves, rnd.local, inner, counters).program
             for rnd in plan.rounds]

@@ -48,9 +48,11 @@ def _scratch_words(src: WordMap, dst: WordMap, runs) -> int:
 
 
 def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
-           gates: dict[Cell, tuple[str, ...]] | None = None) -> Round:
+           gates: dict[Cell, tuple[str, ...]] | None = None, counters: str = "registers"
+           ) -> Round:
     """One round's program and figures; `gates` {cell: tasks}: the delivering chains of
-    those PEs each count one delivery into the PE's gate (`redistribute_ops.tile_spec`)."""
+    those PEs each count one delivery into the PE's gate; `counters`: where the chains
+    count their activations (`redistribute_ops.tile_spec`)."""
     chains: dict[Cell, dict[str, list]] = {}
     for m in moves:
         send = chains.setdefault(m.src, {}).setdefault("send", [])
@@ -83,7 +85,7 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
     specs = {}
     for cell in set(src.rect.pes()) | set(dst.rect.pes()) | set(chains):
         specs[cell] = tile_spec(src, dst, cell, chains.get(cell, {}), scratch.get(cell, 0),
-                                (gates or {}).get(cell, ()))
+                                (gates or {}).get(cell, ()), counters)
     for rect, spec in rect_groups(specs):
         prog.place(tile(f"redist_{rect.row}_{rect.col}", spec), rect)
     for m in moves:
@@ -101,7 +103,7 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
     # chains share one datapath and one main thread
     busy = 0
     for cell, o in ops.items():
-        thread = {k: n * chain_cycles(n) for k, n in o.items()}
+        thread = {k: n * chain_cycles(n, counters == "memory") for k, n in o.items()}
         busy = max(busy, datapath[cell], sum(thread.values()),
                    *(elems[cell][k] + thread[k] for k in o))
     # as traffic.py's model: the busiest link's wavelets, then the farthest flow's latency

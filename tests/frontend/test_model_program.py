@@ -250,8 +250,9 @@ def test_one_program_needs_a_pipelined_model():
 
 def test_a_model_over_a_pes_registers_is_refused_naming_the_parts():
     """With 14 registers a PE, each kernel still fits its tile (SUMMA takes 14), but a tile
-    with a move's counter beside its kernel's does not: the error names the resource and the
-    stage and move whose code shares the PE."""
+    with a move's counter beside its kernel's does not, even with the moves' counters in
+    memory (their one scratch register): the error names the resource and the stage and
+    move whose code shares the PE."""
     config = dataclasses.replace(SMALL, num_registers=14)
     x = torch.randn(3, 16)
     cm = frontend.compile(MLP().eval(), (x,), config, mode="pipelined")
@@ -334,3 +335,26 @@ def test_a_stream_that_cannot_go_on_stops_instead_of_hanging():
     with pytest.raises(StageRunError, match=r"stopped at cycle 0 with nothing running and "
                                             rf"parts not done: \[\('{first}', 0\)"):
         cm.one_program(x, overlap=True)
+
+
+@pytest.mark.long
+def test_moves_that_overfill_a_pes_registers_count_in_memory():
+    """The zoo's ELECTRA (its embedding projection's output moves to the three attention
+    GEMMs and the residual's add): with a register per move chain, the projection's PEs
+    would need 17 registers beside its SUMMA's 14. Those moves count their chains'
+    activations in memory and share one scratch register there
+    (`fabric.kernels.SHARED_COUNTER`), so the model builds as one program, and a sample
+    started by its data gives the words of its parts run apart, bit for bit."""
+    from fabric.kernels import SHARED_COUNTER
+    from frontend.architectures import build, fabric_config
+
+    model, inputs = build("electra")
+    cm = frontend.compile(model, inputs, config=fabric_config("electra"), mode="pipelined",
+                          colors="fit", lookups="onehot")
+    program = cm.model_program(gated=True)
+    placements = program.merged.program.placements
+    assert any(SHARED_COUNTER in p.tile.registers for p in placements)
+    assert max(len(p.tile.registers) for p in placements) <= cm.config.num_registers
+    cm(*inputs)
+    run = cm.one_program_stream([tuple(inputs)], start="data")
+    assert run.same_words(0, cm.last.words)

@@ -1,4 +1,4 @@
-"""Gates (`fabric.kernels.gated_rounds`): a consumer merged with the rounds of the move
+"""Gates (`fabric.kernels.round_programs`): a consumer merged with the rounds of the move
 that feeds it is started by its data. Each chain writing destination words on a PE counts
 itself off a word there when done; the last one activates the consumer's task on that PE.
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from fabric import FabricConfig, Part, Program, Rect, Simulator, Tile, merge_programs
 from fabric import instructions as ins
-from fabric.kernels import GATE, build_elementwise, deliveries, gated_rounds, read_words
+from fabric.kernels import GATE, build_elementwise, deliveries, read_words, round_programs
 from fabric.kernels.layout import WordMap, probe_output, write_words
 from fabric.kernels.redistribute import plan_redistribution
 
@@ -63,7 +63,7 @@ def test_the_last_delivery_starts_the_consumer():
     # one program holds every round's routes at once: round k on color k
     rounds = [Part(f"r{k}", program, plan.window.corner, colors={0: k}, shared=shared,
                    tasks={START: START})
-              for k, program in enumerate(gated_rounds(plan, {pe: (START,) for pe in waits}))]
+              for k, program in enumerate(round_programs(plan, {pe: (START,) for pe in waits}))]
     use = Part("use", _consumer(dst, slots), shared={"d_" + name: "d_" + name})
     merged = merge_programs(CONFIG, [*rounds, use, Part("gate", _gate(dst.rect))])
     sim = Simulator(CONFIG, merged.program)
