@@ -30,18 +30,23 @@ from fabric.state import CLS_FABIN, CLS_FABOUT, O_CLS, O_COLOR, S_A, S_B, S_DST,
 
 
 class PartMap:
-    """The parts of `merged` by PE and color, to read a simulator's state by part."""
+    """The parts of `merged` by PE and color, to read a simulator's state by part.
+
+    The state is read as arrays: `owners` [R, C, K] the index in `order` of the part whose
+    color k is at a PE (-1: none), `task_parts` [R, C, 32] that of the part of each task id
+    there (from the built program's task ids, on first use)."""
 
     def __init__(self, merged: MergedProgram):
         self.order = [p.name for p in merged.parts]
         config = merged.program.config
-        self.owners: dict[tuple[int, int, int], str] = {}  # (row, col, color) -> part
-        for part in merged.parts:
+        self.owners = np.full((config.rows, config.cols, config.num_colors), -1, np.int32)
+        for i, part in enumerate(merged.parts):
             used = footprints(config, ColorPart(part.name, part.program, part.corner))
             for color, rects in used.items():
                 for rect in rects:
-                    for r, c in rect.pes():
-                        self.owners[(r, c, part.color(color))] = part.name
+                    self.owners[rect.row:rect.row_end, rect.col:rect.col_end,
+                                part.color(color)] = i
+        self._task_parts: np.ndarray | None = None
 
     def at_work(self, sim, wavelets: bool = True) -> dict[str, list[tuple[int, int]]]:
         """{part name: the PEs (row, col) where it has work} of `sim` (a simulator of the
@@ -53,37 +58,58 @@ class PartMap:
     def work(self, sim) -> tuple[dict[str, list[tuple[int, int]]],
                                  dict[str, list[tuple[int, int]]]]:
         """`at_work(sim, wavelets=False)` and `at_work(sim)`, from one read of the state."""
-        st, info = sim.state, sim.info
+        st = sim.state
+        task_parts = self._tasks(sim.info)  # [R, C, T]
         pc, task = np.asarray(st.pc), np.asarray(st.task)
-        active, slots = np.asarray(st.slot_active), np.asarray(st.slots)
+        active, slots = np.asarray(st.slot_active) != 0, np.asarray(st.slots)
         activated = np.asarray(st.activated) & np.asarray(sim.tables.task_defined)
-        found: dict[str, set[tuple[int, int]]] = {}
-
-        def add(part: str | None, r, c) -> None:
-            if part is not None:
-                found.setdefault(part, set()).add((int(r), int(c)))
-
-        for r, c in np.argwhere(pc >= 0):
-            add(_part_of(info.task_name(r, c, int(task[r, c]))), r, c)
-        for r, c in np.argwhere(activated != 0):
-            for t in range(32):
-                if (int(activated[r, c]) >> t) & 1:
-                    add(_part_of(info.task_name(r, c, t)), r, c)
-        for r, c, s in np.argwhere(active != 0):
-            colors = [int(slots[r, c, s, start + O_COLOR]) for start in (S_DST, S_A, S_B)
-                      if slots[r, c, s, start + O_CLS] in (CLS_FABIN, CLS_FABOUT)]
-            for color in colors:
-                add(self.owners.get((int(r), int(c), color)), r, c)
-            if not colors:  # memory alone: the part of the task that issued it
-                add(_part_of(info.task_name(r, c, int(slots[r, c, s, S_TASK]))), r, c)
+        R, C = pc.shape
+        rows, cols = np.indices((R, C))
+        found = []  # [R, C] arrays of part indices (-1: none)
+        found.append(np.where(pc >= 0, _pick(task_parts, np.maximum(task, 0)), -1))
+        bits = (activated[..., None] >> np.arange(task_parts.shape[2], dtype=np.uint32)) & 1
+        found += list(np.moveaxis(np.where(bits != 0, task_parts, -1), -1, 0))
+        fabric = np.zeros(active.shape, bool)  # [R, C, S]: the op reads or writes a color
+        for start in (S_DST, S_A, S_B):
+            cls = slots[..., start + O_CLS]
+            on = active & ((cls == CLS_FABIN) | (cls == CLS_FABOUT))
+            fabric |= on
+            color = np.clip(slots[..., start + O_COLOR], 0, self.owners.shape[2] - 1)
+            found += [np.where(on[..., s], self.owners[rows, cols, color[..., s]], -1)
+                      for s in range(active.shape[2])]
+        alone = active & ~fabric  # memory alone: the part of the task that issued it
+        issuer = np.clip(slots[..., S_TASK], 0, task_parts.shape[2] - 1)
+        found += [np.where(alone[..., s], _pick(task_parts, issuer[..., s]), -1)
+                  for s in range(active.shape[2])]
         on_ce = self._listed(found)
-        for held in (np.asarray(st.rq_count), np.asarray(st.iq_count)):  # (R, C, colors)
-            for r, c, color in np.argwhere(held > 0):
-                add(self.owners.get((int(r), int(c), int(color))), r, c)
+        for held in (np.asarray(st.rq_count), np.asarray(st.iq_count)):  # [R, C, K]
+            found += list(np.moveaxis(np.where(held > 0, self.owners, -1), -1, 0))
         return on_ce, self._listed(found)
 
-    def _listed(self, found: dict[str, set]) -> dict[str, list[tuple[int, int]]]:
-        return {name: sorted(found[name]) for name in self.order if name in found}
+    def _tasks(self, info) -> np.ndarray:
+        """[R, C, T] the index in `order` of the part of each task id at each PE (-1: no
+        task, or one of no part)."""
+        if self._task_parts is None:
+            R, C, _ = self.owners.shape
+            index = {name: i for i, name in enumerate(self.order)}
+            parts = np.full((R, C, 32), -1, np.int32)
+            for placement, ids in zip(info.placements, info.task_ids):
+                rect = placement.rect
+                for name, tid in ids.items():
+                    part = _part_of(name)
+                    if part in index:
+                        parts[rect.row:rect.row_end, rect.col:rect.col_end, tid] = index[part]
+            self._task_parts = parts
+        return self._task_parts
+
+    def _listed(self, found: list[np.ndarray]) -> dict[str, list[tuple[int, int]]]:
+        """{part: its PEs, sorted} of [R, C] arrays of part indices, parts in order."""
+        stack = np.stack(found)  # [N, R, C]
+        n, r, c = np.nonzero(stack >= 0)
+        pes: dict[int, set] = {}
+        for part, row, col in zip(stack[n, r, c].tolist(), r.tolist(), c.tolist()):
+            pes.setdefault(part, set()).add((row, col))
+        return {self.order[i]: sorted(pes[i]) for i in sorted(pes)}
 
 
 def stuck_parts(merged: MergedProgram, sim) -> dict[str, list[tuple[int, int]]]:
@@ -91,6 +117,11 @@ def stuck_parts(merged: MergedProgram, sim) -> dict[str, list[tuple[int, int]]]:
     `merged.program`, stopped by a deadlock or a cycle limit): where each part still has
     work (module docstring), parts in the order of `merged.parts`."""
     return PartMap(merged).at_work(sim)
+
+
+def _pick(table: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """table[r, c, index[r, c]] for every PE: [R, C]."""
+    return np.take_along_axis(table, index[..., None].astype(np.intp), axis=2)[..., 0]
 
 
 def _part_of(task_name: str) -> str | None:
