@@ -32,8 +32,9 @@ CLS_NONE, CLS_MEM, CLS_FABIN, CLS_FABOUT, CLS_SCALAR = 0, 1, 2, 3, 4
 # S_FMT: the operand formats of the op (isa.I_FMT); a 16-bit memory operand's base and
 # strides count half-words. S_TASK: the task that issued the op, so that a report can say
 # whose an op on memory alone is when several programs share a PE (fabric.part_report).
-S_OP, S_LEN, S_SIMD, S_DONE_KIND, S_DONE_TASK, S_SCALAR, S_ISSUED, S_FMT, S_TASK = range(9)
 HEAD_FIELDS = 9
+S_OP, S_LEN, S_SIMD, S_DONE_KIND, S_DONE_TASK, S_SCALAR, S_ISSUED, S_FMT, S_TASK = range(
+    HEAD_FIELDS)
 OPERAND_FIELDS = 6  # class, base (or scalar bits), row length, stride, row stride, color
 O_CLS, O_BASE, O_ROWLEN, O_STRIDE, O_ROWSTRIDE, O_COLOR = range(OPERAND_FIELDS)
 S_DST, S_A, S_B = (HEAD_FIELDS + r * OPERAND_FIELDS for r in range(3))

@@ -235,7 +235,6 @@ class ModelProgram:
         out: dict[str, set] = {name: set() for name in self.order}
         readers_of = {stage: {r for m in self.moves if m.tensor == stage for r in m.rounds}
                       for stage in self.stages}  # the rounds reading a stage's output
-        by_stage = {p.stage.name: p for p in self.prepared}
         for m in self.moves:
             producer = self.stages.get(m.tensor)
             # each writer's buffer is read by the next: hold 1 by relay 1, ..., the
@@ -247,7 +246,7 @@ class ModelProgram:
                     out[r].add(reader)
             # a kernel that writes its output over this operand (in place): the operand's
             # writers wait for the rounds reading that output too
-            p = by_stage[m.consumer]
+            p = self._stage_of[self.stages[m.consumer]]
             if set(p.sources[m.operand][m.source].dst.symbols) & set(p.out_map.symbols):
                 for r in writers[-1]:
                     out[r] |= readers_of[m.consumer]
