@@ -345,6 +345,29 @@ class Simulator:
         self._raise_if_stuck(max_cycles, raise_on_limit)
         return self.stats()
 
+    def wait(self, cycles: int) -> Stats:
+        """Let `cycles` cycles pass while the host holds back what the fabric waits for
+        (a transfer still on the host link): the engine runs them as `run` does, but
+        nothing moving is no deadlock here (the window starts again each time it fills,
+        every counter goes on as in those cycles) and a quiet fabric's clock just goes on
+        (nothing in it changes). Stops early on an error.
+
+        Raises RunError: a PE did something invalid."""
+        target = int(self.state.cycle) + max(0, cycles)
+        exe, compile_s = compiled_run(self.engine_config, self.tables, self.state,
+                                      jnp.int32(target), self.devices, self.half_ops)
+        self.compile_s += compile_s
+        with HeldInterrupts() as interrupts:
+            while int(self.state.cycle) < target:
+                if not bool(_pending(self.tables, self.state)):
+                    self.state = engine.replace(self.state, cycle=jnp.int32(target))
+                    break
+                self.state = engine.replace(self.state, idle_cycles=jnp.int32(0))
+                self._run_chunks(exe, int(self.state.cycle), target, None, None, interrupts)
+                if bool((self.state.error != 0).any()):
+                    raise RunError(error_report(self.info, self.state))
+        return self.stats()
+
     def _run_chunks(self, exe, start_cycle, limit, chunk_cycles, bar, interrupts):
         """The engine up to absolute cycle `limit` in chunks of `chunk_cycles` (None: sized
         to take about CHUNK_S each). Each call stops where one long call would have gone on
