@@ -8,11 +8,12 @@ shrunk until its colors fit, and a whole TinyGPT, token ids in, its embeddings l
 on the fabric; residuals with holds, `frontend.skip_holds`) and start policy ("part": a part
 on all its PEs once the parts it reads are done; "pe": on each PE once they are done there;
 "data": as "pe", but a kernel's PEs started in the fabric by the last delivery of their
-data, the program with gates; see `frontend.program_run`): the latency (the first
-sample's last part's end) and the steady-state cycles per sample of --samples samples, the
-timeline's latency and period (host I/O included, which the one program leaves apart),
-whether every sample's words are those of the parts run apart on it, bit for bit, and the
-wall seconds of the stream.
+data, the program with gates; see `frontend.program_run`), the host's transfers apart, and
+"data" once more with the host link's writes and reads in the stream (`host_io=True`): the
+latency (the first sample's last part's end, or its last output read) and the steady-state
+cycles per sample of --samples samples, the timeline's latency and period (host I/O
+included), whether every sample's words are those of the parts run apart on it, bit for
+bit, and the wall seconds of the stream.
 
     python benchmarks/one_program.py --json benchmarks/results/one_program.json [--samples 8]
 """
@@ -35,7 +36,9 @@ from fabric import FabricConfig  # noqa: E402
 from frontend.demo import DemoBlock  # noqa: E402
 from frontend.zoo import MLP, LeNet, TinyGPT  # noqa: E402
 
-STARTS = ("part", "pe", "data")
+# (start policy, host I/O): the host's transfers apart, then, started by their data, with
+# the host link's writes and reads in the stream (`frontend.program_run`, "Host I/O")
+RUNS = (("part", False), ("pe", False), ("data", False), ("data", True))
 
 
 def cases():
@@ -70,13 +73,14 @@ def measure(name, model, sample, config, colors: str, lookups: str, samples: int
         cm(x)
         apart.append({stage: dict(words) for stage, words in cm.last.words.items()})
     rows = []
-    for start in STARTS:
+    for start, host_io in RUNS:
         t0 = time.perf_counter()
-        run = cm.one_program_stream([(x,) for x in xs], start=start)
+        run = cm.one_program_stream([(x,) for x in xs], start=start, host_io=host_io)
         wall = time.perf_counter() - t0
         same = all(run.same_words(s, words) for s, words in enumerate(apart))
         rows.append({"model": name, "fabric": config.name, "colors": colors,
-                     "lookups": lookups, "start": start, "samples": samples,
+                     "lookups": lookups, "start": start, "host_io": host_io,
+                     "samples": samples,
                      "parts": len(cm.model_program().order),
                      "colors_used": cm.colors.assignment.used,
                      "latency_cycles": run.latency, "cycles_per_sample": run.period,
@@ -95,14 +99,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows = [r for name, model, sample, config, colors, lookups in cases()
             for r in measure(name, model, sample, config, colors, lookups, args.samples)]
-    columns = ["model", "fabric", "start", "parts", "latency", "cycles/sample",
+    columns = ["model", "fabric", "start", "host I/O", "parts", "latency", "cycles/sample",
                "timeline latency", "timeline cycles/sample", "ratio", "words match",
                "wall s"]
-    table = [[r["model"], r["fabric"], r["start"], r["parts"], r["latency_cycles"],
+    table = [[r["model"], r["fabric"], r["start"], _host(r), r["parts"], r["latency_cycles"],
               round(r["cycles_per_sample"]), r["timeline_latency_cycles"],
               round(r["timeline_cycles_per_sample"]), round(r["period_vs_timeline"], 3),
               r["words_match_parts_apart"], round(r["wall_s"], 1)] for r in rows]
-    headline = [f"{r['model']} one program ({r['start']}): {r['cycles_per_sample']:.0f} cycles "
+    headline = [f"{r['model']} one program ({r['start']}, host I/O {_host(r)}): "
+                f"{r['cycles_per_sample']:.0f} cycles "
                 f"per sample over {r['samples']} samples, {r['period_vs_timeline']:.3f} x the "
                 f"timeline's {r['timeline_cycles_per_sample']:.0f}; latency "
                 f"{r['latency_cycles']}" for r in rows]
@@ -116,6 +121,10 @@ def main(argv=None) -> int:
     return 0 if all(r["words_match_parts_apart"] for r in rows) else 1
 
 
+def _host(row) -> str:
+    return "in the stream" if row["host_io"] else "apart"
+
+
 def _plot(rows, path: Path):
     import matplotlib
 
@@ -124,15 +133,16 @@ def _plot(rows, path: Path):
 
     models = list(dict.fromkeys(r["model"] for r in rows))
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    width = 0.8 / (len(STARTS) + 1)
+    width = 0.8 / (len(RUNS) + 1)
     timeline = {r["model"]: r["timeline_cycles_per_sample"] for r in rows}
     ax.bar([i for i in range(len(models))], [timeline[m] for m in models], width,
            label="timeline (parts apart)")
-    for j, start in enumerate(STARTS, 1):
-        mine = {r["model"]: r["cycles_per_sample"] for r in rows if r["start"] == start}
+    for j, (start, host_io) in enumerate(RUNS, 1):
+        mine = {r["model"]: r["cycles_per_sample"] for r in rows
+                if (r["start"], r["host_io"]) == (start, host_io)}
         ax.bar([i + j * width for i in range(len(models))], [mine[m] for m in models], width,
-               label=f"one program, start {start}")
-    ax.set_xticks([i + width * len(STARTS) / 2 for i in range(len(models))], models)
+               label=f"one program, start {start}" + (", host I/O" if host_io else ""))
+    ax.set_xticks([i + width * len(RUNS) / 2 for i in range(len(models))], models)
     ax.set_ylabel("cycles per sample (steady state)")
     ax.legend(fontsize=8)
     fig.tight_layout()

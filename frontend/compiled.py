@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Sequence
 
@@ -13,7 +14,7 @@ from fabric.kernels import WordMap, plan_redistribution
 from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half
 from frontend.capture import Captured, capture_module
 from frontend.color_fit import check_period_share, fit_colors
-from frontend.errors import FrontendError
+from frontend.errors import FrontendError, PlacementError
 from frontend.gemm_split import column_parts
 from frontend.graph_colors import (
     DEFAULT_COLOR_POLICY,
@@ -25,7 +26,7 @@ from frontend.lowering import check_lookups, lower
 from frontend.micro_batches import join, split
 from frontend.model_program import ModelProgram, build_model_program
 from frontend.placement import place
-from frontend.program_run import ProgramStream, run_stream
+from frontend.program_run import ProgramStream, host_link, run_stream
 from frontend.runtime import Execution, ResidentTensor, Source, call_programs, prepare
 from frontend.schedule import DEFAULT_MODE, Timeline, check_mode, timeline
 from frontend.tables import table_rows, widest
@@ -255,8 +256,8 @@ class CompiledModel:
         and links as the engine simulates."""
         return self.one_program_stream([args], start="part" if overlap else "serial")
 
-    def one_program_stream(self, samples: Iterable[Sequence], start: str = "part"
-                           ) -> ProgramStream:
+    def one_program_stream(self, samples: Iterable[Sequence], start: str = "part",
+                           host_io: bool = False) -> ProgramStream:
         """`samples` (each a tuple of runtime inputs, as a call takes them) streamed
         through the one fabric program: each part starts on a sample as soon as its inputs
         for it are in and the next part is done with what it overwrites (`frontend.
@@ -266,18 +267,25 @@ class CompiledModel:
         once the parts it reads are done), "pe" (on each PE once they are done on that PE),
         "data" (as "pe", but a kernel's PEs that moves deliver to are started by the last
         delivery there, in the fabric, not by the host: the program with gates) or
-        "serial" (one part at a time)."""
-        program = self.model_program(gated=start == "data")
+        "serial" (one part at a time). host_io: the host link's writes of each sample's
+        inputs and reads of the outputs, overlapping the fabric's work and counted where
+        they hold it up, as in the pipelined timeline (`frontend.program_run`, "Host
+        I/O"); False: apart (the fabric's cycles alone)."""
+        program = self.model_program(gated=start == "data", input_buffers=host_io)
         inputs = [self._inputs(args) for args in samples]
         if not inputs:
             raise FrontendError("one_program_stream: no samples given")
-        return run_stream(program, inputs, self.max_cycles, start=start)
+        return run_stream(program, inputs, self.max_cycles, start=start,
+                          host=host_link(program, self.output_reads) if host_io else None)
 
-    def model_program(self, gated: bool = False, holds: bool = True) -> ModelProgram:
+    def model_program(self, gated: bool = False, holds: bool = True,
+                      input_buffers: bool = False) -> ModelProgram:
         """The model as one fabric program (`frontend.model_program`), built once per
         kind: with gated, each kernel that moves deliver to is started by its data (start
         "data"); with holds (the default), each skip connection's move gets the holds its
-        path needs (`frontend.skip_holds`).
+        path needs (`frontend.skip_holds`); with input_buffers, each user input a second
+        buffer that the host writes while its kernel computes (`InputBuffer`), where the
+        PEs' SRAM holds them all (else the program without: its `inputs` empty).
 
         Raises FrontendError for a model not compiled in pipelined mode; PlacementError
         when it does not fit one program (`build_model_program`)."""
@@ -285,10 +293,17 @@ class CompiledModel:
             raise FrontendError("one_program: the model was compiled in mode "
                                 f"{self.mode!r}; one fabric program holds a pipelined model "
                                 "(every stage on its own tile)")
-        if (gated, holds) not in self._programs:
-            self._programs[(gated, holds)] = build_model_program(
-                self.prepared, self.colors, gated=gated, holds="auto" if holds else {})
-        return self._programs[(gated, holds)]
+        key = (gated, holds, input_buffers)
+        if key not in self._programs:
+            build = functools.partial(build_model_program, self.prepared, self.colors,
+                                      gated=gated, holds="auto" if holds else {})
+            try:
+                self._programs[key] = build(input_buffers=input_buffers)
+            except PlacementError:
+                if not input_buffers:
+                    raise
+                self._programs[key] = self.model_program(gated, holds)
+        return self._programs[key]
 
     def stream(self, samples: Iterable[Sequence], resident: dict[str, ResidentTensor] | None
                = None) -> list:

@@ -149,13 +149,15 @@ def one_program_check(cm, inputs) -> bool:
         return True
     try:
         run = cm.one_program_stream([inputs], start="data")
+        linked = cm.one_program_stream([inputs], start="data", host_io=True)
     except PlacementError as exc:  # per-call gathers, or a PE's SRAM, registers, tasks
         print(f"\nnot run as one fabric program: {exc}")
         return True
-    same = run.same_words(0, cm.last.words)
+    same = run.same_words(0, cm.last.words) and linked.same_words(0, cm.last.words)
     print(f"\nas one fabric program ({colors.used} colors; every kernel and "
           "move at once, each kernel started by its data): "
-          f"{run.latency} cycles, host I/O apart; every stage's words "
+          f"{linked.latency} cycles with the host link's writes and reads ({run.latency} "
+          "with host I/O apart); every stage's words "
           + ("those of the parts run apart, bit for bit" if same else
              "DIFFER from the parts run apart"))
     return same

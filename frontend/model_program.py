@@ -50,6 +50,13 @@ path from its producer joins (a residual) writes hold 1, a copy of its consumer 
 words on the consumer's PEs, and relays (local copies) carry the words hold by hold to the
 operand, so the move has more samples on its way than its two ends hold.
 
+Input buffers (`build_model_program(..., input_buffers=True)`, `InputBuffer`): each user
+input gets a hold on its kernel's PEs (part "i<j>h1", the operand's symbols) that the host
+writes, and a relay (part "i<j>relay1", local copies) that carries the words into the
+operand once the kernel is done with the sample before, its chains counting into the
+kernel's gate; so the host may write a sample's input while the kernel computes the one
+before (the host link in the stream, `frontend.program_run`, "Host I/O").
+
 Not in the program: an embedding's per-call gathers (their moves follow each call's
 indices; `frontend.compile(..., lookups="onehot")` looks the rows up on the fabric
 instead) and moves from resident inputs; a model with them is refused.
@@ -73,6 +80,7 @@ from fabric import (
     RunError,
     Simulator,
     Tile,
+    host_io_cycles,
     merge_programs,
     restore_part,
     stuck_parts,
@@ -89,8 +97,8 @@ from fabric.kernels import (
 )
 from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
-from frontend.runtime import PreparedStage, input_words
-from frontend.skip_holds import hold_counts, hold_symbol, make_holds
+from frontend.runtime import PreparedStage, Source, input_words
+from frontend.skip_holds import hold_counts, hold_map, hold_symbol, make_holds
 from frontend.sources import describe
 
 # a gate's count beyond its deliveries: the host's arm of its kernel for the sample (the
@@ -114,6 +122,22 @@ class MovePart:
     relays: tuple[str, ...] = ()
 
 
+@dataclasses.dataclass(frozen=True)
+class InputBuffer:
+    """A second buffer for user input `tensor` into operand `operand` (its source `source`)
+    of stage `consumer`: the host writes part `hold` (the operand's words, `map` over its
+    symbols) and relay part `relay` copies them into the operand once the kernel is done
+    with the previous sample (`build_model_program(..., input_buffers=True)`)."""
+
+    consumer: str
+    operand: str
+    source: int
+    tensor: str
+    hold: str
+    relay: str
+    map: WordMap
+
+
 @dataclasses.dataclass
 class ModelProgram:
     """One program for a pipelined model's call (module docstring).
@@ -133,6 +157,7 @@ class ModelProgram:
     moved_in: frozenset = frozenset()  # merged names of the kernels' symbols moves write
     # a kernel part started by its data -> its gate (module docstring, "Gates")
     gates: dict[str, Gate] = dataclasses.field(default_factory=dict)
+    inputs: tuple[InputBuffer, ...] = ()  # the user inputs' second buffers, if built
     _loaded: np.ndarray | None = dataclasses.field(default=None, repr=False)
 
     @property
@@ -152,17 +177,44 @@ class ModelProgram:
         sim.host_sram()[...] = self.loaded_memory()
         return sim
 
-    def write_inputs(self, sim: Simulator, kernel: str, inputs: dict[str, torch.Tensor]
+    @functools.cached_property
+    def writers(self) -> dict[str, list[tuple[Part, WordMap, Source, PreparedStage]]]:
+        """{part whose arm the host writes user inputs at: [(the part written, its map
+        of the words, the input's source, its stage)]}: a kernel, its inputs that have no
+        second buffer; an input buffer's relay, its input (into the buffer's hold, whose
+        symbols are the operand's under `hold_symbol` names)."""
+        buffered = {(b.consumer, b.operand, b.source): b for b in self.inputs}
+        out: dict[str, list] = {}
+        for p in self.prepared:
+            kernel = self.stages[p.stage.name]
+            for operand, sources in p.sources.items():
+                for i, src in enumerate(sources):
+                    if src.plan is not None:
+                        continue
+                    b = buffered.get((p.stage.name, operand, i))
+                    into, wmap = ((self.merged.part(b.hold), b.map) if b
+                                  else (self.merged.part(kernel), src.dst))
+                    out.setdefault(b.relay if b else kernel, []).append((into, wmap, src, p))
+        return out
+
+    def write_inputs(self, sim: Simulator, name: str, inputs: dict[str, torch.Tensor]
                      ) -> None:
-        """The host writes the user inputs that kernel part `kernel` reads (by graph
-        name, as `runtime.Execution` takes them) into its operands."""
-        p = self._stage_of[kernel]
-        mine = self.merged.part(kernel)
-        for src in (s for sources in p.sources.values() for s in sources):
-            if src.plan is None:
-                write_words(sim, _renamed(src.dst, mine),
-                            {mine.local(k): w for k, w in input_words(src, inputs).items()},
-                            mapped_only=True)
+        """The host writes the user inputs (by graph name, as `runtime.Execution` takes
+        them) that part `name` of `writers` takes: into a kernel's operands, or an input
+        buffer's hold."""
+        for into, wmap, src, _ in self.writers.get(name, ()):
+            held = into.name not in self._stage_of  # an input buffer's hold
+            words = input_words(src, inputs)
+            write_words(sim, _renamed(wmap, into),
+                        {into.local(hold_symbol(1, k) if held else k): w
+                         for k, w in words.items()}, mapped_only=True)
+
+    def write_cycles(self, name: str) -> int:
+        """Host-link cycles of one sample's writes at part `name`'s arm (`writers`),
+        `fabric.host_io_cycles` of each input, as a call run apart charges them."""
+        config = self.merged.program.config
+        return sum(host_io_cycles(config, p.rect, src.dst.widest_sram_words)
+                   for _, _, src, p in self.writers.get(name, ()))
 
     def rearm(self, sim: Simulator, name: str) -> None:
         """Part `name` back as loaded, to run on another sample (`fabric.restore_part`):
@@ -253,6 +305,12 @@ class ModelProgram:
             for r in m.rounds:
                 if producer is not None:
                     out[producer].add(r)
+        for b in self.inputs:  # a relay writes the operand: its kernel done with it
+            kernel = self.stages[b.consumer]
+            out[b.relay].add(kernel)
+            p = self._stage_of[kernel]
+            if set(p.sources[b.operand][b.source].dst.symbols) & set(p.out_map.symbols):
+                out[b.relay] |= readers_of[b.consumer]
         return {name: frozenset(v) for name, v in out.items()}
 
     def failure(self, sim: Simulator, started: list[tuple[str, int | None]],
@@ -260,7 +318,7 @@ class ModelProgram:
         """The engine's message on a stopped call, led by the parts it ran (`started`:
         (part name, its sample, or None in a call of one sample); stages by FX node and
         source line, moves by their ends) and those stuck, with their PEs."""
-        what = part_descriptions(self.prepared, self.moves, self.stages)
+        what = part_descriptions(self.prepared, self.moves, self.stages, self.inputs)
         lines = ["the model program did not finish; parts running: "
                  + "; ".join(f"{n}{'' if s is None else f' (sample {s})'} = {what[n]}"
                              for n, s in started)]
@@ -325,15 +383,16 @@ def _gates(prepared: list[PreparedStage], kernels: dict[str, Part], held: dict
            ) -> tuple[dict[str, Gate], dict[str, dict[tuple[int, int], tuple[str, ...]]]]:
     """({kernel part: its gate}, {kernel part: {PE: its entry tasks' merged names}}) for
     every kernel some planned move delivers to: a PE waits for each chain of those moves
-    that writes there (`fabric.kernels.deliveries`; of a held move, its last relay's)."""
+    that writes there (`fabric.kernels.deliveries`; of a held move, its last relay's; of
+    a user input with a buffer, its relay's)."""
     gates, entries = {}, {}
     for p in prepared:
         waits: dict[tuple[int, int], int] = {}
         for operand, sources in p.sources.items():
             for i, src in enumerate(sources):
-                if src.plan is None:
-                    continue
                 hold = held.get((p.stage.name, operand, i))
+                if src.plan is None and hold is None:
+                    continue
                 plan = hold.relays[-1] if hold else src.plan
                 for pe, n in deliveries(plan).items():
                     waits[pe] = waits.get(pe, 0) + n
@@ -384,12 +443,16 @@ def _renamed(wmap: WordMap, part: Part) -> WordMap:
 
 
 def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
-                        gated: bool = False, holds: str | dict = "auto") -> ModelProgram:
+                        gated: bool = False, holds: str | dict = "auto",
+                        input_buffers: bool = False) -> ModelProgram:
     """Merge every part of a pipelined model into one program on its fabric and build it.
     gated: every kernel with incoming moves gets a gate (module docstring, "Gates"), so that
     its data starts it on each PE (where the host's arm is not its last count).
     holds: the holds of each skip connection's move (`frontend.skip_holds`): "auto" as
     `hold_counts` sizes them, or {(consumer stage, operand, source index): count}.
+    input_buffers: every user input gets a second buffer (`InputBuffer`, module
+    docstring), so the host may write a sample's input while its kernel computes the one
+    before (the host link in the stream, `frontend.program_run`).
 
     Raises PlacementError when a part is not static (an embedding's per-call gather, a
     move from a resident input), when the graph's colors fall short (a model compiled
@@ -416,7 +479,15 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
     counts = hold_counts(prepared) if holds == "auto" else dict(holds)
     held = {key: make_holds(config, *key, by_stage[key[0]].sources[key[1]][key[2]].dst, n)
             for key, n in counts.items() if n > 0}
-    gates, gate_entries = _gates(prepared, kernels, held) if gated else ({}, {})
+    # a user input's buffer is one hold, which the host writes instead of the move
+    held_inputs = {(p.stage.name, operand, i): make_holds(config, p.stage.name, operand, i,
+                                                          src.dst, 1)
+                   for p in prepared for operand, sources in p.sources.items()
+                   for i, src in enumerate(sources)
+                   if src.plan is None and input_buffers}
+    gates, gate_entries = (_gates(prepared, kernels, {**held, **held_inputs}) if gated
+                           else ({}, {}))
+    buffers: list[InputBuffer] = []
     moves: list[MovePart] = []
     order: list[str] = []
     after: dict[str, frozenset] = {}
@@ -436,7 +507,19 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
         incoming = []
         for operand, sources in p.sources.items():  # the order of graph_colors.graph_parts
             for i, src in enumerate(sources):
-                if src.plan is None:
+                if src.plan is None:  # the host writes it: into its buffer, if it has one
+                    hold = held_inputs.get((p.stage.name, operand, i))
+                    if hold is not None:
+                        kernel = kernels[p.stage.name]
+                        relay = _input_buffer(hold, src, kernel, f"i{len(buffers)}", config,
+                                              gates, gate_entries, parts, buffers, add_rounds)
+                        # the relay writes the operand: kept when the kernel is put back
+                        moved_in |= {kernel.local(name) for end, name
+                                     in hold.relays[0].end_symbols.values() if end == "dst"}
+                        order.append(relay)
+                        after[relay] = frozenset()  # what it reads, the host writes
+                        round_tasks[relay] = tuple(hold.relays[0].rounds[0].tasks)
+                        incoming.append(relay)
                     continue
                 producer = by_stage.get(src.tensor.name)
                 if producer is None:
@@ -498,9 +581,28 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
         _, info = build_tables(config, merged.program)
     except BuildError as exc:
         raise PlacementError("the pipelined model does not fit one fabric program: "
-                             f"{_named(exc, prepared, moves, stages)}") from exc
+                             f"{_named(exc, prepared, moves, stages, tuple(buffers))}") from exc
     return ModelProgram(merged, stages, moves, prepared, order, after, round_tasks,
-                        frozenset(moved_in), {k: g.placed(info) for k, g in gates.items()})
+                        frozenset(moved_in), {k: g.placed(info) for k, g in gates.items()},
+                        tuple(buffers))
+
+
+def _input_buffer(hold, src: Source, kernel: Part, prefix: str, config, gates, gate_entries,
+                  parts: list[Part], buffers: list[InputBuffer], add_rounds) -> str:
+    """The hold part and relay part of a user input's second buffer (`hold`: its one hold
+    and relay plan), added to `parts` and `buffers`; returns the relay's part name. The
+    relay's chains count into the kernel's gate, as a held move's last relay's do."""
+    into = Part(f"{prefix}h1", hold.program(0, config))
+    parts.append(into)
+    plan = hold.relays[0]
+    shared = {sym: (into if end == "src" else kernel).local(name)
+              for sym, (end, name) in plan.end_symbols.items()}
+    relay = f"{prefix}relay1"
+    add_rounds([relay], plan, [{}], shared, gates.get(kernel.name),
+               gate_entries.get(kernel.name))
+    buffers.append(InputBuffer(hold.consumer, hold.operand, hold.source, src.tensor.name,
+                               into.name, relay, hold_map(src.dst, 1)))
+    return relay
 
 
 def _crowded(config, parts: list[Part]) -> set[tuple[int, int]]:
@@ -545,19 +647,20 @@ def _round_parts(names: list[str], plan, colors: list, shared: dict, gate: Gate 
 
 
 def _named(exc: BuildError, prepared: list[PreparedStage], moves: list[MovePart],
-           stages: dict[str, str]) -> str:
+           stages: dict[str, str], inputs: tuple[InputBuffer, ...] = ()) -> str:
     """The build's message with the parts it names (s3, m2r0) given as stages and moves."""
     text = str(exc)
     found = [f"{part} = {what}"
-             for part, what in part_descriptions(prepared, moves, stages).items()
+             for part, what in part_descriptions(prepared, moves, stages, inputs).items()
              if f"{part}." in text]
     return text + ("\nparts: " + "; ".join(found) if found else "")
 
 
 def part_descriptions(prepared: list[PreparedStage], moves: list[MovePart],
-                      stages: dict[str, str]) -> dict[str, str]:
-    """{part name (s3, m2r0): "stage 'addmm' (FX node ..., line ...)" or "move 'a' -> 'b'
-    operand 'x' round 1"}."""
+                      stages: dict[str, str], inputs: tuple[InputBuffer, ...] = ()
+                      ) -> dict[str, str]:
+    """{part name (s3, m2r0, i0relay1): "stage 'addmm' (FX node ..., line ...)", "move 'a'
+    -> 'b' operand 'x' round 1" or "input 'x' -> 'b' operand 'x', relay of its buffer"}."""
     names = {part: f"stage {name!r} ({describe(p.stage.node)})"
              for (name, part), p in zip(stages.items(), prepared)}
     for m in moves:
@@ -567,4 +670,8 @@ def part_descriptions(prepared: list[PreparedStage], moves: list[MovePart],
         for j, part in enumerate(m.relays, 1):
             names[part] = (f"move {m.tensor!r} -> {m.consumer!r} operand {m.operand!r} "
                            f"relay {j} of its holds")
+    for b in inputs:
+        what = f"input {b.tensor!r} -> {b.consumer!r} operand {b.operand!r}"
+        names[b.hold] = what + ", its buffer"
+        names[b.relay] = what + ", relay of its buffer"
     return names

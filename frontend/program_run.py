@@ -3,7 +3,7 @@ through it, in one simulator.
 
 The host starts the parts: a stage's kernel or a round of a move, each for one sample (a
 "token", (part, sample)). A token is armed (the part put back as loaded, `rearm`, and the
-sample's user inputs written into a kernel's operands) once
+sample's user inputs written into a kernel's operands, or an input buffer's hold) once
 - the part has finished the previous sample,
 - and whatever it overwrites is no longer needed by the previous sample
   (`ModelProgram.reuses`): a move round writes its consumer's operand, so that kernel
@@ -37,20 +37,38 @@ once and contend for PEs and links as the engine simulates them, and a part star
 most `poll` - 1 cycles after its condition is met. The host reads every kernel's output
 words for a sample as soon as it has finished (before anything can overwrite them).
 
-Figures (`ProgramStream`): `latency`, the first sample's last part's end; `period`, the
-cycles between the ends of the first and last samples over the samples between (the
-steady state's cycles per sample when the stream is long enough to fill the pipeline).
-Cycles are the fabric's, from the first start; the host's transfers are apart.
+Host I/O (`HostIO`, `host_link(program, output_reads)`): without it the host's transfers
+are apart (a sample's inputs appear in their operands when its kernel is armed, outputs
+are read at no cost). With it the host link takes its cycles as a call run apart charges
+them (`fabric.host_io_cycles`), each direction one transfer at a time, in the order they
+become possible: a kernel's user inputs for sample s are written once the kernel is done
+with s - 1 (they overwrite its operands), and the kernel is armed when the write has
+ended; in a program with input buffers (`build_model_program(..., input_buffers=True)`)
+they are written into the buffer once its relay has carried sample s - 1 on, so the write
+overlaps the kernel's work on s - 1, and the relay is armed when the write has ended. A
+stage's output the model returns is read once the kernel has finished the sample, and the
+kernel takes the next sample only when that read has ended (it would overwrite the
+words). While nothing in the fabric moves and the host link is busy, the fabric waits for
+the link's next end (`Simulator.wait`: not a deadlock). So the host's I/O overlaps the
+fabric's work and counts where it is on the critical path, as in the pipelined timeline
+(`frontend.schedule`).
+
+Figures (`ProgramStream`): `latency`, the first sample's last part's end (with host I/O,
+its last output word read); `period`, the cycles between the ends of the first and last
+samples over the samples between (the steady state's cycles per sample when the stream is
+long enough to fill the pipeline). Cycles are the fabric's, from the first start (the
+first write's, with host I/O).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 
-from fabric import PartMap, RunError
+from fabric import DeadlockError, PartMap, RunError
 from frontend.errors import StageRunError
 from frontend.model_program import ModelProgram
 
@@ -69,11 +87,17 @@ class ProgramStream:
     spans: dict[tuple[str, int], tuple[int, int]]
     starts: dict[tuple[str, int], dict[tuple[int, int], int]]
     cycles: int
+    # with host I/O: {(part, sample, "write" or "read"): (first cycle, end)} of the host
+    # link's transfers (`HostIO`)
+    host: dict[tuple[str, int, str], tuple[int, int]] = dataclasses.field(
+        default_factory=dict)
 
     def ends(self) -> list[int]:
-        """The cycle each sample's last part ended."""
+        """The cycle each sample's last part ended (or its last output read ended)."""
         ends = [0] * len(self.words)
         for (_, s), (_, end) in self.spans.items():
+            ends[s] = max(ends[s], end)
+        for (_, s, _), (_, end) in self.host.items():
             ends[s] = max(ends[s], end)
         return ends
 
@@ -101,13 +125,33 @@ class ProgramStream:
         return {p: end - start for (p, s), (start, end) in self.spans.items() if s == sample}
 
 
+@dataclasses.dataclass(frozen=True)
+class HostIO:
+    """The host link's cycles per sample: `writes` {part whose arm takes user inputs
+    (`ModelProgram.writers`: a kernel, or an input buffer's relay): their writes}, `reads`
+    {kernel part: the read of its output, for the stages the model returns}."""
+
+    writes: dict[str, int]
+    reads: dict[str, int]
+
+
+def host_link(program: ModelProgram, output_reads: Mapping[str, int]) -> HostIO:
+    """The host link of `program`'s calls: its input writes (`ModelProgram.write_cycles`
+    of each of its `writers`) and `output_reads` ({stage: cycles}, as
+    `CompiledModel.output_reads` gives them) by kernel part."""
+    writes = {part: program.write_cycles(part) for part in program.writers}
+    return HostIO({k: v for k, v in writes.items() if v},
+                  {program.stages[stage]: v for stage, v in output_reads.items() if v})
+
+
 def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
-               max_cycles: int, start: str = "part", poll: int = POLL_CYCLES
-               ) -> ProgramStream:
+               max_cycles: int, start: str = "part", poll: int = POLL_CYCLES,
+               host: HostIO | None = None) -> ProgramStream:
     """`samples` (each the user inputs by graph name) through `program` (module docstring).
 
     start: "serial", "part", "pe" or "data" (module docstring; "data" needs a program built
     with gates, `build_model_program(..., gated=True)`).
+    host: the host link's transfers (module docstring, "Host I/O"); None: apart.
 
     Raises ValueError for another `start`, or "data" on a program without gates;
     StageRunError when the stream does not finish (a deadlock, or `max_cycles` cycles in
@@ -135,15 +179,40 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     by_kernel = {part: stage for stage, part in program.stages.items()}
     host_opens: dict = {}  # gated token -> PEs where the host's arm was the gate's last count
 
+    writes = host.writes if host else {}
+    reads = host.reads if host else {}
+    link = {"write": 0, "read": 0}  # the cycle each direction of the host link is free
+    transfers: dict = {}  # (part, sample, "write" / "read") -> (first cycle, end)
+
+    def on_link(name: str, s: int, kind: str, ready: int, cycles: int) -> int:
+        """The host link's `kind` transfer of (part, sample), from `ready` on: its end."""
+        if (name, s, kind) not in transfers:
+            first = max(link[kind], ready)
+            link[kind] = first + cycles
+            transfers[(name, s, kind)] = (first, first + cycles)
+        return transfers[(name, s, kind)][1]
+
+    def written(name: str, s: int) -> bool:
+        """With host I/O, whether the host has written the sample's inputs that the
+        token's arm takes (`ModelProgram.writers`): the write goes on the link once the
+        part has finished the previous sample (what it writes is then free)."""
+        if name not in writes:
+            return True
+        if s and (name, s - 1) not in spans:
+            return False
+        return on_link(name, s, "write", now, writes[name]) <= now
+
     def may_arm(name: str, s: int) -> bool:
         """The token's conditions on whole parts (module docstring); "pe" starts its PEs
         apart, each when the parts it reads are done there. (A round into a gated kernel
         needs that kernel done with s - 1, as its operand is free then, which is also when
         the host puts the gate back: its count for s may start before the kernel is put
-        back for s.)"""
+        back for s.) With host I/O, also the previous sample's output read (and its
+        inputs written: `written`)."""
         return ((name, s) not in spans and (name, s) not in armed
                 and (per_pe or all((a, s) in spans for a in program.after[name]))
-                and (s == 0 or all((b, s - 1) in spans for b in reuses[name] | {name})))
+                and (s == 0 or all((b, s - 1) in spans for b in reuses[name] | {name}))
+                and (s == 0 or name not in reads or transfers[(name, s - 1, "read")][1] <= now))
 
     def done_at(name: str, s: int, pe) -> bool:
         """Part `name` has finished sample s at PE `pe`: it has no task there, or it had
@@ -157,20 +226,20 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     looked = 0  # the cycle it looked
     starts: dict = {}
     finished = 0  # tokens done when the host last looked
+    now = 0
     while len(spans) < len(tokens):
         now = int(sim.state.cycle) - begin
-        arming = [t for t in tokens if may_arm(*t)]
+        arming = [t for t in tokens if written(*t) and may_arm(*t)]
         while arming:
             for name, s in arming[:1] if serial else arming:
                 if s:  # the part ran the previous sample: put it back as loaded
                     program.rearm(sim, name)
-                if name in kernels:
-                    program.write_inputs(sim, name, samples[s])
+                program.write_inputs(sim, name, samples[s])
                 if name in gates:  # the host's count: the last one on PEs whose data is in
                     host_opens[(name, s)] = program.arm_gate(sim, name)
                 armed[(name, s)] = {}
             # rounds into a gated kernel armed just now may arm in the same look
-            arming = [] if serial else [t for t in tokens if may_arm(*t)]
+            arming = [] if serial else [t for t in tokens if written(*t) and may_arm(*t)]
         starting: dict = {}  # PE -> the merged task names started there now
         for (name, s), started in armed.items():
             opened = host_opens.get((name, s), set())  # the gate's last count the host's
@@ -184,8 +253,15 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
         sim.launch_each(starting)
         left = max_cycles - now
         try:
-            sim.run(max_cycles=left if serial else min(poll, left), progress=False,
-                    raise_on_limit=serial or left <= poll)
+            try:
+                sim.run(max_cycles=left if serial else min(poll, left), progress=False,
+                        raise_on_limit=serial or left <= poll)
+            except DeadlockError:  # nothing moves: waiting on the host link, or stuck
+                ahead = [end for _, end in transfers.values()
+                         if end > int(sim.state.cycle) - begin]
+                if not ahead:
+                    raise
+                sim.wait(min(ahead) - (int(sim.state.cycle) - begin))
         except RunError as exc:
             running = [(n, s if len(samples) > 1 else None) for n, s in armed]
             raise StageRunError(program.failure(sim, running, exc)) from exc
@@ -204,11 +280,18 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
             spans[(name, s)] = (min(started.values(), default=now), now)
             if name in kernels:  # read before the next sample can overwrite it
                 words[s][by_kernel[name]] = program.read_output(sim, name)
+            if name in reads:
+                on_link(name, s, "read", now, reads[name])
             if name in gates and s + 1 < len(samples):  # the next sample's data may come
                 program.reset_gate(sim, name)
-        if not (moved or starting or len(spans) > finished):
+        ahead = [end for _, end in transfers.values() if end > now]
+        if not (moved or starting or len(spans) > finished) and ahead:
+            sim.wait(min(ahead) - now)  # the fabric is quiet: only the host link has work
+        elif not (moved or starting or len(spans) > finished):
             waiting = [t for t in tokens if t not in spans][:8]
             raise StageRunError(f"the model program's stream stopped at cycle {now} with "
                                 f"nothing running and parts not done: {waiting}")
         finished = len(spans)
-    return ProgramStream(words, spans, starts, int(sim.state.cycle) - begin)
+    cycles = max([int(sim.state.cycle) - begin,
+                  *(end for _, end in transfers.values())])
+    return ProgramStream(words, spans, starts, cycles, transfers)

@@ -15,7 +15,7 @@ import frontend
 from fabric import DeadlockError, FabricConfig, Simulator
 from fabric.window import bounding_box
 from frontend.errors import FrontendError, PlacementError, StageRunError
-from frontend.model_program import ModelProgram
+from frontend.model_program import ModelProgram, part_descriptions
 from frontend.program_run import run_stream
 from tests.frontend.models import CONFIG, MLP, TinyGPT
 
@@ -239,6 +239,72 @@ def test_samples_stream_through_the_one_program():
     assert stream.period == pytest.approx(slowest, rel=0.10)
     with pytest.raises(FrontendError, match="no samples given"):
         cm.one_program_stream([])
+
+
+def test_host_io_takes_the_host_links_cycles_in_a_stream():
+    """Three samples through the test MLP's one program, started by their data, with the
+    host link's transfers: the same words as with them apart. Each user input has a second
+    buffer (its hold and relay on the kernel's PEs), which the host writes once the relay
+    has carried the previous sample on, so a write overlaps the kernel's work on the sample
+    before; each direction carries one transfer at a time, each in the cycles a call run
+    apart charges (`fabric.host_io_cycles`); an output is read after its kernel's sample
+    and before its next one (the stage would overwrite it); the fabric waits on the link
+    where nothing else can move (its receivers started, its first input still being
+    written: no deadlock) and a sample ends with its last output read."""
+    torch.manual_seed(0)
+    xs = [torch.randn(3, 16) for _ in range(3)]
+    cm = frontend.compile(MLP().eval(), (xs[0],), SMALL, mode="pipelined")
+    apart = cm.one_program_stream([(x,) for x in xs], start="data")
+    waits, wait = [], Simulator.wait
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Simulator, "wait", lambda sim, n: waits.append(n) or wait(sim, n))
+        run = cm.one_program_stream([(x,) for x in xs], start="data", host_io=True)
+    assert not apart.host and waits  # the first input's write outlasts the deadlock window
+    for s in range(3):
+        assert run.same_words(s, apart.words[s]) and apart.same_words(s, run.words[s])
+    program = cm.model_program(gated=True, input_buffers=True)
+    cm(xs[0])
+    host_written = {r.name: sum(t.cycles for t in r.transfers if t.host)
+                    for r in cm.last.results}
+    assert program.inputs and set(program.writers) == {b.relay for b in program.inputs}
+    named = part_descriptions(program.prepared, program.moves, program.stages, program.inputs)
+    for b in program.inputs:  # a report on a stuck stream names the buffer's parts
+        assert named[b.relay] == (f"input {b.tensor!r} -> {b.consumer!r} operand "
+                                  f"{b.operand!r}, relay of its buffer")
+        assert named[b.hold].endswith(", its buffer")
+    written = {b.relay: host_written[b.consumer] for b in program.inputs}
+    read = {program.stages[k]: v for k, v in cm.output_reads.items()}
+    assert all(written.values()) and read
+    for kind, charged in (("write", written), ("read", read)):
+        spans = sorted(span for (_, _, k), span in run.host.items() if k == kind)
+        assert len(spans) == 3 * len(charged)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # one at a time
+        for (part, _, k), (first, end) in run.host.items():
+            if k == kind:
+                assert end - first == charged[part]
+    overlaps = 0
+    for (part, s, kind), (first, end) in run.host.items():
+        span = run.spans[(part, s)]
+        if kind == "write":
+            assert end <= span[0]
+            assert s == 0 or run.spans[(part, s - 1)][1] <= first
+            kernel = program.stages[next(b.consumer for b in program.inputs
+                                         if b.relay == part)]
+            overlaps += s > 0 and first < run.spans[(kernel, s - 1)][1]
+        else:
+            assert span[1] <= first
+            assert s == 2 or end <= run.spans[(part, s + 1)][0]
+    assert overlaps  # a write while the kernel works on the sample before
+    ends = run.ends()
+    assert ends[0] == run.latency == max(end for (_, s, _), (_, end) in run.host.items()
+                                         if s == 0)
+    assert run.latency > apart.latency and run.cycles >= max(ends)
+    # the buffers carry the same words when the host starts every part, link or not
+    by_parts = cm.one_program_stream([(x,) for x in xs], start="part", host_io=True)
+    serial = run_stream(cm.model_program(input_buffers=True), [cm._inputs((x,)) for x in xs],
+                        cm.max_cycles, start="serial")
+    for s in range(3):
+        assert by_parts.same_words(s, apart.words[s]) and serial.same_words(s, apart.words[s])
 
 
 def test_one_program_needs_a_pipelined_model():
