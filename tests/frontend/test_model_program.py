@@ -307,6 +307,36 @@ def test_host_io_takes_the_host_links_cycles_in_a_stream():
         assert by_parts.same_words(s, apart.words[s]) and serial.same_words(s, apart.words[s])
 
 
+def test_inputs_without_room_for_a_second_buffer_are_written_into_their_operands():
+    """Where the PEs' SRAM does not hold the input buffers (their build refused), the
+    stream with the host link uses the program without them: each input written into
+    its kernel's operand once the kernel is done with the sample before (one buffer),
+    the same words."""
+    torch.manual_seed(0)
+    xs = [torch.randn(3, 16) for _ in range(3)]
+    cm = frontend.compile(MLP().eval(), (xs[0],), SMALL, mode="pipelined")
+    build = frontend.compiled.build_model_program
+
+    def no_room(*args, input_buffers=False, **kwargs):
+        if input_buffers:
+            raise PlacementError("SRAM: no room for the input buffers")
+        return build(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(frontend.compiled, "build_model_program", no_room)
+        run = cm.one_program_stream([(x,) for x in xs], start="data", host_io=True)
+        program = cm.model_program(gated=True, input_buffers=True)
+    assert program is cm.model_program(gated=True) and not program.inputs
+    assert set(program.writers) <= set(program.stages.values())
+    writes = [(part, s, span) for (part, s, kind), span in run.host.items() if kind == "write"]
+    assert len(writes) == 3 * len(program.writers)
+    for part, s, (first, end) in writes:
+        assert end <= run.spans[(part, s)][0]  # the kernel armed once its input is in
+        assert s == 0 or run.spans[(part, s - 1)][1] <= first  # its operand free first
+    apart = cm.one_program_stream([(x,) for x in xs], start="data")
+    assert all(run.same_words(s, apart.words[s]) for s in range(3))
+
+
 def test_one_program_needs_a_pipelined_model():
     x = torch.randn(3, 16)
     cm = frontend.compile(MLP().eval(), (x,), CONFIG, mode="sequential")
