@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Iterable, Sequence
 
@@ -295,10 +294,10 @@ class CompiledModel:
                                 "(every stage on its own tile)")
         key = (gated, holds, input_buffers)
         if key not in self._programs:
-            build = functools.partial(build_model_program, self.prepared, self.colors,
-                                      gated=gated, holds="auto" if holds else {})
             try:
-                self._programs[key] = build(input_buffers=input_buffers)
+                self._programs[key] = build_model_program(
+                    self.prepared, self.colors, gated=gated, holds="auto" if holds else {},
+                    input_buffers=input_buffers)
             except PlacementError:
                 if not input_buffers:
                     raise

@@ -29,21 +29,10 @@ sample before a part overwrites it). A call that does not finish raises StageRun
 naming the parts running and those stuck, with their PEs (`failure`,
 `fabric.stuck_parts`), stages by FX node and moves by their ends.
 
-Gates (`build_model_program(..., gated=True)`, start "data" of `frontend.program_run`): a
-kernel that moves deliver to is started by its data, in the fabric. Every PE of it that a
-move writes holds a word (the kernel's gate part "g<i>", one u32 "wait") loaded with the
-chains writing there per sample, over the rounds of all its incoming moves (receives and
-local moves, `fabric.kernels.deliveries`), and one count more, the host's arm of the
-kernel for the sample (`HOST_ARM`). Each such chain ends by counting itself off
-(`fabric.kernels.round_programs`) and the one that brings the word to zero activates the
-kernel's entry tasks on that PE (`Part.tasks` names them across parts), then writes the
-zero; the host sees a zero as "started" (the activation comes before it). The host puts
-the word back (`reset_gate`) as soon as the kernel has finished a sample, so the next
-sample's data may flow in while the kernel's output still moves out, and counts its own
-arm off (`arm_gate`) when it has put the kernel back as loaded for that sample; where
-that count is the last (the data was in first) the host starts the kernel there. A
-move's senders still start when the host sees the producer done on their PE: a kernel's
-code has no "done" signal of its own to chain them to.
+Gates (`build_model_program(..., gated=True)`, start "data" of `frontend.program_run`;
+`frontend.program_gates`): a kernel that moves deliver to is started by its data, in the
+fabric, through a word per PE that the deliveries count down; the host puts it back
+(`reset_gate`) and counts its own arm off (`arm_gate`).
 
 Holds (`frontend.skip_holds`, `build_model_program(..., holds=)`): a move that a longer
 path from its producer joins (a residual) writes hold 1, a copy of its consumer operand's
@@ -75,11 +64,8 @@ from fabric import (
     BuildError,
     MergedProgram,
     Part,
-    Program,
-    Rect,
     RunError,
     Simulator,
-    Tile,
     host_io_cycles,
     merge_programs,
     restore_part,
@@ -90,20 +76,16 @@ from fabric.kernels import (
     GATE,
     SHARED_COUNTER,
     WordMap,
-    deliveries,
     read_words,
     round_programs,
     write_words,
 )
 from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
+from frontend.program_gates import HOST_ARM, Gate, gate_program, kernel_gates, launched
 from frontend.runtime import PreparedStage, Source, input_words
 from frontend.skip_holds import hold_counts, hold_map, hold_symbol, make_holds
 from frontend.sources import describe
-
-# a gate's count beyond its deliveries: the host's arm of its kernel for the sample (the
-# kernel put back as loaded), so that data arriving before it does not start the kernel
-HOST_ARM = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,7 +246,7 @@ class ModelProgram:
     def entries(self, name: str) -> dict[tuple[int, int], tuple[str, ...]]:
         """{PE (row, col) of the merged fabric: the merged names of the tasks `launch`
         starts there} of part `name`."""
-        return _launched(self.merged.part(name), lambda view: self._start(view, name))
+        return launched(self.merged.part(name), lambda view: self._start(view, name))
 
     def read_output(self, sim: Simulator, kernel: str) -> dict[str, np.ndarray]:
         """{symbol: words} of kernel part `kernel`'s output, as `runtime` reads a stage's."""
@@ -329,92 +311,6 @@ class ModelProgram:
                       + ", ".join(map(str, pes[:8])) + (" ..." if len(pes) > 8 else "")
                       for n, pes in stuck.items()]
         return "\n".join(lines + [str(exc)])
-
-
-def _launched(part: Part, launch) -> dict[tuple[int, int], tuple[str, ...]]:
-    """{PE of the merged fabric: the merged names of the tasks `launch(view)` starts there}
-    for `part`, recorded instead of started."""
-    record = _LaunchRecord(part)
-    launch(record)
-    return {pe: tuple(tasks) for pe, tasks in record.tasks.items()}
-
-
-class _LaunchRecord:
-    """A part's view that records what its launch starts instead of starting it:
-    `tasks` {PE of the merged fabric: the merged task names}."""
-
-    def __init__(self, part: Part):
-        self.part = part
-        self.tasks: dict[tuple[int, int], list[str]] = {}
-
-    def launch(self, task: str, rect: Rect | None = None) -> None:
-        for placement in self.part.program.placements:
-            if task not in placement.tile.tasks:
-                continue
-            for r, c in placement.rect.pes():
-                if rect is None or rect.contains(r, c):
-                    pe = (r + self.part.corner[0], c + self.part.corner[1])
-                    self.tasks.setdefault(pe, []).append(self.part.task(task))
-
-
-@dataclasses.dataclass(frozen=True)
-class Gate:
-    """A kernel started by its data: on each PE of `waits` a word ("wait" of gate part
-    `part`) holding the deliveries the PE waits for per sample (chains of its incoming
-    moves' rounds that write there), plus `HOST_ARM` for the host's arm of the kernel; each
-    chain counts itself off when done and the last one activates the kernel's entry tasks
-    there (`fabric.kernels.round_programs`), unless the host's arm comes last
-    (`ModelProgram.arm_gate`)."""
-
-    part: str
-    waits: dict[tuple[int, int], int]
-    # {PE: the word address of its wait count} in the merged program (set once it is built)
-    addresses: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict)
-
-    def placed(self, info) -> Gate:
-        """The gate with the addresses of its words in a built program (`info`: its
-        `fabric.build` ProgramInfo)."""
-        name = f"{self.part}.wait"
-        return dataclasses.replace(self, addresses={
-            pe: info.symbols[info.placement_index(*pe)][name].address for pe in self.waits})
-
-
-def _gates(prepared: list[PreparedStage], kernels: dict[str, Part], held: dict
-           ) -> tuple[dict[str, Gate], dict[str, dict[tuple[int, int], tuple[str, ...]]]]:
-    """({kernel part: its gate}, {kernel part: {PE: its entry tasks' merged names}}) for
-    every kernel some planned move delivers to: a PE waits for each chain of those moves
-    that writes there (`fabric.kernels.deliveries`; of a held move, its last relay's; of
-    a user input with a buffer, its relay's)."""
-    gates, entries = {}, {}
-    for p in prepared:
-        waits: dict[tuple[int, int], int] = {}
-        for operand, sources in p.sources.items():
-            for i, src in enumerate(sources):
-                hold = held.get((p.stage.name, operand, i))
-                if src.plan is None and hold is None:
-                    continue
-                plan = hold.relays[-1] if hold else src.plan
-                for pe, n in deliveries(plan).items():
-                    waits[pe] = waits.get(pe, 0) + n
-        if not waits:
-            continue
-        kernel = kernels[p.stage.name]
-        entries[kernel.name] = _launched(kernel, p.kernel.launch)
-        # a PE delivered to but without an entry task of the kernel (it only holds data
-        # there) waits for nothing: the kernel's work elsewhere reads it when it runs
-        waits = {pe: n for pe, n in waits.items() if pe in entries[kernel.name]}
-        gates[kernel.name] = Gate(f"g{kernel.name[1:]}", waits)
-    return gates, entries
-
-
-def _gate_program(config, kernel: Part) -> Program:
-    """The gate part of `kernel`: one u32 word "wait" on every PE of its tiles."""
-    tile = Tile("gate")
-    tile.symbol("wait", "u32", 1)
-    program = Program(config)
-    for placement in kernel.program.placements:
-        program.place(tile, kernel.rect(placement.rect))
-    return program
 
 
 def _load_weights(program: ModelProgram) -> np.ndarray:
@@ -485,7 +381,7 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                    for p in prepared for operand, sources in p.sources.items()
                    for i, src in enumerate(sources)
                    if src.plan is None and input_buffers}
-    gates, gate_entries = (_gates(prepared, kernels, {**held, **held_inputs}) if gated
+    gates, gate_entries = (kernel_gates(prepared, kernels, {**held, **held_inputs}) if gated
                            else ({}, {}))
     buffers: list[InputBuffer] = []
     moves: list[MovePart] = []
@@ -571,7 +467,7 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
         order.append(stages[p.stage.name])
         after[stages[p.stage.name]] = frozenset(incoming)
     by_part = {k.name: k for k in kernels.values()}
-    parts += [Part(g.part, _gate_program(config, by_part[kernel])) for kernel, g in gates.items()]
+    parts += [Part(g.part, gate_program(config, by_part[kernel])) for kernel, g in gates.items()]
     crowded = _crowded(config, parts)
     for at, n, remake in remakes:
         if any(pe in crowded for part in parts[at:at + n] for pe in _pes(part)):

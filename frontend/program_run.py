@@ -202,6 +202,10 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
             return False
         return on_link(name, s, "write", now, writes[name]) <= now
 
+    def link_end_after(cycle: int) -> int | None:
+        """The first end of a host link transfer after `cycle`, if one is still on."""
+        return min((end for _, end in transfers.values() if end > cycle), default=None)
+
     def may_arm(name: str, s: int) -> bool:
         """The token's conditions on whole parts (module docstring); "pe" starts its PEs
         apart, each when the parts it reads are done there. (A round into a gated kernel
@@ -257,11 +261,10 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                 sim.run(max_cycles=left if serial else min(poll, left), progress=False,
                         raise_on_limit=serial or left <= poll)
             except DeadlockError:  # nothing moves: waiting on the host link, or stuck
-                ahead = [end for _, end in transfers.values()
-                         if end > int(sim.state.cycle) - begin]
-                if not ahead:
+                stuck_at = int(sim.state.cycle) - begin
+                if link_end_after(stuck_at) is None:
                     raise
-                sim.wait(min(ahead) - (int(sim.state.cycle) - begin))
+                sim.wait(link_end_after(stuck_at) - stuck_at)
         except RunError as exc:
             running = [(n, s if len(samples) > 1 else None) for n, s in armed]
             raise StageRunError(program.failure(sim, running, exc)) from exc
@@ -284,13 +287,12 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                 on_link(name, s, "read", now, reads[name])
             if name in gates and s + 1 < len(samples):  # the next sample's data may come
                 program.reset_gate(sim, name)
-        ahead = [end for _, end in transfers.values() if end > now]
-        if not (moved or starting or len(spans) > finished) and ahead:
-            sim.wait(min(ahead) - now)  # the fabric is quiet: only the host link has work
-        elif not (moved or starting or len(spans) > finished):
-            waiting = [t for t in tokens if t not in spans][:8]
-            raise StageRunError(f"the model program's stream stopped at cycle {now} with "
-                                f"nothing running and parts not done: {waiting}")
+        if not (moved or starting or len(spans) > finished):
+            if link_end_after(now) is None:
+                waiting = [t for t in tokens if t not in spans][:8]
+                raise StageRunError(f"the model program's stream stopped at cycle {now} "
+                                    f"with nothing running and parts not done: {waiting}")
+            sim.wait(link_end_after(now) - now)  # quiet: only the host link has work
         finished = len(spans)
     cycles = max([int(sim.state.cycle) - begin,
                   *(end for _, end in transfers.values())])
