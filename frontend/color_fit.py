@@ -10,8 +10,13 @@ with and then without spare PEs (`FIT_TRIES`, in order); the first that fits is 
 a search between its share and the larger one before it that fell short (`REFINE_STEPS`
 halvings; of the shares that fit, the one of the lowest predicted period): a pipeline
 that runs as one fabric program (`cm.one_program`), often slower, instead of a refusal.
-When even every stage's starting tile needs more colors than the fabric has, the model is
-refused with the shortfall of that smallest placement.
+When even every stage's starting tile needs more colors than the fabric has, fan-out
+relays are tried (`frontend.fan_out`): where the busiest PE is crossed by the moves of one
+producer to many consumers, a copy of its output on a tile of its own serves the later half
+of them, one relay at a time (`MAX_RELAYS` at most) until the starting tiles fit the colors
+and every PE's tiles its task ids (a sending PE runs a local task per move leaving it), and
+the ladder runs again with the relays; a model they do not help is refused with the
+shortfall of its smallest placement without them.
 
 The test models on small(12, 12) (docs/frontend.md): the balanced tiles need 10 (MLP,
 which fits), 26 (LeNet) and 34 (TinyGPT) of the 21 colors; LeNet fits with the period
@@ -19,7 +24,7 @@ set within 18 % of the fabric, TinyGPT within 48 %.
 
 Cost: one placement, one preparation of the moves and one color assignment per try, only
 for a model whose balanced placement does not fit (at most `REFINE_STEPS` more for the
-search).
+search); with relays one more per relay on the starting tiles and the ladder once more.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import dataclasses
 
 from fabric.config import FabricConfig
 from frontend.balance import PERIOD_SHARE
+from frontend.fan_out import add_relay, busiest_fan_out, crowded_pe, stage_edges
 from frontend.graph_colors import GraphColors, graph_colors
 from frontend.placement import Placement, place
 from frontend.runtime import PreparedStage, prepare
@@ -39,6 +45,8 @@ FIT_TRIES = ((PERIOD_SHARE, True), (0.4, True), (0.4, False), (0.2, True), (0.2,
              (0.1, False), (0.05, False), (0.0, False))
 # halvings of the gap between the share found short of colors and the first that fits
 REFINE_STEPS = 3
+# fan-out relays "fit" adds at most, one at a time, before it refuses a model
+MAX_RELAYS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +57,12 @@ class ColorFit:
     prepared: list[PreparedStage]
     colors: GraphColors
     tries: int
+    # the stages placed (with the relays "fit" added, `frontend.fan_out`), their tensors
+    # and (producer, consumer) edges
+    stages: list[Stage]
+    tensors: dict
+    edges: list
+    first: GraphColors  # the balanced placement's, before any shrinking or relay
 
 
 def check_period_share(share: float | None, mode: str) -> float:
@@ -68,17 +82,40 @@ def fit_colors(stages: list[Stage], tensors, config: FabricConfig, edges,
                policy: str, period_share: float = PERIOD_SHARE) -> ColorFit:
     """The pipelined placement of `stages` by colors policy `policy` (compile's `colors`),
     the period set within `period_share` of the fabric: "fit" the first of that and the
-    smaller tiles of `FIT_TRIES` whose parts the colors hold (module docstring); "refuse"
+    smaller tiles of `FIT_TRIES` whose parts the colors hold (module docstring), with
+    fan-out relays where even the starting tiles need more colors (`_relays`); "refuse"
     and "report" the balanced one alone, refused or reported as `graph_colors` does.
 
     Raises PlacementError: the stages do not fit the fabric, or their colors do not (under
-    "fit", not even on their starting tiles; the shortfall is that placement's)."""
+    "fit", not even on their starting tiles with relays; the shortfall is that placement's
+    without them)."""
+    fit = _ladder(stages, tensors, config, edges, policy, period_share)
+    if fit.colors.assignment.ok or policy != "fit":
+        return fit
+    relayed = _relays(stages, tensors, config, fit.colors)
+    if relayed is None:
+        graph_colors(fit.prepared, config, policy)  # raises, with the shortfall
+    stages, tensors, relays = relayed
+    again = _ladder(stages, tensors, config, stage_edges(stages, tensors), policy,
+                    period_share, first=fit.first)
+    note = (f"{len(relays)} fan-out relay{'s' * (len(relays) > 1)} ("
+            + ", ".join(repr(r) for r in relays) + "; without them even the starting tiles "
+            f"needed {fit.colors.assignment.needed})")
+    fitted = f"{again.colors.fitted}; {note}" if again.colors.fitted else note
+    colors = dataclasses.replace(again.colors, fitted=fitted)
+    return dataclasses.replace(again, colors=colors, tries=fit.tries + again.tries)
+
+
+def _ladder(stages, tensors, config, edges, policy: str, period_share: float,
+            first: GraphColors | None = None) -> ColorFit:
+    """`fit_colors` without relays; under "fit" the last try's shortfall is returned, not
+    raised. `first`: the balanced placement's colors to report as what was needed."""
     tries = [(period_share, True)] + ([(s, spare) for s, spare in FIT_TRIES[1:]
                                        if s < period_share] if policy == "fit" else [])
-    first = None
     for n, (share, spare) in enumerate(tries, 1):
-        placement, prepared, colors = _try(stages, tensors, config, edges, share, spare,
-                                           policy if n == len(tries) else "report")
+        placement, prepared, colors = _try(
+            stages, tensors, config, edges, share, spare,
+            policy if n == len(tries) and policy != "fit" else "report")
         first = first or colors
         if colors.assignment.ok:
             made = n
@@ -90,8 +127,30 @@ def fit_colors(stages: list[Stage], tensors, config: FabricConfig, edges,
                 made += extra
             if n > 1:
                 colors = dataclasses.replace(colors, fitted=_fitted(share, spare, first))
-            return ColorFit(placement, prepared, colors, made)
-    return ColorFit(placement, prepared, colors, len(tries))  # "report": short of colors
+            return ColorFit(placement, prepared, colors, made, stages, tensors, edges, first)
+    # "report" or "fit": short of colors
+    return ColorFit(placement, prepared, colors, len(tries), stages, tensors, edges, first)
+
+
+def _relays(stages, tensors, config: FabricConfig, failed: GraphColors):
+    """Relays (`frontend.fan_out`) added one at a time until the starting tiles' placement
+    (`failed`'s, then that with the relays so far) fits the colors and every PE's tiles
+    fit its task ids (`crowded_pe`), each for the producer with the most moves crossing
+    the busiest (or the crowded) PE: (stages, tensors, the relays' names), or None when
+    that PE has no such producer or `MAX_RELAYS` do not do."""
+    relays = []
+    for _ in range(MAX_RELAYS):
+        producer = busiest_fan_out(failed, None if not failed.assignment.ok
+                                   else crowded_pe(failed.assignment))
+        if producer is None:
+            return None
+        stages, tensors = add_relay(stages, tensors, producer)
+        relays.append(stages[[s.name for s in stages].index(producer) + 1].name)
+        _, _, failed = _try(stages, tensors, config, stage_edges(stages, tensors), 0.0,
+                            False, "report")
+        if failed.assignment.ok and crowded_pe(failed.assignment) is None:
+            return stages, tensors, relays
+    return None
 
 
 def _try(stages, tensors, config, edges, share: float, spare: bool, policy: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Sequence
 
@@ -14,6 +15,7 @@ from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half
 from frontend.capture import Captured, capture_module
 from frontend.color_fit import check_period_share, fit_colors
 from frontend.errors import FrontendError, PlacementError
+from frontend.fan_out import stage_edges
 from frontend.gemm_split import column_parts
 from frontend.graph_colors import (
     DEFAULT_COLOR_POLICY,
@@ -130,7 +132,7 @@ class CompiledModel:
         self.lowered = lower(captured, self.formats,
                              column_parts(config) if self.mode == "pipelined" else None,
                              self.lookups)
-        self.edges = _edges(self.lowered)
+        self.edges = stage_edges(self.lowered.stages, self.lowered.tensors)
         # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
         # at a time, their sum: shares that follow the work
         # pipelined: every part on the fabric at once, so their routes share its colors
@@ -140,6 +142,10 @@ class CompiledModel:
                              colors, share)
             self.placement, self.prepared, self.colors = fit.placement, fit.prepared, \
                 fit.colors
+            # colors="fit" may add fan-out relays: stages of their own (`frontend.fan_out`)
+            self.lowered = dataclasses.replace(self.lowered, stages=fit.stages,
+                                               tensors=fit.tensors)
+            self.edges = fit.edges
         else:
             self.placement = place(self.lowered.stages, config, self.edges, balance="work")
             self.prepared = prepare(self.lowered.stages, self.placement.rects,
@@ -437,21 +443,6 @@ def _output_reads(cm: CompiledModel) -> dict[str, int]:
             reads[p.stage.name] = host_io_cycles(cm.config, p.out_map.rect,
                                                  p.out_map.widest_sram_words)
     return reads
-
-
-def _edges(lowered) -> list[tuple[str, str]]:
-    """(producer stage, consumer stage) for every runtime operand."""
-    owners = {t.name: t for t in lowered.tensors.values() if t.kind == "stage"}
-    edges = []
-    for s in lowered.stages:
-        for op in s.operands:
-            if op.index is None:
-                continue
-            gids = op.index.reshape(-1)
-            for t in owners.values():
-                if bool(((gids >= t.base) & (gids < t.base + t.numel)).any()):
-                    edges.append((t.name, s.name))
-    return sorted(set(edges))
 
 
 INTEGER_LIMIT = 2 ** 24  # integers the fabric carries exactly: fp32 words once converted

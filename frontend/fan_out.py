@@ -1,0 +1,162 @@
+"""Fan-out relays: a copy of a stage's output on a tile of its own, from which some of its
+consumers take it, so that the routes out of the producer leave from two places.
+
+In pipelined mode every move is on the fabric at once, and every flow crossing a PE needs a
+color of its own there. A producer on a small tile that sends a slice of its output to each
+of many consumers (a GRU's input GEMM to each step's gate adds; Swin's Q and K projections
+to each batched attention product) starts one route per consumer on its PEs: more than the
+fabric's colors, however small the tiles. A relay is a stage (a `map` multiplying by 1,
+exact in every format, so every word it passes on is the producer's) that takes the whole
+output in one move; the later half of the producer's consumers in graph order read the
+relay instead, so each place starts about half the routes. It costs one move, the relay's
+kernel (one op per element) and its SRAM, and it lies on those consumers' path in every
+mode, like any stage: the report lists it under the producer's FX node.
+
+`colors="fit"` adds relays only for a model whose starting tiles need more colors than the
+fabric has (`frontend.color_fit`), one at a time, each for the producer whose moves to the
+most consumers cross the busiest PE, while that producer has at least `MIN_FAN_OUT` of
+them there.
+
+Example:
+    >>> producer = busiest_fan_out(colors)                            # doctest: +SKIP
+    >>> stages, tensors = add_relay(stages, tensors, producer)        # doctest: +SKIP
+    >>> [s.name for s in stages if s.name.startswith(producer)]      # doctest: +SKIP
+    ['addmm', 'addmm_relay']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+
+from fabric import ColorAssignment, tile_colors
+from fabric.kernels import build_map
+from frontend.graph_colors import GraphColors
+from frontend.stages import Limits, Operand, Stage
+from frontend.values import Tensor
+
+# a producer gets a relay only where its moves to at least this many consumers cross the
+# busiest PE (fewer: the colors there are the kernels' and the routes passing through)
+MIN_FAN_OUT = 4
+
+
+def stage_edges(stages: list[Stage], tensors: dict[str, Tensor]) -> list[tuple[str, str]]:
+    """(producer stage, consumer stage) for every runtime operand, sorted."""
+    owners = [t for t in tensors.values() if t.kind == "stage"]
+    edges = set()
+    for s in stages:
+        for op in s.operands:
+            if op.index is None:
+                continue
+            gids = op.index.reshape(-1)
+            edges.update((t.name, s.name) for t in owners if _touches(gids, t))
+    return sorted(edges)
+
+
+def busiest_fan_out(colors: GraphColors, pe: tuple[int, int] | None = None,
+                    minimum: int = MIN_FAN_OUT) -> str | None:
+    """The producer stage whose moves to the most consumers cross PE `pe` (default: the
+    assignment's busiest), if at least `minimum` of them do there; None otherwise (or
+    without a busiest PE)."""
+    a = colors.assignment
+    pe = pe or a.busiest_pe
+    if pe is None:
+        return None
+    crossing = {n.label for n in a.at(*pe)}
+    fan: dict[str, int] = {}
+    for (producer, _), labels in colors.moves.items():
+        if crossing.intersection(labels):
+            fan[producer] = fan.get(producer, 0) + 1
+    best = max(fan, key=lambda p: (fan[p], p), default=None)
+    return best if best is not None and fan[best] >= minimum else None
+
+
+def crowded_pe(assignment: ColorAssignment) -> tuple[int, int] | None:
+    """The PE whose tiles, all parts' together, have the most local tasks beyond the task
+    ids left to them, or None where every PE's fit: a PE has `num_task_ids` ids, of which
+    the reserved colors and every color its tiles bind or read or write take one each
+    (`fabric.build`'s rule, with the data tasks on the lowest colors as the assignment
+    gives them). A sending PE runs one local task per move round leaving it, so a producer
+    sending to many consumers can run out of ids where its colors still fit."""
+    config = assignment.config
+    local = np.zeros((config.rows, config.cols), np.int32)
+    used = np.zeros((config.rows, config.cols), np.int32)
+    for part in assignment.parts:
+        r0, c0 = part.offset
+        for placed in part.program.placements:
+            rect = placed.rect
+            window = (slice(r0 + rect.row, r0 + rect.row + rect.rows),
+                      slice(c0 + rect.col, c0 + rect.col + rect.cols))
+            local[window] += sum(t.kind != "data" for t in placed.tile.tasks.values())
+            used[window] += len(tile_colors(placed.tile))
+    over = local - (config.num_task_ids - len(config.reserved_colors) - used)
+    if over.max() <= 0:
+        return None
+    row, col = np.unravel_index(int(over.argmax()), over.shape)
+    return int(row), int(col)
+
+
+def add_relay(stages: list[Stage], tensors: dict[str, Tensor], producer: str
+              ) -> tuple[list[Stage], dict[str, Tensor]]:
+    """New stage and tensor lists (the given ones are left as they are) with a relay of
+    stage `producer`'s output right after it in graph order, the later half of its
+    consumers (at least one) reading the relay instead."""
+    by_name = {s.name: s for s in stages}
+    source, out = by_name[producer], tensors[producer]
+    users = [s.name for s in stages if s.name != producer
+             and any(op.index is not None and _touches(op.index.reshape(-1), out)
+                     for op in s.operands)]
+    if not users:
+        raise ValueError(f"stage {producer!r} has no consumer to relay to")
+    moved = set(users[len(users) // 2:])
+    relay = _relay_stage(source, out, _free_name(f"{producer}_relay", tensors),
+                         _next_base(tensors))
+    shift = relay.tensor.base - out.base
+    new_stages = []
+    for s in stages:
+        if s.name in moved:
+            s = dataclasses.replace(s, operands=[_redirect(op, out, shift) for op in s.operands])
+        new_stages.append(s)
+        if s.name == producer:
+            new_stages.append(relay)
+    return new_stages, {**tensors, relay.name: relay.tensor}
+
+
+def _relay_stage(source: Stage, out: Tensor, name: str, base: int) -> Stage:
+    """A `map` (x * 1) of `out` in the producer's format, computed as a matrix of its last
+    dimension's columns, on the producer's FX node."""
+    tensor = Tensor(name, base, out.shape, "stage")
+    n = out.shape[-1] if out.shape else 1
+    m = max(1, math.prod(out.shape[:-1]))
+    fmt = {} if source.dtype == "f32" else {"dtype": source.dtype, "acc_dtype": "f32"}
+    index = out.ref().index.reshape(m, n)
+    return Stage(name, source.node, "map", tensor,
+                 lambda cfg, rect: build_map(cfg, rect, m, n, "mul", 1.0, **fmt),
+                 [Operand("x", (m, n), index=index)], m * n, Limits(m, n),
+                 words_per_element=2, dtype=source.dtype)
+
+
+def _redirect(op: Operand, out: Tensor, shift: int) -> Operand:
+    """`op` with its ids of `out`'s elements moved by `shift` (to the relay's)."""
+    if op.index is None:
+        return op
+    inside = (op.index >= out.base) & (op.index < out.base + out.numel)
+    return dataclasses.replace(op, index=torch.where(inside, op.index + shift, op.index))
+
+
+def _touches(gids: torch.Tensor, t: Tensor) -> bool:
+    return bool(((gids >= t.base) & (gids < t.base + t.numel)).any())
+
+
+def _next_base(tensors: dict[str, Tensor]) -> int:
+    return max((t.base + t.numel for t in tensors.values()), default=0)
+
+
+def _free_name(name: str, tensors: dict[str, Tensor]) -> str:
+    candidate, i = name, 1
+    while candidate in tensors:
+        candidate, i = f"{name}_{i}", i + 1
+    return candidate
