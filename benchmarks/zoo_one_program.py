@@ -14,11 +14,17 @@ seconds of compile and stream. Each runs on its own fabric
 
     python benchmarks/zoo_one_program.py --json benchmarks/results/zoo_one_program.json
                                          [--samples 3] [--only gpt2 llama] [--quick]
+                                         [--update]
+
+`--update` measures the models named and keeps the other rows of the JSON file already
+there (its headline and table made again over all of them): a few models rerun after a
+change without the whole zoo's 74 minutes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -104,6 +110,8 @@ def main(argv=None) -> int:
                     help="these architectures only")
     ap.add_argument("--quick", action="store_true",
                     help=f"four models of four families only: {', '.join(QUICK)}")
+    ap.add_argument("--update", action="store_true",
+                    help="keep the other models' rows of the --json file already there")
     args = ap.parse_args(argv)
     results = []
     for name in args.only or (QUICK if args.quick else list(ARCHITECTURES)):
@@ -113,6 +121,11 @@ def main(argv=None) -> int:
               + (f"{r['parts']} parts, {r['cycles_per_sample']:.0f} cycles per sample "
                  f"({r['period_vs_timeline']:.2f} x the timeline), latency "
                  f"{r['latency_cycles']}" if "parts" in r else r["stopped_by"]), flush=True)
+    if args.update and Path(args.json).exists():
+        measured = {r["model"]: r for r in results}
+        kept = {r["model"]: r for r in json.loads(Path(args.json).read_text())["results"]}
+        results = [measured.get(name) or kept[name] for name in ARCHITECTURES
+                   if name in measured or name in kept]
     streams = [r for r in results if r["status"] == "streams"]
     stops: dict[str, list[str]] = {}
     for r in results:
