@@ -6,17 +6,19 @@ a SUMMA GEMM one per tile row and column, a move one per flow crossing a PE, and
 cross where tiles are wide. The balanced placement (`frontend.balance`) sizes tiles for
 the rate alone; with `colors="fit"` a placement whose parts the colors cannot hold is
 placed again with smaller tiles, the period set within a smaller share of the fabric,
-with and then without spare PEs (`FIT_TRIES`, in order); the first that fits is kept, after
+with and then without spare PEs (`FIT_TRIES`, in order); the first that fits is kept (its
+colors, and every PE's task ids as far as `fan_out.crowded_pe` can tell: what one program
+needs), after
 a search between its share and the larger one before it that fell short (`REFINE_STEPS`
 halvings; of the shares that fit, the one of the lowest predicted period): a pipeline
 that runs as one fabric program (`cm.one_program`), often slower, instead of a refusal.
-When even every stage's starting tile needs more colors than the fabric has, fan-out
-relays are tried (`frontend.fan_out`): where the busiest PE is crossed by the moves of one
-producer to many consumers, a copy of its output on a tile of its own serves the later half
-of them, one relay at a time (`MAX_RELAYS` at most) until the starting tiles fit the colors
-and every PE's tiles its task ids (a sending PE runs a local task per move leaving it), and
-the ladder runs again with the relays; a model they do not help is refused with the
-shortfall of its smallest placement without them.
+When even every stage's starting tile needs more colors (or task ids) than the fabric
+has, fan-out relays are tried (`frontend.fan_out`): where the busiest PE is crossed by
+the moves of one producer to many consumers, a copy of its output on a tile of its own
+serves the later half of them, one relay at a time (`MAX_RELAYS` at most) until the
+starting tiles fit the colors and every PE's tiles its task ids (a sending PE runs a local
+task per move leaving it), and the ladder runs again with the relays; a model they do not
+help is refused with the shortfall of its smallest placement without them.
 
 The test models on small(12, 12) (docs/frontend.md): the balanced tiles need 10 (MLP,
 which fits), 26 (LeNet) and 34 (TinyGPT) of the 21 colors; LeNet fits with the period
@@ -33,7 +35,14 @@ import dataclasses
 
 from fabric.config import FabricConfig
 from frontend.balance import PERIOD_SHARE
-from frontend.fan_out import add_relay, busiest_fan_out, crowded_pe, stage_edges
+from frontend.errors import PlacementError
+from frontend.fan_out import (
+    add_relay,
+    busiest_fan_out,
+    crowded_pe,
+    stage_edges,
+    task_shortfall,
+)
 from frontend.graph_colors import GraphColors, graph_colors
 from frontend.placement import Placement, place
 from frontend.runtime import PreparedStage, prepare
@@ -90,11 +99,15 @@ def fit_colors(stages: list[Stage], tensors, config: FabricConfig, edges,
     "fit", not even on their starting tiles with relays; the shortfall is that placement's
     without them)."""
     fit = _ladder(stages, tensors, config, edges, policy, period_share)
-    if fit.colors.assignment.ok or policy != "fit":
+    if _fits(fit.colors, policy) or policy != "fit":
         return fit
     relayed = _relays(stages, tensors, config, fit.colors)
     if relayed is None:
-        graph_colors(fit.prepared, config, policy)  # raises, with the shortfall
+        graph_colors(fit.prepared, config, policy)  # raises when short of colors
+        raise PlacementError("pipelined mode keeps every stage's kernel and every move on "
+                             "the fabric at once, and their tasks do not fit a PE's task "
+                             "ids even with every stage on its starting tile: "
+                             + task_shortfall(fit.colors.assignment))
     stages, tensors, relays = relayed
     again = _ladder(stages, tensors, config, stage_edges(stages, tensors), policy,
                     period_share, first=fit.first)
@@ -113,11 +126,11 @@ def _ladder(stages, tensors, config, edges, policy: str, period_share: float,
     tries = [(period_share, True)] + ([(s, spare) for s, spare in FIT_TRIES[1:]
                                        if s < period_share] if policy == "fit" else [])
     for n, (share, spare) in enumerate(tries, 1):
-        placement, prepared, colors = _try(
+        placement, prepared, colors = try_placement(
             stages, tensors, config, edges, share, spare,
             policy if n == len(tries) and policy != "fit" else "report")
         first = first or colors
-        if colors.assignment.ok:
+        if _fits(colors, policy):
             made = n
             short = [s for s, _ in tries[:n - 1] if s > share]  # shares short of colors
             if short:
@@ -128,7 +141,7 @@ def _ladder(stages, tensors, config, edges, policy: str, period_share: float,
             if n > 1:
                 colors = dataclasses.replace(colors, fitted=_fitted(share, spare, first))
             return ColorFit(placement, prepared, colors, made, stages, tensors, edges, first)
-    # "report" or "fit": short of colors
+    # "report" or "fit": short of colors (or, under "fit", of task ids)
     return ColorFit(placement, prepared, colors, len(tries), stages, tensors, edges, first)
 
 
@@ -146,14 +159,20 @@ def _relays(stages, tensors, config: FabricConfig, failed: GraphColors):
             return None
         stages, tensors = add_relay(stages, tensors, producer)
         relays.append(stages[[s.name for s in stages].index(producer) + 1].name)
-        _, _, failed = _try(stages, tensors, config, stage_edges(stages, tensors), 0.0,
-                            False, "report")
-        if failed.assignment.ok and crowded_pe(failed.assignment) is None:
+        _, _, failed = try_placement(stages, tensors, config, stage_edges(stages, tensors),
+                                     0.0, False, "report")
+        if _fits(failed, "fit"):
             return stages, tensors, relays
     return None
 
 
-def _try(stages, tensors, config, edges, share: float, spare: bool, policy: str):
+def _fits(colors: GraphColors, policy: str) -> bool:
+    """Whether a placement's parts fit the colors and, under "fit" (which promises one
+    fabric program), every PE's task ids (`crowded_pe`)."""
+    return colors.assignment.ok and (policy != "fit" or crowded_pe(colors.assignment) is None)
+
+
+def try_placement(stages, tensors, config, edges, share: float, spare: bool, policy: str):
     """The balanced placement with the period set within `share`, its moves and colors."""
     placement = place(stages, config, edges, balance="cycles", period_share=share,
                       spare=spare)
@@ -172,9 +191,9 @@ def _refine(stages, tensors, config, edges, short: float, fits: float, spare: bo
     fitting = [(fits, *kept)]
     for _ in range(steps):
         mid = (short + fits) / 2
-        placement, prepared, colors = _try(stages, tensors, config, edges, mid, spare,
-                                           "report")
-        if colors.assignment.ok:
+        placement, prepared, colors = try_placement(stages, tensors, config, edges, mid,
+                                                    spare, "report")
+        if _fits(colors, "fit"):
             fits = mid
             fitting.append((mid, placement, prepared, colors))
         else:

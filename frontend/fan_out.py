@@ -76,11 +76,47 @@ def busiest_fan_out(colors: GraphColors, pe: tuple[int, int] | None = None,
 
 def crowded_pe(assignment: ColorAssignment) -> tuple[int, int] | None:
     """The PE whose tiles, all parts' together, have the most local tasks beyond the task
-    ids left to them, or None where every PE's fit: a PE has `num_task_ids` ids, of which
-    the reserved colors and every color its tiles bind or read or write take one each
-    (`fabric.build`'s rule, with the data tasks on the lowest colors as the assignment
-    gives them). A sending PE runs one local task per move round leaving it, so a producer
-    sending to many consumers can run out of ids where its colors still fit."""
+    ids left to them (`_task_ids`), or None where no PE is so. A sending PE runs one local
+    task per move round leaving it, so a producer sending to many consumers can run out
+    of ids where its colors still fit."""
+    local, left = _task_ids(assignment)
+    over = local - left
+    if over.max(initial=0) <= 0:
+        return None
+    row, col = np.unravel_index(int(over.argmax()), over.shape)
+    return int(row), int(col)
+
+
+def task_shortfall(assignment: ColorAssignment) -> str | None:
+    """Why the parts cannot share the fabric's task ids, or None where `crowded_pe` finds
+    no PE short: the PE, its local tasks against the ids left, and the parts with tiles
+    there with their local tasks."""
+    pe = crowded_pe(assignment)
+    if pe is None:
+        return None
+    local, left = _task_ids(assignment)
+    config, (row, col) = assignment.config, pe
+    here = []
+    for part in assignment.parts:
+        n = sum(t.kind != "data" for placed in part.program.placements
+                if _covers(placed.rect, part.offset, row, col)
+                for t in placed.tile.tasks.values())
+        if n:
+            here.append(f"  {part.label}: {n} local task{'s' * (n > 1)}")
+    return (f"PE ({row}, {col}) runs {local[row, col]} local tasks of {len(here)} parts but "
+            f"has at most {left[row, col]} task ids for them ({config.num_task_ids} ids, "
+            f"less {len(config.reserved_colors)} reserved colors and the "
+            f"{config.num_task_ids - len(config.reserved_colors) - left[row, col]} colors its "
+            "tiles bind, read or write; a sending PE runs a local task per move round "
+            "leaving it):\n" + "\n".join(here))
+
+
+def _task_ids(assignment: ColorAssignment) -> tuple[np.ndarray, np.ndarray]:
+    """(local tasks, task ids left for them) per PE of the parent fabric (R, C), all
+    parts' tiles together. The ids left: `num_task_ids` less the reserved colors and each
+    color the tiles there bind, read or write (`tile_colors`), an upper bound (the build
+    gives local tasks only the ids above the colors and the free colors above the tile's
+    highest data task's, `fabric.build`), so a PE short here is short when built."""
     config = assignment.config
     local = np.zeros((config.rows, config.cols), np.int32)
     used = np.zeros((config.rows, config.cols), np.int32)
@@ -92,11 +128,12 @@ def crowded_pe(assignment: ColorAssignment) -> tuple[int, int] | None:
                       slice(c0 + rect.col, c0 + rect.col + rect.cols))
             local[window] += sum(t.kind != "data" for t in placed.tile.tasks.values())
             used[window] += len(tile_colors(placed.tile))
-    over = local - (config.num_task_ids - len(config.reserved_colors) - used)
-    if over.max() <= 0:
-        return None
-    row, col = np.unravel_index(int(over.argmax()), over.shape)
-    return int(row), int(col)
+    return local, config.num_task_ids - len(config.reserved_colors) - used
+
+
+def _covers(rect, offset: tuple[int, int], row: int, col: int) -> bool:
+    return (rect.row <= row - offset[0] < rect.row + rect.rows
+            and rect.col <= col - offset[1] < rect.col + rect.cols)
 
 
 def add_relay(stages: list[Stage], tensors: dict[str, Tensor], producer: str

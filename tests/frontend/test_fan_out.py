@@ -4,12 +4,22 @@ give the consumers the producer's words bit for bit, in the parts run apart and 
 fabric program; what the relays are built from (the stage list, the busiest PE's producer,
 the task ids a PE's tiles need) checked on its own."""
 
+import re
+
 import pytest
 import torch
 
 import frontend
 from fabric import ColorPart, FabricConfig, Program, Rect, Tile, assign_part_colors
-from frontend.fan_out import add_relay, busiest_fan_out, crowded_pe, stage_edges
+from frontend.color_fit import try_placement
+from frontend.fan_out import (
+    add_relay,
+    busiest_fan_out,
+    crowded_pe,
+    stage_edges,
+    task_shortfall,
+)
+from frontend.model_program import build_model_program
 
 # 6 colors: the linear layer's PE starts a route to each of its 8 consumers, more than that
 FEW = FabricConfig.small(5, 5).replace(reserved_colors=tuple(range(6, 24)))
@@ -160,6 +170,41 @@ def test_a_pe_whose_tiles_need_more_task_ids_than_it_has_is_crowded():
         return out
 
     assert crowded_pe(assign_part_colors(config, parts(24))) is None
-    assert crowded_pe(assign_part_colors(config, parts(25))) == (1, 1)
+    assert task_shortfall(assign_part_colors(config, parts(24))) is None
+    crowded = assign_part_colors(config, parts(25))
+    assert crowded_pe(crowded) == (1, 1)
+    text = task_shortfall(crowded)
+    assert text.startswith("PE (1, 1) runs 25 local tasks of 25 parts but has at most 24 "
+                           "task ids for them (31 ids, less 3 reserved colors and the 4 "
+                           "colors its tiles bind, read or write;"), text
+    assert "  part 0 at Rect(row=1, col=1, rows=1, cols=1): 1 local task" in text
     spread = parts(25, Rect(0, 0, 1, 1))[:13] + parts(12, Rect(2, 2, 1, 1))
     assert crowded_pe(assign_part_colors(config, spread)) is None
+
+
+def test_tasks_that_crowd_a_pe_are_refused_under_fit():
+    """28 task ids, 18 of them reserved colors: the linear layer's PE sends to its 4
+    consumers on the 6 colors, but its sends' local tasks and its kernel's need more ids
+    than are left there, on every placement "fit" tries and with relays; "fit" refuses it
+    at compile time, naming the PE, the tasks, the ids and the parts, where "report"
+    compiles it (on the starting tiles, whose colors fit) and the one program's build is
+    what fails."""
+    cramped = FEW.replace(num_task_ids=28)
+    torch.manual_seed(0)
+    model, x = FanOut(4).eval(), torch.randn(4, 16)
+    cm = frontend.compile(model, (x,), cramped, mode="pipelined", colors="report")
+    # the ladder's last placement (every stage on its starting tile, no spare PEs): its
+    # colors fit, its tasks do not, which its one program's build confirms
+    _, prepared, colors = try_placement(cm.lowered.stages, cm.lowered.tensors, cramped,
+                                        cm.edges, 0.0, False, "report")
+    assert colors.assignment.ok and crowded_pe(colors.assignment) is not None
+    with pytest.raises(frontend.PlacementError, match="local tasks but"):
+        build_model_program(prepared, colors, gated=True)
+    with pytest.raises(frontend.PlacementError) as refused:
+        frontend.compile(model, (x,), cramped, mode="pipelined", colors="fit")
+    text = str(refused.value)
+    assert re.search(r"their tasks do not fit a PE's task ids even with every stage on its "
+                     r"starting tile: PE \(\d+, \d+\) runs (\d+) local tasks of \d+ parts but "
+                     r"has at most (\d+) task ids for them \(28 ids, less 18 reserved colors",
+                     text), text
+    assert "stage 'addmm' (gemm_summa)" in text and "move 'addmm'" in text
