@@ -167,6 +167,16 @@ def test_chunks_are_sized_to_a_wall_time(monkeypatch, engine_calls):
     assert chunks == [100]
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT with Python's own handler (KeyboardInterrupt) for the test: a run held back
+    from it only where that handler is in place (`fabric.interrupts`), and a test process
+    started in the background by a shell without job control inherits SIGINT ignored."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def interrupted_at_call(n: int):
     """A `compiled_run` whose executable's n-th call gets a SIGINT as it returns, as if
     Ctrl-C came while the engine ran."""
@@ -186,7 +196,7 @@ def interrupted_at_call(n: int):
     return interrupting
 
 
-def test_an_interrupted_run_resumes_to_the_same_state(monkeypatch):
+def test_an_interrupted_run_resumes_to_the_same_state(monkeypatch, ctrl_c_raises):
     single = outcome(slow_stream(), chunk_cycles=7)
     monkeypatch.setattr(host, "compiled_run", interrupted_at_call(3))
     sim = slow_stream()
@@ -201,7 +211,7 @@ def test_an_interrupted_run_resumes_to_the_same_state(monkeypatch):
     assert_same(resumed, single)
 
 
-def test_an_interrupted_recording_leaves_the_last_whole_chunk(monkeypatch):
+def test_an_interrupted_recording_leaves_the_last_whole_chunk(monkeypatch, ctrl_c_raises):
     """Simulator.record holds Ctrl-C as run does: the interrupt lands between chunks, with
     the state of the chunks recorded so far, and run goes on to the uninterrupted end."""
     from fabric import trace
@@ -232,6 +242,7 @@ def test_an_interrupted_recording_leaves_the_last_whole_chunk(monkeypatch):
 
 # A PE that loops forever: a run that ends only at its cycle limit or on Ctrl-C.
 SPINNING = textwrap.dedent("""
+    import signal
     import time
     from fabric import Program, Simulator, Tile
     from fabric import instructions as ins
@@ -246,6 +257,9 @@ SPINNING = textwrap.dedent("""
     prog.place(spin, pe(0, 0))
     sim = Simulator(ROW, prog)
     sim.launch("main")
+    # Python's own handler, as in a terminal: a process started by this test's may have
+    # SIGINT ignored (a background job of a shell without job control), and so this one
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sim.run(max_cycles=1, raise_on_limit=False)  # compiled before the timed part
     print("running", flush=True)
     try:
