@@ -13,9 +13,10 @@ kernel (one op per element) and its SRAM, and it lies on those consumers' path i
 mode, like any stage: the report lists it under the producer's FX node.
 
 `colors="fit"` adds relays only for a model whose starting tiles need more colors than the
-fabric has (`frontend.color_fit`), one at a time, each for the producer whose moves to the
-most consumers cross the busiest PE, while that producer has at least `MIN_FAN_OUT` of
-them there.
+fabric has, or more local tasks at a PE than it has task ids (`crowded_pe`;
+`frontend.color_fit`), one at a time, each for the producer whose moves to the most
+consumers cross the busiest (or the crowded) PE, while that producer has at least
+`MIN_FAN_OUT` of them there.
 
 Example:
     >>> producer = busiest_fan_out(colors)                            # doctest: +SKIP
@@ -41,6 +42,7 @@ from frontend.values import Tensor
 # a producer gets a relay only where its moves to at least this many consumers cross the
 # busiest PE (fewer: the colors there are the kernels' and the routes passing through)
 MIN_FAN_OUT = 4
+LISTED = 12  # parts a task shortfall names at most (the rest are counted)
 
 
 def stage_edges(stages: list[Stage], tensors: dict[str, Tensor]) -> list[tuple[str, str]]:
@@ -103,20 +105,29 @@ def task_shortfall(assignment: ColorAssignment) -> str | None:
                 for t in placed.tile.tasks.values())
         if n:
             here.append(f"  {part.label}: {n} local task{'s' * (n > 1)}")
+    if config.task_binding == "queue":
+        ids = (f"{config.num_task_ids} ids, the first {config.num_input_queues} bound to the "
+               "input queues")
+    else:
+        reserved = len(config.reserved_colors)
+        ids = (f"{config.num_task_ids} ids, less {reserved} reserved colors and the "
+               f"{config.num_task_ids - reserved - left[row, col]} colors its tiles bind, "
+               "read or write")
+    listed = here[:LISTED] + ([f"  and {len(here) - LISTED} more"] if len(here) > LISTED
+                              else [])
     return (f"PE ({row}, {col}) runs {local[row, col]} local tasks of {len(here)} parts but "
-            f"has at most {left[row, col]} task ids for them ({config.num_task_ids} ids, "
-            f"less {len(config.reserved_colors)} reserved colors and the "
-            f"{config.num_task_ids - len(config.reserved_colors) - left[row, col]} colors its "
-            "tiles bind, read or write; a sending PE runs a local task per move round "
-            "leaving it):\n" + "\n".join(here))
+            f"has at most {left[row, col]} task ids for them ({ids}; a sending PE runs a "
+            "local task per move round leaving it):\n" + "\n".join(listed))
 
 
 def _task_ids(assignment: ColorAssignment) -> tuple[np.ndarray, np.ndarray]:
     """(local tasks, task ids left for them) per PE of the parent fabric (R, C), all
-    parts' tiles together. The ids left: `num_task_ids` less the reserved colors and each
-    color the tiles there bind, read or write (`tile_colors`), an upper bound (the build
-    gives local tasks only the ids above the colors and the free colors above the tile's
-    highest data task's, `fabric.build`), so a PE short here is short when built."""
+    parts' tiles together. The ids left, by the generation's binding (`fabric.build`):
+    "color" (WSE-2) `num_task_ids` less the reserved colors and each color the tiles there
+    bind, read or write (`tile_colors`), an upper bound (the build gives local tasks only
+    the ids above the colors and the free colors above the tile's highest data task's),
+    so a PE short here is short when built; "queue" (WSE-3) the ids after the input
+    queues, whatever the colors."""
     config = assignment.config
     local = np.zeros((config.rows, config.cols), np.int32)
     used = np.zeros((config.rows, config.cols), np.int32)
@@ -128,6 +139,8 @@ def _task_ids(assignment: ColorAssignment) -> tuple[np.ndarray, np.ndarray]:
                       slice(c0 + rect.col, c0 + rect.col + rect.cols))
             local[window] += sum(t.kind != "data" for t in placed.tile.tasks.values())
             used[window] += len(tile_colors(placed.tile))
+    if config.task_binding == "queue":
+        return local, np.full_like(local, config.num_task_ids - config.num_input_queues)
     return local, config.num_task_ids - len(config.reserved_colors) - used
 
 

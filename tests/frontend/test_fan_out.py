@@ -182,6 +182,26 @@ def test_a_pe_whose_tiles_need_more_task_ids_than_it_has_is_crowded():
     assert crowded_pe(assign_part_colors(config, spread)) is None
 
 
+def test_on_wse3_local_tasks_have_the_ids_after_the_input_queues():
+    """WSE-3 binds data tasks to its 8 input queues and gives local tasks the ids 8..30,
+    whatever colors the tiles use: 23 local tasks at a PE fit, 24 do not."""
+    config = FabricConfig.small(3, 3, "wse3")
+
+    def parts(local: int):
+        out = []
+        for i in range(local):
+            program = Program(config)
+            program.place(_tasks(1, colors=4 if i == 0 else 0), Rect(1, 1, 1, 1))
+            out.append(ColorPart(f"part {i}", program))
+        return out
+
+    assert crowded_pe(assign_part_colors(config, parts(23))) is None
+    crowded = assign_part_colors(config, parts(24))
+    assert crowded_pe(crowded) == (1, 1)
+    assert "has at most 23 task ids for them (31 ids, the first 8 bound to the input " \
+           "queues;" in task_shortfall(crowded)
+
+
 def test_tasks_that_crowd_a_pe_are_refused_under_fit():
     """28 task ids, 18 of them reserved colors: the linear layer's PE sends to its 4
     consumers on the 6 colors, but its sends' local tasks and its kernel's need more ids
