@@ -108,9 +108,8 @@ def fit_colors(stages: list[Stage], tensors, config: FabricConfig, edges,
                              "the fabric at once, and their tasks do not fit a PE's task "
                              "ids even with every stage on its starting tile: "
                              + task_shortfall(fit.colors.assignment))
-    stages, tensors, relays = relayed
-    again = _ladder(stages, tensors, config, stage_edges(stages, tensors), policy,
-                    period_share, first=fit.first)
+    stages, tensors, edges, relays = relayed
+    again = _ladder(stages, tensors, config, edges, policy, period_share, first=fit.first)
     note = (f"{len(relays)} fan-out relay{'s' * (len(relays) > 1)} ("
             + ", ".join(repr(r) for r in relays) + "; without them even the starting tiles "
             f"needed {fit.colors.assignment.needed})")
@@ -149,20 +148,20 @@ def _relays(stages, tensors, config: FabricConfig, failed: GraphColors):
     """Relays (`frontend.fan_out`) added one at a time until the starting tiles' placement
     (`failed`'s, then that with the relays so far) fits the colors and every PE's tiles
     fit its task ids (`crowded_pe`), each for the producer with the most moves crossing
-    the busiest (or the crowded) PE: (stages, tensors, the relays' names), or None when
-    that PE has no such producer or `MAX_RELAYS` do not do."""
+    the busiest (or the crowded) PE: (stages, tensors, edges, the relays' names), or None
+    when that PE has no such producer or `MAX_RELAYS` do not do."""
     relays = []
     for _ in range(MAX_RELAYS):
         producer = busiest_fan_out(failed, None if not failed.assignment.ok
                                    else crowded_pe(failed.assignment))
         if producer is None:
             return None
-        stages, tensors = add_relay(stages, tensors, producer)
-        relays.append(stages[[s.name for s in stages].index(producer) + 1].name)
-        _, _, failed = try_placement(stages, tensors, config, stage_edges(stages, tensors),
-                                     0.0, False, "report")
+        stages, tensors, relay = add_relay(stages, tensors, producer)
+        relays.append(relay)
+        edges = stage_edges(stages, tensors)
+        _, _, failed = try_placement(stages, tensors, config, edges, 0.0, False, "report")
         if _fits(failed, "fit"):
-            return stages, tensors, relays
+            return stages, tensors, edges, relays
     return None
 
 

@@ -439,7 +439,7 @@ def _output_reads(cm: CompiledModel) -> dict[str, int]:
     reads = {}
     for p in cm.prepared:
         t = p.stage.tensor
-        if bool(((gids >= t.base) & (gids < t.base + t.numel)).any()):
+        if bool(t.owns(gids).any()):
             reads[p.stage.name] = host_io_cycles(cm.config, p.out_map.rect,
                                                  p.out_map.widest_sram_words)
     return reads

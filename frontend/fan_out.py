@@ -20,7 +20,7 @@ consumers cross the busiest (or the crowded) PE, while that producer has at leas
 
 Example:
     >>> producer = busiest_fan_out(colors)                            # doctest: +SKIP
-    >>> stages, tensors = add_relay(stages, tensors, producer)        # doctest: +SKIP
+    >>> stages, tensors, relay = add_relay(stages, tensors, producer) # doctest: +SKIP
     >>> [s.name for s in stages if s.name.startswith(producer)]      # doctest: +SKIP
     ['addmm', 'addmm_relay']
 """
@@ -28,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import torch
@@ -36,6 +35,7 @@ import torch
 from fabric import ColorAssignment, tile_colors
 from fabric.kernels import build_map
 from frontend.graph_colors import GraphColors
+from frontend.lowering.common import CYCLES_PER_ELEMENT, as2d
 from frontend.stages import Limits, Operand, Stage
 from frontend.values import Tensor
 
@@ -54,7 +54,7 @@ def stage_edges(stages: list[Stage], tensors: dict[str, Tensor]) -> list[tuple[s
             if op.index is None:
                 continue
             gids = op.index.reshape(-1)
-            edges.update((t.name, s.name) for t in owners if _touches(gids, t))
+            edges.update((t.name, s.name) for t in owners if bool(t.owns(gids).any()))
     return sorted(edges)
 
 
@@ -81,22 +81,17 @@ def crowded_pe(assignment: ColorAssignment) -> tuple[int, int] | None:
     ids left to them (`_task_ids`), or None where no PE is so. A sending PE runs one local
     task per move round leaving it, so a producer sending to many consumers can run out
     of ids where its colors still fit."""
-    local, left = _task_ids(assignment)
-    over = local - left
-    if over.max(initial=0) <= 0:
-        return None
-    row, col = np.unravel_index(int(over.argmax()), over.shape)
-    return int(row), int(col)
+    return _most_over(*_task_ids(assignment))
 
 
 def task_shortfall(assignment: ColorAssignment) -> str | None:
     """Why the parts cannot share the fabric's task ids, or None where `crowded_pe` finds
     no PE short: the PE, its local tasks against the ids left, and the parts with tiles
     there with their local tasks."""
-    pe = crowded_pe(assignment)
+    local, left = _task_ids(assignment)
+    pe = _most_over(local, left)
     if pe is None:
         return None
-    local, left = _task_ids(assignment)
     config, (row, col) = assignment.config, pe
     here = []
     for part in assignment.parts:
@@ -118,6 +113,15 @@ def task_shortfall(assignment: ColorAssignment) -> str | None:
     return (f"PE ({row}, {col}) runs {local[row, col]} local tasks of {len(here)} parts but "
             f"has at most {left[row, col]} task ids for them ({ids}; a sending PE runs a "
             "local task per move round leaving it):\n" + "\n".join(listed))
+
+
+def _most_over(local: np.ndarray, left: np.ndarray) -> tuple[int, int] | None:
+    """The PE of the most local tasks beyond the ids left (R, C grids), None if none is."""
+    over = local - left
+    if over.max(initial=0) <= 0:
+        return None
+    row, col = np.unravel_index(int(over.argmax()), over.shape)
+    return int(row), int(col)
 
 
 def _task_ids(assignment: ColorAssignment) -> tuple[np.ndarray, np.ndarray]:
@@ -150,14 +154,14 @@ def _covers(rect, offset: tuple[int, int], row: int, col: int) -> bool:
 
 
 def add_relay(stages: list[Stage], tensors: dict[str, Tensor], producer: str
-              ) -> tuple[list[Stage], dict[str, Tensor]]:
+              ) -> tuple[list[Stage], dict[str, Tensor], str]:
     """New stage and tensor lists (the given ones are left as they are) with a relay of
     stage `producer`'s output right after it in graph order, the later half of its
-    consumers (at least one) reading the relay instead."""
+    consumers (at least one) reading the relay instead, and the relay's name."""
     by_name = {s.name: s for s in stages}
     source, out = by_name[producer], tensors[producer]
     users = [s.name for s in stages if s.name != producer
-             and any(op.index is not None and _touches(op.index.reshape(-1), out)
+             and any(op.index is not None and bool(out.owns(op.index).any())
                      for op in s.operands)]
     if not users:
         raise ValueError(f"stage {producer!r} has no consumer to relay to")
@@ -172,33 +176,29 @@ def add_relay(stages: list[Stage], tensors: dict[str, Tensor], producer: str
         new_stages.append(s)
         if s.name == producer:
             new_stages.append(relay)
-    return new_stages, {**tensors, relay.name: relay.tensor}
+    return new_stages, {**tensors, relay.name: relay.tensor}, relay.name
 
 
 def _relay_stage(source: Stage, out: Tensor, name: str, base: int) -> Stage:
-    """A `map` (x * 1) of `out` in the producer's format, computed as a matrix of its last
-    dimension's columns, on the producer's FX node."""
+    """A `map` (x * 1) of `out` in the producer's format, sized as the lowering sizes one
+    (`lowering.common.map_`: the matrix `as2d`, its work per element), on the producer's
+    FX node."""
     tensor = Tensor(name, base, out.shape, "stage")
-    n = out.shape[-1] if out.shape else 1
-    m = max(1, math.prod(out.shape[:-1]))
+    m, n = as2d(out.shape)
     fmt = {} if source.dtype == "f32" else {"dtype": source.dtype, "acc_dtype": "f32"}
     index = out.ref().index.reshape(m, n)
     return Stage(name, source.node, "map", tensor,
                  lambda cfg, rect: build_map(cfg, rect, m, n, "mul", 1.0, **fmt),
-                 [Operand("x", (m, n), index=index)], m * n, Limits(m, n),
-                 words_per_element=2, dtype=source.dtype)
+                 [Operand("x", (m, n), index=index)], m * n * CYCLES_PER_ELEMENT["map"],
+                 Limits(m, n), words_per_element=2, dtype=source.dtype)
 
 
 def _redirect(op: Operand, out: Tensor, shift: int) -> Operand:
     """`op` with its ids of `out`'s elements moved by `shift` (to the relay's)."""
     if op.index is None:
         return op
-    inside = (op.index >= out.base) & (op.index < out.base + out.numel)
-    return dataclasses.replace(op, index=torch.where(inside, op.index + shift, op.index))
-
-
-def _touches(gids: torch.Tensor, t: Tensor) -> bool:
-    return bool(((gids >= t.base) & (gids < t.base + t.numel)).any())
+    return dataclasses.replace(op, index=torch.where(out.owns(op.index), op.index + shift,
+                                                     op.index))
 
 
 def _next_base(tensors: dict[str, Tensor]) -> int:

@@ -262,9 +262,10 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                         raise_on_limit=serial or left <= poll)
             except DeadlockError:  # nothing moves: waiting on the host link, or stuck
                 stuck_at = int(sim.state.cycle) - begin
-                if link_end_after(stuck_at) is None:
+                link_end = link_end_after(stuck_at)
+                if link_end is None:
                     raise
-                sim.wait(link_end_after(stuck_at) - stuck_at)
+                sim.wait(link_end - stuck_at)
         except RunError as exc:
             running = [(n, s if len(samples) > 1 else None) for n, s in armed]
             raise StageRunError(program.failure(sim, running, exc)) from exc
@@ -288,11 +289,12 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
             if name in gates and s + 1 < len(samples):  # the next sample's data may come
                 program.reset_gate(sim, name)
         if not (moved or starting or len(spans) > finished):
-            if link_end_after(now) is None:
+            link_end = link_end_after(now)
+            if link_end is None:
                 waiting = [t for t in tokens if t not in spans][:8]
                 raise StageRunError(f"the model program's stream stopped at cycle {now} "
                                     f"with nothing running and parts not done: {waiting}")
-            sim.wait(link_end_after(now) - now)  # quiet: only the host link has work
+            sim.wait(link_end - now)  # quiet: only the host link has work
         finished = len(spans)
     cycles = max([int(sim.state.cycle) - begin,
                   *(end for _, end in transfers.values())])

@@ -196,7 +196,7 @@ def _relabel(dst: WordMap, gids: np.ndarray, tensor: Tensor) -> WordMap | None:
     symbols, any_word = {}, False
     for name, a in dst.symbols.items():
         g = np.where(a >= 0, gids[np.maximum(a, 0)], -1)
-        mine = (g >= tensor.base) & (g < tensor.base + tensor.numel)
+        mine = tensor.owns(g)
         any_word |= bool(mine.any())
         symbols[name] = np.where(mine, g - tensor.base, -1)
     return WordMap(tensor.shape, dst.rect, symbols, dst.dtypes) if any_word else None
@@ -210,7 +210,7 @@ def sources_of(index: torch.Tensor, dst: WordMap, tensors: dict[str, Tensor],
     gids = index.reshape(-1).numpy()
     out = []
     for t in tensors.values():
-        if not ((gids >= t.base) & (gids < t.base + t.numel)).any():
+        if not t.owns(gids).any():
             continue
         m = _relabel(dst, gids, t)
         if m is None:
@@ -330,7 +330,7 @@ class Execution:
         flat = gids.reshape(-1).numpy()
         out = np.zeros(flat.shape, np.uint32)
         for t in self.tensors.values():
-            mine = (flat >= t.base) & (flat < t.base + t.numel)
+            mine = t.owns(flat)
             if not mine.any():
                 continue
             if t.name in self.maps:  # a stage's output, or a resident input

@@ -108,6 +108,11 @@ class Tensor:
     def ref(self) -> Ref:
         return Ref(self.base + torch.arange(self.numel).reshape(self.shape))
 
+    def owns(self, ids):
+        """Which of the global ids `ids` (a torch or numpy array, any shape) are this
+        tensor's elements: a boolean mask of their shape."""
+        return (ids >= self.base) & (ids < self.base + self.numel)
+
     def in_order(self, index: torch.Tensor) -> bool:
         """Whether global ids `index` (any shape) are all of this tensor's elements, in
         their order."""

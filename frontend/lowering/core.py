@@ -226,7 +226,7 @@ class Lowering:
         first = self.owner(int(ids.min()))
         owners = ([first] if int(ids.max()) < first.base + first.numel
                   else [t for t in self.tensors.values()
-                        if bool(((ids >= t.base) & (ids < t.base + t.numel)).any())])
+                        if bool(t.owns(ids).any())])
         flags = {t.kind == "input" and not self._input_dtype(t.name).is_floating_point
                  for t in owners}
         if len(flags) > 1:

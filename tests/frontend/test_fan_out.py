@@ -121,7 +121,8 @@ def test_add_relay_moves_the_later_half_of_the_consumers(relayed):
     stages, tensors = short.lowered.stages, short.lowered.tensors
     before = [(s.name, [op.index.clone() for op in s.operands if op.index is not None])
               for s in stages]
-    new_stages, new_tensors = add_relay(stages, tensors, "addmm")
+    new_stages, new_tensors, relay_name = add_relay(stages, tensors, "addmm")
+    assert relay_name == "addmm_relay"
     for s, (name, indices) in zip(stages, before):
         kept = [op.index for op in s.operands if op.index is not None]
         assert s.name == name and all(torch.equal(a, b) for a, b in zip(indices, kept))
