@@ -20,6 +20,7 @@ from fabric.config import FabricConfig
 from fabric.kernels import (
     build_elementwise,
     build_gemm_summa,
+    build_gemv,
     build_map,
     build_resident,
     build_rowdot,
@@ -261,8 +262,14 @@ def gemm(low, a, b, suffix="", c0=None) -> Ref:
 
     Where the lowering's `gemm_parts` cuts C's columns into blocks (pipelined mode,
     `frontend.gemm_split`), one stage per block (suffix "_n<i>"), each with B's and c0's
-    columns of its block, and the Ref is their outputs side by side."""
+    columns of its block, and the Ref is their outputs side by side.
+
+    A product of one row (m = 1: a classifier at batch 1, a recurrent step, a 1 x 1
+    convolution at one pixel) is a matrix-vector product instead (`_gemv`): SUMMA would
+    give each PE a block of one row, whose fmas of one element the main thread paces."""
     (m, k), (_, n) = shape_of(a), shape_of(b)
+    if m == 1:
+        return _gemv(low, a, b, suffix, c0)
     parts = low.gemm_parts(m, k, n) if low.gemm_parts is not None else 1
     if parts > 1:
         c0 = expand_to(c0, (m, n)) if c0 is not None else None
@@ -288,6 +295,28 @@ def _gemm(low, a, b, suffix, c0) -> Ref:
                                                   bank_aware=SUMMA_BANK_AWARE, **fmt),
         operands, m * k * n, Limits(m, n), fmas=m * k * n,
         words_per_element=max(3, 2 * k // max(1, min(m, n))), suffix=suffix)
+
+
+def _gemv(low, a, b, suffix, c0) -> Ref:
+    """a @ b (+ c0) for a of one row, (1, k) @ (k, n), as y = B^T x + c0 (`build_gemv`):
+    its matrix is B transposed (n x k; a weight's transpose is folded at compile time, a
+    runtime B's is a move like any relayout), its vector a's k elements, its bias c0's n
+    (zeros without one: a bias of +0.0 leaves every sum as it is, and -0.0 + 0.0 is the
+    only value it changes, to +0.0). The matrix's rows spread over the tile's rows and
+    its columns over the tile's columns (a row reduction, one color or two); x enters on
+    the tile's top row and one color multicasts it down; y ends on the tile's west
+    column. On a P x Q tile a PE runs k / Q fmas of n / P elements each, which the
+    datapath paces (SUMMA's blocks of one row ran one fma of one element per 12 cycles:
+    20 to 30 times the cycles on the zoo's recurrent steps and classifier heads). A Ref of
+    shape (1, n); its work is the k n multiply-adds."""
+    (_, k), (_, n) = shape_of(a), shape_of(b)
+    bias = expand_to(c0, (1, n)) if c0 is not None else Const(torch.zeros(n))
+    operands = [low.operand("A", relayout(b, lambda t: t.t()), (n, k)),
+                low.operand("x", a, (k,)), low.operand("b", bias, (n,))]
+    y = low.stage("gemv", (n,), lambda cfg, rect, **fmt: build_gemv(cfg, rect, n, k, **fmt),
+                  operands, k * n, Limits(n, k), fmas=k * n,
+                  words_per_element=k + 3, suffix=suffix)
+    return relayout(y, lambda t: t.reshape(1, n))
 
 
 def resident(low, value, shape, suffix: str) -> Ref:

@@ -1,6 +1,7 @@
 """Matrix products: mm, addmm (one GEMM whose sums start from the bias), bmm (one GEMM per
 batch entry, each on its own tile). GEMMs use SUMMA (`fabric.kernels.gemm_summa`), which
-needs a color per tile row and column."""
+needs a color per tile row and column; a product of one row is a GEMV
+(`fabric.kernels.gemv`, `common.gemm`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,105 @@
+"""Products of one row lowered to the GEMV kernel (`frontend.lowering.common._gemv`):
+y = B^T x + c0 for x of shape (1, k).
+
+Tolerances: fp32 nodes within `frontend.validate`'s fp32 bounds (assert_close's rtol 1.3e-6,
+atol 1e-5: the GEMV sums k products in order, eager in its own order); the 16-bit run within
+MIXED_ULPS epsilons of autocast (as tests/frontend/test_frontend_mixed.py states).
+"""
+
+import pytest
+import torch
+
+import frontend
+from frontend import amp
+from tests.frontend.models import CONFIG
+
+
+class Head(torch.nn.Module):
+    """A linear layer with bias, a ReLU and one without bias: two products of one row."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(24, 40)
+        self.fc2 = torch.nn.Linear(40, 7, bias=False)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class RuntimeRight(torch.nn.Module):
+    """A row times a computed matrix (an attention score of one query): B is a runtime
+    tensor, so its transpose is a move."""
+
+    def forward(self, q, keys):
+        return q @ torch.tanh(keys).t()
+
+
+def _kinds(cm):
+    return [p.stage.kind for p in cm.prepared]
+
+
+@pytest.mark.parametrize("mode", ["sequential", "pipelined"])
+def test_row_products_are_gemv_stages_and_match_eager(mode):
+    torch.manual_seed(0)
+    model = Head().eval()
+    x = torch.randn(1, 24)
+    cm = frontend.compile(model, (x,), config=CONFIG, mode=mode)
+    assert _kinds(cm).count("gemv") == 2 and "gemm_summa" not in _kinds(cm)
+    rows = cm.validate(x)  # every node within its fp32 bound, read back where it lies
+    assert rows and all(r.ok for r in rows)
+    with torch.no_grad():
+        torch.testing.assert_close(cm(x), model(x))
+    # the placement planned with the kernel's model, which is exact: each GEMV stage ran
+    # its predicted cycles in the engine
+    simulated = {r.name: r.kernel_cycles for r in cm.last.results}
+    for p in cm.prepared:
+        if p.stage.kind == "gemv":
+            assert simulated[p.stage.name] == p.kernel.model_cycles
+    assert 0 < cm.utilization < 1
+
+
+def test_two_rows_stay_summa():
+    torch.manual_seed(0)
+    cm = frontend.compile(Head().eval(), (torch.randn(2, 24),), config=CONFIG)
+    assert "gemv" not in _kinds(cm) and _kinds(cm).count("gemm_summa") == 2
+
+
+def test_runtime_matrix_moves_transposed():
+    torch.manual_seed(1)
+    q, keys = torch.randn(1, 16), torch.randn(12, 16)
+    cm = frontend.compile(RuntimeRight(), (q, keys), config=CONFIG)
+    assert "gemv" in _kinds(cm)
+    rows = cm.validate(q, keys)
+    assert all(r.ok for r in rows)
+    torch.testing.assert_close(cm(q, keys), RuntimeRight()(q, keys))
+
+
+@pytest.mark.parametrize("half", ["float16", "bfloat16"])
+def test_mixed_precision_row_products(half):
+    before = amp.get_half_dtype()
+    try:
+        amp.set_half_dtype(half)
+        torch.manual_seed(2)
+        model, x = Head().eval(), torch.randn(1, 24)
+        cm = frontend.compile(model, (x,), config=CONFIG, precision="mixed")
+        gemvs = [p.kernel.info for p in cm.prepared if p.stage.kind == "gemv"]
+        assert len(gemvs) == 2 and {g["dtype"] for g in gemvs} == {amp.get_half_dtype().fabric}
+        rows = cm.validate(x)  # within MIXED_ULPS of autocast, or it raises
+        assert all(r.ok for r in rows)
+    finally:
+        amp.set_half_dtype(before.name)
+
+
+def test_one_program_runs_gemv_stages():
+    """The GEMV's tiles merge into the one fabric program like any kernel: two samples
+    started by their data, each sample's words those of the parts run apart."""
+    torch.manual_seed(3)
+    model = Head().eval()
+    cm = frontend.compile(model, (torch.randn(1, 24),), config=CONFIG, colors="fit")
+    xs = [torch.randn(1, 24) for _ in range(2)]
+    apart = []
+    for x in xs:
+        cm(x)
+        apart.append({s: dict(w) for s, w in cm.last.words.items()})
+    run = cm.one_program_stream([(x,) for x in xs], start="data")
+    assert all(run.same_words(s, words) for s, words in enumerate(apart))
