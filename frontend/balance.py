@@ -58,7 +58,7 @@ from fabric.config import FabricConfig
 from frontend.companions import Groups
 from frontend.errors import PlacementError
 from frontend.stages import Stage
-from frontend.tile_shapes import min_pes, model_cycles, summa_colors, tile_shape
+from frontend.tile_shapes import candidates, min_pes, model_cycles, summa_colors, tile_shape
 
 LOOKAHEAD = 2  # counts tried past a step that saves too few cycles, per direction
 MIN_SAVING = 0.0075  # of the period: what a step of the spare phase must save (docstring)
@@ -190,7 +190,9 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
     groups = groups or Groups(stages, config)
     shapes = groups.tie(shapes)
     if groups.rects(shapes) is None:
-        return None
+        shapes = _flatter_starts(stages, shapes, config, groups)
+        if shapes is None:
+            return None
     cycles = [stage_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes)]
     slowest = [(-c, i) for i, c in enumerate(cycles)]  # a max-heap; ties: graph order
     heapq.heapify(slowest)
@@ -283,6 +285,34 @@ def spare_saving(period: int, min_saving: float = MIN_SAVING) -> int:
     92
     """
     return max(1, math.ceil(min_saving * period))
+
+
+def _flatter_starts(stages: list[Stage], shapes: list[tuple[int, int]], config: FabricConfig,
+                    groups: Groups) -> list[tuple[int, int]] | None:
+    """Starting tiles that pack where `shapes` do not: the tallest tile (most rows; ties
+    graph order) of a stage that is no rider moves to the fastest of at most its PEs with
+    fewer rows that its kernel takes, one at a time, until they pack; None if none is left
+    to lower. A skyline in graph order fills a short fabric unevenly, and a tall tile late
+    in the graph finds no room where a flat one of as many PEs does (MobileNet-v2's last
+    1 x 1 convolution at one pixel, a GEMV of 1,280 x 80 starting on 10 x 1 PEs: on 5 x 2
+    its tiles pack on small(24, 16))."""
+    shapes = list(shapes)
+    fixed: set[int] = set(groups.roots)
+    while groups.rects(shapes) is None:
+        tall = [(-shapes[i][0], i) for i in range(len(stages))
+                if i not in fixed and shapes[i][0] > 1]
+        if not tall:
+            return None
+        _, i = min(tall)
+        rows, cols = shapes[i]
+        fits = [(cycles, r * c, (r, c)) for r, c in candidates(stages[i], rows * cols, config)
+                if r < rows and (cycles := model_cycles(stages[i], (r, c), config)) is not None]
+        if not fits:
+            fixed.add(i)
+            continue
+        shapes[i] = min(fits)[2]
+        shapes = groups.tie(shapes)
+    return shapes
 
 
 def _start(stage: Stage, config: FabricConfig) -> tuple[int, int]:

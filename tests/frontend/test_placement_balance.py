@@ -15,6 +15,7 @@ from frontend.balance import (
     LOOKAHEAD,
     MIN_SAVING,
     PERIOD_SHARE,
+    _flatter_starts,
     _grow,
     balance_cycles,
     next_split,
@@ -23,6 +24,8 @@ from frontend.balance import (
     stage_cycles,
     used,
 )
+from frontend.companions import Groups
+from frontend.lowering import lower
 from frontend.placement import OBJECTIVES, model_cycles, place
 from frontend.tile_shapes import pack
 from tests.frontend.models import MLP, TinyGPT
@@ -185,3 +188,29 @@ def test_tiles_pack_under_short_tiles_beside_tall_ones():
             assert rect.row_end <= grid.rows and rect.col_end <= grid.cols
             assert not set(rect.pes()) & seen
             seen |= set(rect.pes())
+
+
+def test_tall_starting_tiles_give_way_to_flatter_ones():
+    """Starting tiles that do not pack: the tallest moves to a tile of at most its PEs with
+    fewer rows that its kernel takes, until they pack (a batch-1 MLP's GEMVs on small(4, 4),
+    given starts of 3 x 3, 1 x 1 and 4 x 1: the 4 x 1 finds no room below the first)."""
+    torch.manual_seed(0)
+    cm = frontend.compile(MLP().eval(), (torch.randn(1, 16),), config=FabricConfig.small(12, 12))
+    stages = lower(cm.captured).stages
+    kinds = [s.kind for s in stages]
+    assert kinds[:3] == ["gemv", "map", "gemv"]  # fc1, relu, fc2, then the scale and add
+    small = FabricConfig.small(4, 4)
+    shapes = [(3, 3), (1, 1), (4, 1)] + [(1, 1)] * (len(stages) - 3)
+    assert pack(shapes, small) is None
+    last = 2
+    flat = _flatter_starts(stages, shapes, small, Groups(stages, small))
+    assert flat is not None and pack(flat, small) is not None
+    changed = [i for i, (a, b) in enumerate(zip(shapes, flat)) if a != b]
+    assert last in changed
+    for i in changed:  # fewer rows, no more PEs, a tile its kernel takes
+        assert flat[i][0] < shapes[i][0]
+        assert flat[i][0] * flat[i][1] <= shapes[i][0] * shapes[i][1]
+        assert model_cycles(stages[i], flat[i], small) is not None
+    # one row everywhere and still too many PEs: nothing to lower
+    assert _flatter_starts(stages, [(1, 4)] * 5 + [(1, 1)] * (len(stages) - 5), small,
+                           Groups(stages, small)) is None
