@@ -190,7 +190,7 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
     groups = groups or Groups(stages, config)
     shapes = groups.tie(shapes)
     if groups.rects(shapes) is None:
-        shapes = _flatter_starts(stages, shapes, config, groups)
+        shapes = flatter_starts(stages, shapes, config, groups)
         if shapes is None:
             return None
     cycles = [stage_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes)]
@@ -287,7 +287,7 @@ def spare_saving(period: int, min_saving: float = MIN_SAVING) -> int:
     return max(1, math.ceil(min_saving * period))
 
 
-def _flatter_starts(stages: list[Stage], shapes: list[tuple[int, int]], config: FabricConfig,
+def flatter_starts(stages: list[Stage], shapes: list[tuple[int, int]], config: FabricConfig,
                     groups: Groups) -> list[tuple[int, int]] | None:
     """Starting tiles that pack where `shapes` do not: the tallest tile (most rows; ties
     graph order) of a stage that is no rider moves to the fastest of at most its PEs with

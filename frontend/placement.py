@@ -20,7 +20,7 @@ import math
 
 from fabric.config import FabricConfig
 from fabric.program import Rect
-from frontend.balance import PERIOD_SHARE, balance_cycles, stage_cycles
+from frontend.balance import PERIOD_SHARE, balance_cycles, flatter_starts, stage_cycles
 from frontend.companions import Groups, companion_groups
 from frontend.errors import PlacementError
 from frontend.stages import Stage
@@ -111,8 +111,9 @@ def _period(stages: list[Stage], shapes: list[tuple[int, int]], config: FabricCo
 
 
 def _work_shapes(stages: list[Stage], config: FabricConfig) -> list[tuple[int, int]] | None:
-    """Tile shapes from work-proportional shares that pack onto `config`; None if even the
-    minimum shares do not."""
+    """Tile shapes from work-proportional shares that pack onto `config`; at the minimum
+    shares, their tall tiles made flatter until they pack (`flatter_starts`); None if even
+    that does not pack."""
     total = config.rows * config.cols
     floor = [min_pes(s, config) for s in stages]
     work = [max(1, s.work) for s in stages]
@@ -132,7 +133,7 @@ def _work_shapes(stages: list[Stage], config: FabricConfig) -> list[tuple[int, i
         if pack(shapes, config) is not None:
             return shapes
         if all(p <= f for p, f in zip(want, floor)):
-            return None
+            return flatter_starts(stages, shapes, config, Groups(stages, config))
         scale *= 0.7
 
 

@@ -15,9 +15,9 @@ from frontend.balance import (
     LOOKAHEAD,
     MIN_SAVING,
     PERIOD_SHARE,
-    _flatter_starts,
     _grow,
     balance_cycles,
+    flatter_starts,
     next_split,
     previous_split,
     spare_saving,
@@ -203,7 +203,7 @@ def test_tall_starting_tiles_give_way_to_flatter_ones():
     shapes = [(3, 3), (1, 1), (4, 1)] + [(1, 1)] * (len(stages) - 3)
     assert pack(shapes, small) is None
     last = 2
-    flat = _flatter_starts(stages, shapes, small, Groups(stages, small))
+    flat = flatter_starts(stages, shapes, small, Groups(stages, small))
     assert flat is not None and pack(flat, small) is not None
     changed = [i for i, (a, b) in enumerate(zip(shapes, flat)) if a != b]
     assert last in changed
@@ -212,5 +212,24 @@ def test_tall_starting_tiles_give_way_to_flatter_ones():
         assert flat[i][0] * flat[i][1] <= shapes[i][0] * shapes[i][1]
         assert model_cycles(stages[i], flat[i], small) is not None
     # one row everywhere and still too many PEs: nothing to lower
-    assert _flatter_starts(stages, [(1, 4)] * 5 + [(1, 1)] * (len(stages) - 5), small,
+    assert flatter_starts(stages, [(1, 4)] * 5 + [(1, 1)] * (len(stages) - 5), small,
                            Groups(stages, small)) is None
+
+
+@pytest.mark.long  # MobileNet-v2's 237 stages: about 40 s to lower and place
+def test_sequential_shares_pack_flatter_at_their_minimum():
+    """The work objective's minimum shares leave MobileNet-v2's last convolution (a GEMV)
+    on a tall tile that does not pack on small(24, 16); made flatter, they pack."""
+    pytest.importorskip("transformers")
+    from frontend.architectures import build, fabric_config
+    from frontend.capture import capture_module
+
+    config = fabric_config("mobilenet-v2")
+    stages = lower(capture_module(*build("mobilenet-v2"))).stages
+    placement = place(stages, config, [], balance="work")
+    rects = list(placement.rects.values())
+    assert len(rects) == len(stages) and placement.pes_used <= config.num_pes
+    seen = set()
+    for rect in rects:
+        assert not set(rect.pes()) & seen
+        seen |= set(rect.pes())
