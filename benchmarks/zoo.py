@@ -11,7 +11,7 @@ fabric, or a larger one for a model that needs more PEs), or on small(grid, grid
 with --grid.
 
     python benchmarks/zoo.py --json benchmarks/results/zoo.json [--only gpt2 llama]
-                             [--mode pipelined|sequential]
+                             [--mode pipelined|sequential] [--gemm-orientation rows|auto]
 """
 
 from __future__ import annotations
@@ -36,22 +36,25 @@ from frontend.architectures import (  # noqa: E402
     fabric_config,
     output_tensor,
 )
+from frontend.lowering import GEMM_ORIENTATIONS  # noqa: E402
 from frontend.schedule import DEFAULT_MODE, MODES  # noqa: E402
 
 OUTPUT_TOL = 1e-4  # rtol and atol of the output against eager fp32, as the zoo test's
 
 
-def measure(name: str, config: FabricConfig, mode: str) -> dict:
+def measure(name: str, config: FabricConfig, mode: str, gemm_orientation: str = "rows"
+            ) -> dict:
     """One architecture: compiled or the op that stops it, and its figures."""
     arch = ARCHITECTURES[name]
     row = {"model": name, "family": arch.family, "source": arch.source,
-           "fabric": config.name, "mode": mode}
+           "fabric": config.name, "mode": mode, "gemm_orientation": gemm_orientation}
     model, inputs = build(name)
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch's export internals
-            cm = frontend.compile(model, inputs, config=config, mode=mode)
+            cm = frontend.compile(model, inputs, config=config, mode=mode,
+                                  gemm_orientation=gemm_orientation)
     except frontend.UnsupportedOpError as exc:
         first = str(exc).splitlines()[0]
         op = re.search(r"\((aten\.[\w.]+)\)", first)
@@ -90,6 +93,8 @@ def main(argv=None) -> int:
                     help="these architectures only")
     ap.add_argument("--mode", choices=list(MODES), default=DEFAULT_MODE,
                     help=f"execution mode (default {DEFAULT_MODE})")
+    ap.add_argument("--gemm-orientation", choices=list(GEMM_ORIENTATIONS), default="rows",
+                    help="which way SUMMA tiles run their fmas (frontend.compile's)")
     ap.add_argument("--quick", action="store_true",
                     help="the same (every model is tiny); kept for run_all's modes")
     args = ap.parse_args(argv)
@@ -97,7 +102,7 @@ def main(argv=None) -> int:
     for name in args.only or list(ARCHITECTURES):
         config = (FabricConfig.small(args.grid, args.grid) if args.grid
                   else fabric_config(name))
-        results.append(measure(name, config, args.mode))
+        results.append(measure(name, config, args.mode, args.gemm_orientation))
         r = results[-1]
         print(f"{name:16} {r['status']:7} "
               + (f"{r['cycles']} cycles, {r['pes_used']} PEs, output error "
@@ -120,7 +125,9 @@ def main(argv=None) -> int:
               round(r["compile_s"], 1), round(r["simulate_s"], 1) if "simulate_s" in r
               else ""] for r in results]
     headline = [f"{len(runs)} of {len(results)} architectures compile, run and match eager "
-                f"fp32 (output within {OUTPUT_TOL:g}), {args.mode} mode"]
+                f"fp32 (output within {OUTPUT_TOL:g}), {args.mode} mode"
+                + ("" if args.gemm_orientation == "rows" else
+                   f", gemm_orientation {args.gemm_orientation!r}")]
     headline += [f"stopped by {op}: {', '.join(models)}" for op, models in
                  sorted(stops.items(), key=lambda kv: -len(kv[1]))]
     fabrics = sorted({r["fabric"] for r in results})

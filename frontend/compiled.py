@@ -23,7 +23,7 @@ from frontend.graph_colors import (
     check_color_policy,
     graph_colors,
 )
-from frontend.lowering import check_lookups, lower
+from frontend.lowering import check_gemm_orientation, check_lookups, lower
 from frontend.micro_batches import join, split
 from frontend.model_program import ModelProgram, build_model_program
 from frontend.placement import place
@@ -39,7 +39,8 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
             config: FabricConfig | None = None, max_cycles: int = 5_000_000,
             precision: str = "fp32", half=None, mode: str = DEFAULT_MODE,
             colors: str = DEFAULT_COLOR_POLICY,
-            period_share: float | None = None, lookups: str = "gather") -> CompiledModel:
+            period_share: float | None = None, lookups: str = "gather",
+            gemm_orientation: str = "rows") -> CompiledModel:
     """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
     `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
 
@@ -77,6 +78,11 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
         static model that one fabric program holds, `cm.one_program`; for small
         vocabularies). Either way an index outside the table raises IndexError before the
         call, as eager does.
+    gemm_orientation: "rows" (the default: each SUMMA tile splits C's rows over its rows,
+        its fmas running down columns of m / R elements) or "auto" (each tile in the
+        orientation its model predicts faster there: C^T = B^T A^T where C has few rows
+        and many columns, its fmas along C's rows; the words are the same bit for bit,
+        `fabric.kernels.build_gemm_summa`). Products of one row are GEMVs either way.
 
     The returned model runs on the simulated fabric when called; shapes are those of the
     example inputs (as `torch.export` captures them)."""
@@ -88,7 +94,8 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
                                 "the fabric holds every tensor in PE memory, so each needs at "
                                 "least one element (a batch size of at least 1)")
     return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
-                         precision, example_inputs, half, mode, colors, period_share, lookups)
+                         precision, example_inputs, half, mode, colors, period_share, lookups,
+                         gemm_orientation)
 
 
 class CompiledModel:
@@ -98,18 +105,20 @@ class CompiledModel:
                  precision: str = "fp32", example_inputs: Sequence = (),
                  half: HalfDtype | None = None, mode: str = DEFAULT_MODE,
                  colors: str = DEFAULT_COLOR_POLICY, period_share: float | None = None,
-                 lookups: str = "gather"):
+                 lookups: str = "gather", gemm_orientation: str = "rows"):
         """half: the 16-bit format of a "mixed" model (`frontend.amp.resolve_half`);
         None in fp32. mode: "sequential" or "pipelined" (`frontend.schedule`). colors: what
         a pipelined model short of colors gets, "fit", "refuse" or "report" (`compile`).
         period_share: the pipelined placement's (`compile`). lookups: "gather" or
-        "onehot", how embeddings by token ids are looked up (`compile`)."""
+        "onehot", how embeddings by token ids are looked up (`compile`). gemm_orientation:
+        "rows" or "auto", which way SUMMA tiles run their fmas (`compile`)."""
         t0 = time.perf_counter()
         try:
             self.mode = check_mode(mode)
             self.color_policy = check_color_policy(colors)
             share = check_period_share(period_share, self.mode)
             self.lookups = check_lookups(lookups)
+            self.gemm_orientation = check_gemm_orientation(gemm_orientation)
         except ValueError as exc:
             raise FrontendError(str(exc)) from None
         self.captured = captured
@@ -131,7 +140,7 @@ class CompiledModel:
         # pipelined: a GEMM the colors hold to a small tile spreads over several tiles
         self.lowered = lower(captured, self.formats,
                              column_parts(config) if self.mode == "pipelined" else None,
-                             self.lookups)
+                             self.lookups, self.gemm_orientation)
         self.edges = stage_edges(self.lowered.stages, self.lowered.tensors)
         # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
         # at a time, their sum: shares that follow the work

@@ -15,6 +15,13 @@ t + 1 land in the other half of a double buffer while step t computes (`gemm_com
 Static routes need one color per owner: Cc colors for A and R for B (a PE is on every
 one of them: the owner sends from RAMP, the others take the color to RAMP and pass it on).
 
+Orientation (`build_gemm_summa(..., orientation=)`): "cols" computes C^T = B^T A^T with
+the same program (C's columns over the tile's rows), the host's load and read transposing;
+every element is the same sum in the same order, so the words are those of "rows" bit for
+bit. A PE's fmas run over its block's rows of C ("rows": m / R elements) or its columns
+("cols": n / R), and an fma shorter than the main thread's dispatch waits for it, so a C of
+few rows and many columns runs faster transposed; "auto" builds the faster model's.
+
 With C0 (`with_c0`) every PE's accumulator starts from its block of C0, so C = C0 + A @ B,
 each element summed from its C0 word over k = 0 .. K-1 in order.
 
@@ -71,6 +78,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -204,12 +212,24 @@ def _routes(prog: Program, rect: Rect, color: int, owner: int, horizontal: bool)
             prog.route(line, color, rx=fwd, tx=sorted({Port.RAMP} | behind))
 
 
+ORIENTATIONS = ("rows", "cols", "auto")
+
+
 def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
                      dtype: str = "f32", colors: Sequence[int] | None = None,
                      acc_dtype: str = "f32", with_c0: bool = False,
-                     bank_aware: bool = False) -> Kernel:
+                     bank_aware: bool = False, orientation: str = "rows") -> Kernel:
     """SUMMA C (m x n) = A (m x k) @ B (k x n), or C0 (m x n) + A @ B, on `rect` (see the
     module docstring).
+
+    orientation: "rows" (C's rows split over the tile's rows, each fma running down a
+    column of the PE's C block: m / R elements), "cols" (the transposed product C^T = B^T
+    A^T, C's columns over the tile's rows: each fma runs along a row of C, n / R elements;
+    load and read transpose, so inputs and output are as with "rows"), or "auto" (the one
+    whose model predicts fewer cycles on `rect`; "rows" on ties). Every element is the same
+    sum in the same order either way, so the words are the same bit for bit; an fma of
+    fewer elements than the main thread's dispatch of the next (`gemm_cycles`) waits for
+    it, so a product of few rows and many columns is faster transposed.
 
     Args:
         config, rect: the fabric and the rectangle the kernel occupies (R x Cc PEs).
@@ -234,6 +254,12 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     Raises:
         ValueError: sizes, dtype, colors, or blocks exceeding a PE's SRAM.
     """
+    if orientation not in ORIENTATIONS:
+        raise ValueError(f"gemm_summa: orientation must be one of {ORIENTATIONS}, got "
+                         f"{orientation!r}")
+    if orientation != "rows":
+        return _oriented(config, rect, m, k, n, dtype, colors, acc_dtype, with_c0,
+                         bank_aware, orientation)
     R, Cc = rect.rows, rect.cols
     numerics = check_numerics("gemm_summa", dtype, acc_dtype)
     if m < R or n < Cc or k < 1:
@@ -294,7 +320,7 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
         for owner, color in enumerate(b_colors):
             _routes(prog, rect, color, owner, horizontal=False)
 
-    return gemm_kernel(
+    kernel = gemm_kernel(
         config, rect, "gemm_summa", (m, k, n), ops, pes, blocks,
         (pan_a + 2 * size_a, pan_b + 2 * size_b), pan_b,
         f"gemm_summa m={m} k={k} n={n} on {R}x{Cc} PEs (blocks A {mb_max}x{ka_max}, B "
@@ -303,3 +329,43 @@ def build_gemm_summa(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
         {"steps": len(steps), "block": (mb_max, nb_max),
          "k_steps": [k1 - k0 for k0, k1, _, _ in steps], "colors": palette},
         numerics, palette[-1] if n_loop else None, with_c0, bank_aware)
+    kernel.info["orientation"] = "rows"
+    return kernel
+
+
+def _oriented(config, rect, m, k, n, dtype, colors, acc_dtype, with_c0, bank_aware,
+              orientation) -> Kernel:
+    """`build_gemm_summa` with orientation "cols" or "auto" (its docstring)."""
+    args = dict(dtype=dtype, colors=colors, acc_dtype=acc_dtype, with_c0=with_c0,
+                bank_aware=bank_aware)
+    if orientation == "auto":
+        # either may not build: too few rows or columns of C for the tile, or its SRAM
+        built = []
+        for sizes in ((m, k, n), (n, k, m)):
+            try:
+                built.append(build_gemm_summa(config, rect, *sizes, **args))
+            except ValueError as exc:
+                built.append(exc)
+        rows, transposed = built
+        if isinstance(transposed, ValueError) or (
+                not isinstance(rows, ValueError) and rows.model_cycles <= transposed.model_cycles):
+            if isinstance(rows, ValueError):
+                raise rows
+            return rows
+    else:
+        transposed = build_gemm_summa(config, rect, n, k, m, **args)
+    inner_load, inner_read = transposed.load, transposed.read
+
+    def load(sim, values):
+        flipped = {"A": np.asarray(values["B"], np.float32).T,
+                   "B": np.asarray(values["A"], np.float32).T}
+        if with_c0:
+            flipped["C0"] = np.asarray(values["C0"], np.float32).T
+        inner_load(sim, flipped)
+
+    def read(sim):
+        return np.ascontiguousarray(np.asarray(inner_read(sim)).T)
+
+    return dataclasses.replace(transposed, load=load, read=read,
+                               info={**transposed.info, "orientation": "cols",
+                                     "m": m, "k": k, "n": n})

@@ -3,13 +3,16 @@ family listed in `families`."""
 
 from frontend.lowering import families  # noqa: F401  (the rule table: every rule module)
 from frontend.lowering.core import (
+    GEMM_ORIENTATIONS,
     LOOKUPS,
     RULES,
     Lowered,
+    check_gemm_orientation,
     check_lookups,
     lower,
     rule,
     supported_ops,
 )
 
-__all__ = ["LOOKUPS", "RULES", "Lowered", "check_lookups", "lower", "rule", "supported_ops"]
+__all__ = ["GEMM_ORIENTATIONS", "LOOKUPS", "RULES", "Lowered", "check_gemm_orientation",
+           "check_lookups", "lower", "rule", "supported_ops"]

@@ -289,11 +289,15 @@ def _gemm(low, a, b, suffix, c0) -> Ref:
     if c0 is not None:  # an expanded index map: a bias element moves to each of its rows
         operands.append(low.operand("C0", expand_to(c0, (m, n)), (m, n)))
     with_c0 = c0 is not None
+    orientation = low.gemm_orientation
+    # "auto" may run C transposed, its rows over the tile's columns
+    limits = Limits(m, n) if orientation == "rows" else Limits(max(m, n), max(m, n))
     return low.stage(
         "gemm_summa", (m, n),
         lambda cfg, rect, **fmt: build_gemm_summa(cfg, rect, m, k, n, with_c0=with_c0,
-                                                  bank_aware=SUMMA_BANK_AWARE, **fmt),
-        operands, m * k * n, Limits(m, n), fmas=m * k * n,
+                                                  bank_aware=SUMMA_BANK_AWARE,
+                                                  orientation=orientation, **fmt),
+        operands, m * k * n, limits, fmas=m * k * n,
         words_per_element=max(3, 2 * k // max(1, min(m, n))), suffix=suffix)
 
 

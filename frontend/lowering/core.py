@@ -46,6 +46,16 @@ from frontend.values import Const, Gather, IndexRange, Ref, Symbolic, Tensor
 # "onehot": on the fabric, as a one-hot product (tokens x vocab x (dim + 1) multiply-adds,
 #     exact in fp32; `lowering.embedding`), static, so one fabric program holds it
 LOOKUPS = ("gather", "onehot")
+# SUMMA's fmas down C's columns ("rows", m / R elements each) or, where the model predicts
+# fewer cycles on the tile, along its rows ("auto": C^T = B^T A^T; the same words)
+GEMM_ORIENTATIONS = ("rows", "auto")
+
+
+def check_gemm_orientation(orientation: str) -> str:
+    if orientation not in GEMM_ORIENTATIONS:
+        raise ValueError(f"gemm_orientation must be one of {list(GEMM_ORIENTATIONS)}, got "
+                         f"{orientation!r}")
+    return orientation
 
 
 def check_lookups(lookups: str) -> str:
@@ -163,9 +173,11 @@ class Lowering:
 
     def __init__(self, captured: Captured, formats: dict[str, str] | None = None,
                  gemm_parts: Callable[[int, int, int], int] | None = None,
-                 lookups: str = "gather"):
+                 lookups: str = "gather", gemm_orientation: str = "rows"):
         self.captured = captured
         self.lookups = check_lookups(lookups)
+        # which way SUMMA tiles run their fmas (`fabric.kernels.build_gemm_summa`)
+        self.gemm_orientation = check_gemm_orientation(gemm_orientation)
         self.index_ranges: list[IndexRange] = []
         self.formats = dict(formats or {})  # node name -> fabric format (absent: "f32")
         # (m, k, n) -> tiles a GEMM's output columns spread over (`frontend.gemm_split`);
@@ -264,12 +276,12 @@ class Lowering:
 
 def lower(captured: Captured, formats: dict[str, str] | None = None,
           gemm_parts: Callable[[int, int, int], int] | None = None,
-          lookups: str = "gather") -> Lowered:
+          lookups: str = "gather", gemm_orientation: str = "rows") -> Lowered:
     """Lower every node; `formats` gives the nodes that run in a 16-bit format (mixed
     precision, `frontend.amp.node_formats`); `gemm_parts` how many tiles each GEMM's
     output columns spread over (`frontend.gemm_split.column_parts`; None: one); `lookups`
     how an embedding by an integer input's indices is looked up (`LOOKUPS`)."""
-    low = Lowering(captured, formats, gemm_parts, lookups)
+    low = Lowering(captured, formats, gemm_parts, lookups, gemm_orientation)
     env: dict[str, object] = {}
     outputs: list[object] = []
     for node in captured.graph.nodes:

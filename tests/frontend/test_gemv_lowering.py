@@ -1,5 +1,6 @@
-"""Products of one row lowered to the GEMV kernel (`frontend.lowering.common._gemv`):
-y = B^T x + c0 for x of shape (1, k).
+"""Products of few rows: one row lowered to the GEMV kernel (`frontend.lowering.common.
+_gemv`: y = B^T x + c0 for x of shape (1, k)); a few, with `compile(...,
+gemm_orientation="auto")`, to SUMMA tiles run transposed where that is faster.
 
 Tolerances: fp32 nodes within `frontend.validate`'s fp32 bounds (assert_close's rtol 1.3e-6,
 atol 1e-5: the GEMV sums k products in order, eager in its own order); the 16-bit run within
@@ -11,6 +12,7 @@ import torch
 
 import frontend
 from frontend import amp
+from frontend.zoo import MLP
 from tests.frontend.models import CONFIG
 
 
@@ -103,3 +105,34 @@ def test_one_program_runs_gemv_stages():
         apart.append({s: dict(w) for s, w in cm.last.words.items()})
     run = cm.one_program_stream([(x,) for x in xs], start="data")
     assert all(run.same_words(s, words) for s, words in enumerate(apart))
+
+
+@pytest.mark.parametrize("mode", ["sequential", "pipelined"])
+def test_gemm_orientation_auto_gives_the_same_words_faster(mode):
+    """`compile(..., gemm_orientation="auto")`: the MLP's products of 4 rows run transposed
+    (C^T = B^T A^T, fmas along C's 24 and 8 columns instead of down 4 rows); every element
+    is the same sum in the same order, and its other stages are exact, so the outputs are
+    those of "rows" bit for bit, in fewer kernel cycles."""
+    torch.manual_seed(4)
+    model, x = MLP().eval(), torch.randn(4, 16)
+    rows = frontend.compile(model, (x,), config=CONFIG, mode=mode)
+    auto = frontend.compile(model, (x,), config=CONFIG, mode=mode, gemm_orientation="auto")
+    flipped = [p for p in auto.prepared if p.kernel.info.get("orientation") == "cols"]
+    assert flipped and all(p.stage.kind == "gemm_summa" for p in flipped)
+    assert all(p.kernel.info["orientation"] == "rows" for p in rows.prepared
+               if p.stage.kind == "gemm_summa")
+    assert torch.equal(auto(x), rows(x))
+    assert all(r.ok for r in auto.validate(x))
+
+    def gemm_cycles(cm):
+        return sum(r.kernel_cycles for r in cm.last.results
+                   if r.name in {p.stage.name for p in cm.prepared
+                                 if p.stage.kind == "gemm_summa"})
+
+    assert gemm_cycles(auto) < gemm_cycles(rows)
+
+
+def test_gemm_orientation_names_the_choices():
+    with pytest.raises(frontend.FrontendError, match="gemm_orientation.*'rows', 'auto'.*'cols'"):
+        frontend.compile(Head().eval(), (torch.randn(2, 24),), config=CONFIG,
+                         gemm_orientation="cols")
