@@ -210,18 +210,30 @@ class ModelProgram:
         next."""
         restore_part(sim, self.merged, self.gates[kernel].part, self.loaded_memory())
 
-    def arm_gate(self, sim: Simulator, kernel: str) -> set[tuple[int, int]]:
-        """The host's count off gated kernel `kernel`'s gate, once it has put the kernel
-        back as loaded for a sample: the PEs where that was the last count (their data all
-        in already), where the host starts the kernel itself. Elsewhere the last delivery
-        starts it in the fabric."""
+    def arm_gate(self, sim: Simulator, kernel: str, pes=None
+                 ) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+        """The host's count off gated kernel `kernel`'s gate (on `pes`, default all its
+        gated PEs), once it has put the kernel back as loaded for a sample: (the PEs where
+        that was the last count, their data all in already, where the host starts the
+        kernel itself; the PEs left for a later look). Elsewhere the last delivery starts
+        it in the fabric. A PE whose CE runs a task is left: a delivering chain reads,
+        decrements and writes the word within one activation, and a count the host took
+        between its read and its write would be lost (the chain writing back its own
+        decrement over the host's), the kernel never started there."""
+        # the state first: reading it hands the host's SRAM copy to the device
+        running = np.asarray(sim.state.task)  # (rows, cols): a PE's task, -1 when idle
         sram = sim.host_sram()
-        last = set()
+        last, later = set(), set()
         for pe, address in self.gates[kernel].addresses.items():
+            if pes is not None and pe not in pes:
+                continue
+            if running[pe] >= 0:
+                later.add(pe)
+                continue
             sram[(*pe, address)] -= 1
             if sram[(*pe, address)] == 0:
                 last.add(pe)
-        return last
+        return last, later
 
     def opened(self, sim: Simulator, kernel: str) -> set[tuple[int, int]]:
         """The PEs of gated kernel `kernel` whose gate has opened (every delivery in: the

@@ -13,7 +13,9 @@ zero; the host sees a zero as "started" (the activation comes before it). The ho
 the word back (`ModelProgram.reset_gate`) as soon as the kernel has finished a sample, so the next
 sample's data may flow in while the kernel's output still moves out, and counts its own
 arm off (`ModelProgram.arm_gate`) when it has put the kernel back as loaded for that sample; where
-that count is the last (the data was in first) the host starts the kernel there. A
+that count is the last (the data was in first) the host starts the kernel there. The host
+counts on a PE only while its CE runs no task: a chain's read, decrement and write of the
+word are one activation, and a count between them would be lost. A
 move's senders still start when the host sees the producer done on their PE: a kernel's
 code has no "done" signal of its own to chain them to.
 """

@@ -24,7 +24,9 @@ Then its entry tasks start (`ModelProgram.entries`, PE by PE) by `start`:
   count of their gate (the program with gates, `ModelProgram.gates`): each delivery
   there counts off in the fabric, and so does the host when it arms the kernel for the
   sample; the last delivery starts the kernel in the fabric, or the host where its arm
-  comes last (`ModelProgram.arm_gate`). The host puts a gate back as soon as its kernel
+  comes last (`ModelProgram.arm_gate`; on a PE whose CE runs a task the host counts at a
+  later look, since a chain's read, decrement and write of the word are one activation
+  and a count between them would be lost). The host puts a gate back as soon as its kernel
   has finished a sample, so the next sample's data may come in while the kernel's output
   still moves out, and counts a PE started when it sees its gate at zero. The gates' own
   code (about ten cycles per delivering chain) is the price of not waiting for a poll;
@@ -178,6 +180,7 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     words: list[dict] = [{} for _ in samples]
     by_kernel = {part: stage for stage, part in program.stages.items()}
     host_opens: dict = {}  # gated token -> PEs where the host's arm was the gate's last count
+    arms_left: dict = {}  # gated token -> PEs whose CE ran a task when the host would arm
 
     writes = host.writes if host else {}
     reads = host.reads if host else {}
@@ -240,10 +243,13 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                     program.rearm(sim, name)
                 program.write_inputs(sim, name, samples[s])
                 if name in gates:  # the host's count: the last one on PEs whose data is in
-                    host_opens[(name, s)] = program.arm_gate(sim, name)
+                    host_opens[(name, s)], arms_left[(name, s)] = program.arm_gate(sim, name)
                 armed[(name, s)] = {}
             # rounds into a gated kernel armed just now may arm in the same look
             arming = [] if serial else [t for t in tokens if written(*t) and may_arm(*t)]
+        for (name, s), pes in [t for t in arms_left.items() if t[1]]:  # busy CEs before
+            opened_now, arms_left[(name, s)] = program.arm_gate(sim, name, pes)
+            host_opens[(name, s)] |= opened_now
         starting: dict = {}  # PE -> the merged task names started there now
         for (name, s), started in armed.items():
             opened = host_opens.get((name, s), set())  # the gate's last count the host's
@@ -281,6 +287,7 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                         and len(started) == len(entries[t[0]])]:
             started = starts[(name, s)] = armed.pop((name, s))
             host_opens.pop((name, s), None)
+            arms_left.pop((name, s), None)
             spans[(name, s)] = (min(started.values(), default=now), now)
             if name in kernels:  # read before the next sample can overwrite it
                 words[s][by_kernel[name]] = program.read_output(sim, name)

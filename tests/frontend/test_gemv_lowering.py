@@ -136,3 +136,21 @@ def test_gemm_orientation_names_the_choices():
     with pytest.raises(frontend.FrontendError, match="gemm_orientation.*'rows', 'auto'.*'cols'"):
         frontend.compile(Head().eval(), (torch.randn(2, 24),), config=CONFIG,
                          gemm_orientation="cols")
+
+
+def test_transposed_tiles_in_the_one_program():
+    """SUMMA tiles run transposed merge into the one fabric program like any kernel (their
+    layouts are what their load writes): samples started by their data give the words of
+    the parts run apart."""
+    torch.manual_seed(5)
+    model = MLP().eval()
+    cm = frontend.compile(model, (torch.randn(4, 16),), config=CONFIG, colors="fit",
+                          gemm_orientation="auto")
+    assert any(p.kernel.info.get("orientation") == "cols" for p in cm.prepared)
+    xs = [torch.randn(4, 16) for _ in range(2)]
+    apart = []
+    for x in xs:
+        cm(x)
+        apart.append({s: dict(w) for s, w in cm.last.words.items()})
+    run = cm.one_program_stream([(x,) for x in xs], start="data")
+    assert all(run.same_words(s, words) for s, words in enumerate(apart))

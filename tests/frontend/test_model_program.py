@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import frontend
-from fabric import DeadlockError, FabricConfig, Simulator
+from fabric import DeadlockError, FabricConfig, Simulator, engine
 from fabric.window import bounding_box
 from frontend.errors import FrontendError, PlacementError, StageRunError
 from frontend.model_program import ModelProgram, part_descriptions
@@ -175,10 +175,10 @@ def test_kernels_are_started_by_their_data(model):
         events.append(("launch", starts))
         return launch_each(self, starts)
 
-    def armed(self, sim, kernel):
-        opened = arm_gate(self, sim, kernel)
+    def armed(self, sim, kernel, pes=None):
+        opened, later = arm_gate(self, sim, kernel, pes)
         events.append(("arm", kernel, opened))
-        return opened
+        return opened, later
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Simulator, "launch_each", launched)
@@ -212,6 +212,32 @@ def test_kernels_are_started_by_their_data(model):
     with pytest.raises(ValueError, match='start "data" needs a model program built with '
                                          "gates"):
         run_stream(cm.model_program(), [cm._inputs((xs[0],))], 10_000, start="data")
+
+
+def test_the_host_arms_a_gate_only_where_no_task_runs():
+    """A delivering chain reads, decrements and writes its gate's word within one
+    activation; a count the host took between its read and its write was lost (the chain
+    wrote its own decrement back over it) and the kernel never started there (a SUMMA tile
+    run transposed hit it, tests/frontend/test_gemv_lowering.py). The host leaves a PE
+    whose CE runs a task for a later look."""
+    torch.manual_seed(0)
+    cm = frontend.compile(Residual().eval(), (torch.randn(3, 16),), SMALL, mode="pipelined")
+    program = cm.model_program(gated=True)
+    kernel, gate = next(iter(program.gates.items()))
+    sim = program.simulator()
+    busy = next(iter(gate.addresses))
+    st = sim.state
+    sim.state = engine.replace(st, task=st.task.at[busy].set(0))  # a task runs there
+    before = {pe: int(sim.sram_view()[(*pe, a)]) for pe, a in gate.addresses.items()}
+    opened, later = program.arm_gate(sim, kernel)
+    after = {pe: int(sim.sram_view()[(*pe, a)]) for pe, a in gate.addresses.items()}
+    assert later == {busy} and after[busy] == before[busy]
+    assert all(after[pe] == before[pe] - 1 for pe in gate.addresses if pe != busy)
+    assert opened == {pe for pe in gate.addresses if pe != busy and after[pe] == 0}
+    st = sim.state
+    sim.state = engine.replace(st, task=st.task.at[busy].set(-1))  # idle: the host counts
+    opened, later = program.arm_gate(sim, kernel, later)
+    assert not later and int(sim.sram_view()[(*busy, gate.addresses[busy])]) == before[busy] - 1
 
 
 def test_samples_stream_through_the_one_program():
