@@ -4,7 +4,7 @@ timelines of the fabric-level demo (traces) and training runs.
     wafer info [--preset wse2|wse3|small] [--grid RxC] [--json]
     wafer run [MODULE:FACTORY | --model mlp|gpt] [--preset P] [--grid RxC] [--dtype D]
               [--mode pipelined|sequential] [--colors report|fit|refuse]
-              [--lookups gather|onehot] [--out DIR]
+              [--lookups gather|onehot] [--gemm-orientation rows|auto] [--out DIR]
               [--quiet]
                                              (--fabric-demo [--n N]: the fabric-level demo)
     wafer bench [--quick] [--only NAME ...]
@@ -35,7 +35,7 @@ from fabric.config import FabricConfig
 from fabric.errors import FabricError
 from frontend.errors import FrontendError, user_code_error
 from frontend.graph_colors import COLOR_POLICIES, DEFAULT_COLOR_POLICY
-from frontend.lowering import LOOKUPS
+from frontend.lowering import GEMM_ORIENTATIONS, LOOKUPS
 from frontend.schedule import DEFAULT_MODE, MODES
 
 PRESETS = ("wse2", "wse3", "small")
@@ -238,7 +238,7 @@ def cmd_run(args, parser) -> int:
     config = preset_config(args.preset, args.grid)
     return _run_quietly(lambda: model_demo.run_model(model, inputs, config, args.out,
                                                      args.dtype, args.mode, args.colors,
-                                                     args.lookups),
+                                                     args.lookups, args.gemm_orientation),
                         args.quiet)
 
 
@@ -389,6 +389,10 @@ def build_parser() -> Parser:
                      help="embeddings by token ids: the rows gathered per call (default) or "
                      "a one-hot product on the fabric (a static model, which one fabric "
                      "program holds)")
+    run.add_argument("--gemm-orientation", choices=list(GEMM_ORIENTATIONS), default="rows",
+                     help="which way SUMMA tiles run their fmas: down C's columns "
+                     "(default) or, where their model predicts it faster, transposed "
+                     "(the same words)")
     run.add_argument("--fabric-demo", action="store_true",
                      help="run the fabric-level demo instead of a model")
     run.add_argument("--n", type=int, default=64,

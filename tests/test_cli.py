@@ -305,3 +305,16 @@ def test_bench_commands_and_status(tmp_path, monkeypatch, capsys):
     assert str(bench / "results" / "quick" / "kernels.json") in calls[1]
     assert "engine_speed" in out and "ok" in out
     assert "FAILED (exit 3)" in out and "boom" in out
+
+
+def test_run_takes_the_gemm_orientation(tmp_path, capsys):
+    """--gemm-orientation auto: the demo MLP's products of 4 rows run transposed, every
+    node within tolerance, and the call as one fabric program (its kernels started by
+    their data) gives the words of the parts run apart."""
+    assert cli.main(["run", "--gemm-orientation", "auto", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "all nodes within tolerance" in out
+    _assert_one_program(out)
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--gemm-orientation", "cols"])
+    assert "'cols'" in capsys.readouterr().err
