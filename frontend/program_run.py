@@ -236,6 +236,9 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     now = 0
     while len(spans) < len(tokens):
         now = int(sim.state.cycle) - begin
+        for (name, s), pes in [t for t in arms_left.items() if t[1]]:  # busy CEs last look
+            opened_now, arms_left[(name, s)] = program.arm_gate(sim, name, pes)
+            host_opens[(name, s)] |= opened_now
         arming = [t for t in tokens if written(*t) and may_arm(*t)]
         while arming:
             for name, s in arming[:1] if serial else arming:
@@ -247,9 +250,6 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                 armed[(name, s)] = {}
             # rounds into a gated kernel armed just now may arm in the same look
             arming = [] if serial else [t for t in tokens if written(*t) and may_arm(*t)]
-        for (name, s), pes in [t for t in arms_left.items() if t[1]]:  # busy CEs before
-            opened_now, arms_left[(name, s)] = program.arm_gate(sim, name, pes)
-            host_opens[(name, s)] |= opened_now
         starting: dict = {}  # PE -> the merged task names started there now
         for (name, s), started in armed.items():
             opened = host_opens.get((name, s), set())  # the gate's last count the host's

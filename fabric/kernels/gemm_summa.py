@@ -338,22 +338,19 @@ def _oriented(config, rect, m, k, n, dtype, colors, acc_dtype, with_c0, bank_awa
     """`build_gemm_summa` with orientation "cols" or "auto" (its docstring)."""
     args = dict(dtype=dtype, colors=colors, acc_dtype=acc_dtype, with_c0=with_c0,
                 bank_aware=bank_aware)
-    if orientation == "auto":
-        # either may not build: too few rows or columns of C for the tile, or its SRAM
-        built = []
-        for sizes in ((m, k, n), (n, k, m)):
-            try:
-                built.append(build_gemm_summa(config, rect, *sizes, **args))
-            except ValueError as exc:
-                built.append(exc)
-        rows, transposed = built
-        if isinstance(transposed, ValueError) or (
-                not isinstance(rows, ValueError) and rows.model_cycles <= transposed.model_cycles):
-            if isinstance(rows, ValueError):
-                raise rows
-            return rows
-    else:
+    if orientation == "cols":
         transposed = build_gemm_summa(config, rect, n, k, m, **args)
+    else:  # "auto": either may not build (C too small for the tile, or its SRAM)
+        try:
+            transposed = build_gemm_summa(config, rect, n, k, m, **args)
+        except ValueError:
+            return build_gemm_summa(config, rect, m, k, n, **args)  # or its error
+        try:
+            rows = build_gemm_summa(config, rect, m, k, n, **args)
+        except ValueError:
+            rows = None
+        if rows is not None and rows.model_cycles <= transposed.model_cycles:
+            return rows
     inner_load, inner_read = transposed.load, transposed.read
 
     def load(sim, values):

@@ -7,7 +7,8 @@ from frontend.zoo import MLP, Attention, Block, LeNet, TinyGPT
 
 CONFIG = FabricConfig.small(12, 12)  # one fabric for every frontend test (one compile)
 
-__all__ = ["CONFIG", "MLP", "Attention", "Block", "LeNet", "TinyGPT", "lenet_with_statistics"]
+__all__ = ["CONFIG", "MLP", "Attention", "Block", "LeNet", "TinyGPT", "lenet_with_statistics",
+           "words_apart"]
 
 
 def lenet_with_statistics() -> LeNet:
@@ -19,3 +20,14 @@ def lenet_with_statistics() -> LeNet:
         model.bn.running_mean.uniform_(-0.5, 0.5)
         model.bn.running_var.uniform_(0.5, 2.0)
     return model
+
+
+def words_apart(cm, xs) -> list[dict]:
+    """For each input x of `xs`, every stage's output words of a call `cm(x)`, its parts
+    run apart: what a stream of `xs` through the one fabric program must give, bit for
+    bit (`ProgramStream.same_words`)."""
+    apart = []
+    for x in xs:
+        cm(x)
+        apart.append({stage: dict(words) for stage, words in cm.last.words.items()})
+    return apart

@@ -20,6 +20,7 @@ from frontend.fan_out import (
     task_shortfall,
 )
 from frontend.model_program import build_model_program
+from tests.frontend.models import words_apart
 
 # 6 colors: the linear layer's PE starts a route to each of its 8 consumers, more than that
 FEW = FabricConfig.small(5, 5).replace(reserved_colors=tuple(range(6, 24)))
@@ -105,10 +106,7 @@ def test_a_relayed_model_runs_as_one_program(relayed):
     """The relays make it one fabric program: a call in it gives the words of the parts
     run apart, samples streamed by their data too."""
     xs = [torch.randn(4, 16) for _ in range(2)]
-    apart = []
-    for x in xs:
-        relayed(x)
-        apart.append({s: dict(w) for s, w in relayed.last.words.items()})
+    apart = words_apart(relayed, xs)
     run = relayed.one_program_stream([(x,) for x in xs], start="data")
     assert all(run.same_words(s, words) for s, words in enumerate(apart))
 

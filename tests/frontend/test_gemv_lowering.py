@@ -13,7 +13,7 @@ import torch
 import frontend
 from frontend import amp
 from frontend.zoo import MLP
-from tests.frontend.models import CONFIG
+from tests.frontend.models import CONFIG, words_apart
 
 
 class Head(torch.nn.Module):
@@ -99,10 +99,7 @@ def test_one_program_runs_gemv_stages():
     model = Head().eval()
     cm = frontend.compile(model, (torch.randn(1, 24),), config=CONFIG, colors="fit")
     xs = [torch.randn(1, 24) for _ in range(2)]
-    apart = []
-    for x in xs:
-        cm(x)
-        apart.append({s: dict(w) for s, w in cm.last.words.items()})
+    apart = words_apart(cm, xs)
     run = cm.one_program_stream([(x,) for x in xs], start="data")
     assert all(run.same_words(s, words) for s, words in enumerate(apart))
 
@@ -148,9 +145,6 @@ def test_transposed_tiles_in_the_one_program():
                           gemm_orientation="auto")
     assert any(p.kernel.info.get("orientation") == "cols" for p in cm.prepared)
     xs = [torch.randn(4, 16) for _ in range(2)]
-    apart = []
-    for x in xs:
-        cm(x)
-        apart.append({s: dict(w) for s, w in cm.last.words.items()})
+    apart = words_apart(cm, xs)
     run = cm.one_program_stream([(x,) for x in xs], start="data")
     assert all(run.same_words(s, words) for s, words in enumerate(apart))

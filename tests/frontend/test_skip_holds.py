@@ -12,16 +12,13 @@ from frontend.demo import DemoBlock
 from frontend.model_program import build_model_program
 from frontend.program_run import run_stream
 from frontend.skip_holds import hold_counts
+from tests.frontend.models import words_apart
 from tests.frontend.test_model_program import MLP, SMALL, Fan
 
 
 def _compiled(model, xs, config=SMALL, **kw):
     cm = frontend.compile(model().eval(), (xs[0],), config, mode="pipelined", **kw)
-    apart = []
-    for x in xs:
-        cm(x)
-        apart.append({stage: dict(words) for stage, words in cm.last.words.items()})
-    return cm, apart
+    return cm, words_apart(cm, xs)
 
 
 def test_holds_go_where_a_longer_path_joins():
