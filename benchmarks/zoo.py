@@ -37,6 +37,7 @@ from frontend.architectures import (  # noqa: E402
     output_tensor,
 )
 from frontend.lowering import GEMM_ORIENTATIONS  # noqa: E402
+from frontend.report import stage_rows  # noqa: E402
 from frontend.schedule import DEFAULT_MODE, MODES  # noqa: E402
 
 OUTPUT_TOL = 1e-4  # rtol and atol of the output against eager fp32, as the zoo test's
@@ -74,13 +75,25 @@ def measure(name: str, config: FabricConfig, mode: str, gemm_orientation: str = 
         want = output_tensor(model(*inputs))
     got = output_tensor(cm.outputs()).float()
     matches = bool(torch.allclose(got, want, rtol=OUTPUT_TOL, atol=OUTPUT_TOL))
-    return {**row, "status": "runs" if matches and all(r.ok for r in rows) else "differs",
+    return {**row, **_bottleneck(cm),
+            "status": "runs" if matches and all(r.ok for r in rows) else "differs",
             "cycles": cm.cycles, "period": cm.period, "pes_used": cm.placement.pes_used,
             "utilization": cm.utilization,
             "colors_needed": cm.colors.assignment.needed if cm.colors else None,
             "max_node_error": max(r.max_abs for r in rows),
             "output_error": float((got - want).abs().max()),
             "compile_s": compile_s, "simulate_s": simulate_s}
+
+
+def _bottleneck(cm) -> dict:
+    """What bounds the period: the stage (or the host link) of the slowest rate, its
+    kernel's simulated cycles and its rate (the kernel plus the moves it waits for,
+    `frontend.schedule`); a kernel far below its rate is a stage bound by its moves."""
+    neck = cm.timeline.bottleneck
+    stage = next((r for r in stage_rows(cm) if r["stage"] == neck), None)
+    return {"bottleneck": neck,
+            "bottleneck_kernel_cycles": stage["simulated"] if stage else 0,
+            "bottleneck_rate": stage["rate"] if stage else cm.timeline.host_rate}
 
 
 def main(argv=None) -> int:
@@ -114,12 +127,15 @@ def main(argv=None) -> int:
         if r["status"] in ("stops", "error", "too big"):
             stops.setdefault(r["stopped_by"], []).append(r["model"])
     columns = ["model", "family", "fabric", "status", "cycles", "period", "PEs", "util %",
-               "colors", "max node err", "output err", "compile s", "sim s"]
+               "colors", "bottleneck: kernel / rate", "max node err", "output err",
+               "compile s", "sim s"]
     table = [[r["model"], r["family"], r["fabric"], r["status"] if "cycles" in r else
               f"{r['status']}: {r['stopped_by']}", r.get("cycles", ""), r.get("period", ""),
               r.get("pes_used", ""),
               round(100 * r["utilization"], 3) if "utilization" in r else "",
               r.get("colors_needed") or "",
+              f"{r['bottleneck']}: {r['bottleneck_kernel_cycles']} / {r['bottleneck_rate']}"
+              if "bottleneck" in r else "",
               f"{r['max_node_error']:.1e}" if "max_node_error" in r else "",
               f"{r['output_error']:.1e}" if "output_error" in r else "",
               round(r["compile_s"], 1), round(r["simulate_s"], 1) if "simulate_s" in r
@@ -128,6 +144,11 @@ def main(argv=None) -> int:
                 f"fp32 (output within {OUTPUT_TOL:g}), {args.mode} mode"
                 + ("" if args.gemm_orientation == "rows" else
                    f", gemm_orientation {args.gemm_orientation!r}")]
+    bound = [r for r in runs if r["bottleneck_kernel_cycles"] < r["bottleneck_rate"] / 2]
+    if runs:
+        headline.append(f"period bound by moves (the bottleneck's kernel under half its rate):"
+                        f" {len(bound)} of {len(runs)}"
+                        + (f" ({', '.join(r['model'] for r in bound)})" if bound else ""))
     headline += [f"stopped by {op}: {', '.join(models)}" for op, models in
                  sorted(stops.items(), key=lambda kv: -len(kv[1]))]
     fabrics = sorted({r["fabric"] for r in results})
