@@ -53,6 +53,12 @@ def recv_op(m, run: Run, fmt: str):
     return lambda done: _convert(_mem(DST, run), fmt, inp, m.wire, done)
 
 
+def copy_op(to: Run, of: Run, fmt: str):
+    """The op copying destination words `of` into destination words `to`, both of format
+    `fmt` (an element the PE received once, into its other slots)."""
+    return lambda done: _convert(_mem(DST, to), fmt, _mem(DST, of), fmt, done)
+
+
 def local_ops(d: Run, d_fmt: str, s: Run, s_fmt: str) -> list:
     """The chain ops of one local run: one op, or h1 -> h2 through the fp32 scratch."""
     if not through_f32(s_fmt, d_fmt):

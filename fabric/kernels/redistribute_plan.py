@@ -11,7 +11,11 @@ to the PE sending least so far), then groups the moves:
   order (source or destination addresses) that needs fewer DSD ops; the sender reads them
   with memory DSDs straight into a fabric output ("send" chain), the receiver writes its
   fabric input into place ("recv" chain). Pairs of one source PE carrying the same source
-  words (a duplicated element set) are one multicast flow.
+  words (a duplicated element set) are one multicast flow. An element that a destination
+  PE holds in several slots of one format crosses the fabric once: its receive chain then
+  copies it into the other slots (`Move.copies`, memory to memory after the flow's
+  receives). A convolution's windows as rows (each input element in up to k h x k w rows,
+  most on one PE) so move about one word per element instead of one per slot.
 In the programs the source symbols are named "s_<name>" and the destination symbols
 "d_<name>", so the two maps may share names, PEs and rectangles.
 
@@ -96,24 +100,26 @@ def plan_redistribution(config: FabricConfig, src: WordMap, dst: WordMap,
     src_map, dst_map = src, dst
     window = (window_for(config, bounding_box(src.rect, dst.rect)) if windowed
               else whole_fabric(config))
-    local, pairs = _into_window(window, *_assign(src, dst))
+    local, pairs, copies = _into_window(window, *_assign(src, dst))
     src, dst = _inside(window, src), _inside(window, dst)  # the rounds' coordinates
     local_runs = {cell: split_best(items, joint=True)
                   for cell, items in local.items()}
     _check_sram(config, src, dst, max((_scratch_words(src, dst, runs)
                                        for runs in local_runs.values()), default=0))
-    moves = _color(_moves(pairs, src, dst, pack), palette)
+    moves = _color(_moves(pairs, src, dst, pack, copies), palette)
     if not moves and not local:  # dst holds no element
         return Redistribution(config, src_map, dst_map, [], 0, 0)
     n_rounds = max((m.round for m in moves), default=0) + 1
     rounds = [_round(window.config, src, dst, [m for m in moves if m.round == r],
                      local_runs if r == 0 else {}) for r in range(n_rounds)]
     return Redistribution(config, src_map, dst_map, rounds,
-                          local_words=sum(len(v) for v in local.values()),
+                          local_words=sum(len(v) for v in local.values())
+                          + sum(len(v) for v in copies.values()),
                           remote_words=sum(m.n * len(m.dsts) for m in moves), window=window)
 
 
-def _into_window(window: Window, local: dict, pairs: dict) -> tuple[dict, dict]:
+def _into_window(window: Window, local: dict, pairs: dict, copies: dict
+                 ) -> tuple[dict, dict, dict]:
     """`_assign`'s cells moved into the window's coordinates (orders kept)."""
     r0, c0 = window.corner
 
@@ -121,12 +127,15 @@ def _into_window(window: Window, local: dict, pairs: dict) -> tuple[dict, dict]:
         return cell[0] - r0, cell[1] - c0
 
     return ({at(c): v for c, v in local.items()},
-            {(at(s), at(d)): v for (s, d), v in pairs.items()})
+            {(at(s), at(d)): v for (s, d), v in pairs.items()},
+            {(at(s), at(d)): v for (s, d), v in copies.items()})
 
 
 def _assign(src: WordMap, dst: WordMap):
     """Source word of every dst word. Returns (local {cell: [((sym, w) dst, (sym, w) src)]},
-    pairs {(src cell, dst cell): [((sym, w) src, (sym, w) dst)]})."""
+    pairs {(src cell, dst cell): [((sym, w) src, (sym, w) dst)]}, copies {(src cell, dst
+    cell): [((sym, w) dst, (sym, w) dst)]}: a dst word whose element that pair already
+    brings to its PE, into a slot of the same format, copied there from that slot)."""
     # every src word holding an element, sorted by element
     rows, cols, syms, wds, els = [], [], [], [], []
     names = list(src.symbols)
@@ -147,7 +156,10 @@ def _assign(src: WordMap, dst: WordMap):
 
     local: dict = {}
     pairs: dict = {}
+    copies: dict = {}
     sent: dict = {}
+    # (dst cell, element, slot format) -> (its first remote slot there, the pair bringing it)
+    arrived: dict = {}
     for k, a in dst.symbols.items():
         r, c, w = np.nonzero(a >= 0)
         for dr, dc, dw in zip(r.tolist(), c.tolist(), w.tolist()):
@@ -164,12 +176,16 @@ def _assign(src: WordMap, dst: WordMap):
                     best, best_key = j, key
             s_cell = (int(r_all[best]), int(c_all[best]))
             s_word = (names[int(s_all[best])], int(w_all[best]))
+            first = arrived.get((cell, e, dst.dtypes[k]))
             if s_cell == cell:
                 local.setdefault(cell, []).append(((k, dw), s_word))
+            elif first is not None:
+                copies.setdefault(first[1], []).append(((k, dw), first[0]))
             else:
                 pairs.setdefault((s_cell, cell), []).append((s_word, (k, dw)))
                 sent[s_cell] = sent.get(s_cell, 0) + 1
-    return local, pairs
+                arrived[(cell, e, dst.dtypes[k])] = ((k, dw), (s_cell, cell))
+    return local, pairs, copies
 
 
 def _missing_message(src, dst, sym, cell, word, e):
@@ -218,10 +234,20 @@ def split_best(items, joint=False):
     return [r for (r,) in best[1][0]], [r for (r,) in best[1][1]]
 
 
-def _moves(pairs, src: WordMap, dst: WordMap, pack: bool) -> list[Move]:
+def _moves(pairs, src: WordMap, dst: WordMap, pack: bool, copies: dict) -> list[Move]:
     """One move per source PE and word sequence: pairs (src, dst) whose words are the same
     source words (a duplicated element set) become one multicast move. Each move's wire
-    format and packing follow the formats of its runs (`_wire`)."""
+    format and packing follow the formats of its runs (`_wire`); each pair's `copies`, in
+    joint runs, go with the move that brings their words."""
+    moves = _flows(pairs, src, dst, pack)
+    for m in moves:
+        m.copies = {d: split_best(copies[(m.src, d)], joint=True) for d in m.dsts
+                    if (m.src, d) in copies}
+    return moves
+
+
+def _flows(pairs, src: WordMap, dst: WordMap, pack: bool) -> list[Move]:
+    """`_moves` without the copies."""
     groups: dict = {}
     for (s, d), items in pairs.items():
         key = (s, tuple(sorted(a for a, _ in items)))

@@ -27,6 +27,7 @@ from fabric.kernels.layout import WordMap
 from fabric.kernels.redistribute_code import chain_cycles
 from fabric.kernels.redistribute_ops import (
     CHAINS,
+    copy_op,
     local_cycles,
     local_ops,
     recv_op,
@@ -60,6 +61,7 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
         for d, runs in m.recv.items():
             recv = chains.setdefault(d, {}).setdefault("recv", [])
             recv += [recv_op(m, run, dst.dtypes[run.symbol]) for run in runs]
+            recv += [copy_op(to, of, dst.dtypes[to.symbol]) for to, of in m.copies.get(d, ())]
     scratch = {}
     for cell, runs in local.items():
         chains.setdefault(cell, {})["local"] = [
@@ -73,7 +75,9 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
         e["send"] = e.get("send", 0) + m.wavelets
         for d in m.dsts:
             e = elems.setdefault(d, {})
-            e["recv"] = e.get("recv", 0) + m.wavelets
+            e["recv"] = e.get("recv", 0) + m.wavelets + sum(
+                local_cycles(config, to, dst.dtypes[to.symbol], of, dst.dtypes[of.symbol])
+                for to, of in m.copies.get(d, ()))
     for cell, runs in local.items():
         elems.setdefault(cell, {})["local"] = sum(
             local_cycles(config, d, dst.dtypes[d.symbol], s, src.dtypes[s.symbol])

@@ -38,6 +38,9 @@ class Move:
     recv: dict  # dst cell -> [Run] in its `d_` symbols
     wire: str = "f32"  # format of the values on the fabric: "f32" or a 16-bit dtype
     packed: bool = False  # two 16-bit values per wavelet
+    # dst cell -> [(dst Run, dst Run)]: copies there, after its receives, of words it
+    # brought into other slots holding the same elements (sent once per PE)
+    copies: dict = dataclasses.field(default_factory=dict)
 
     @property
     def hops(self) -> int:
