@@ -9,8 +9,9 @@ it whenever the op holding the datapath stalls (docs/engine.md, datapath).
 Cycle model (`model_cycles`, a lower bound), per round, L = hop latency:
     max( D_max + 1,  W_max + 1,  max over flows (n + h L + L + 2) )
 n: a flow's wavelets (its values, or ceil(n / 2) packed);
-D: a PE's datapath cycles (one wavelet per cycle per fabric op, local movs at the mov SIMD
-width of their format, conversions at the "cvt" width, capped by their row length), +1 for
+D: a PE's datapath cycles (one wavelet per cycle per fabric op, local movs and the copies
+after a flow's receives at the mov SIMD width of their format, conversions at the "cvt"
+width, capped by their row length), +1 for
 the task start in cycle 0; W: the busiest
 link's wavelets; the last term the exact cycles of each flow alone (docs/engine.md). The
 plan's total is the sum over rounds. `estimate_cycles` adds the chains' main-thread

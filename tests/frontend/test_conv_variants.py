@@ -8,6 +8,7 @@ weighted sums of the windows (one `rowdot` stage), other groups one GEMM per gro
 transposed convolution is a GEMM and the col2im sum (a `rowdot` of weight 1, or nothing
 when no two contributions meet and there is no bias)."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -128,3 +129,24 @@ def test_refused_variants_name_what_is_missing():
                        match="convolution_backward of a transposed convolution"):
         compile_training_step(up, (torch.randn(1, 1, 2, 2),), (torch.randn(1, 1, 4, 4),),
                               F.mse_loss, CONFIG)
+
+
+def test_a_depthwise_convolutions_windows_cross_once_per_element_and_pe():
+    """The windows of a 3 x 3 depthwise convolution hold each input element in up to 9
+    rows, most of them on one PE of its tile: the move brings each element to a PE once
+    and the PE copies it into its other slots (`fabric.kernels.redistribute`), so fewer
+    words cross the fabric than the windows have slots; the output as eager's."""
+    torch.manual_seed(0)
+    model = Pre(nn.Conv2d(4, 4, 3, padding=1, groups=4)).eval()
+    x = torch.randn(1, 4, 6, 6)
+    cm = frontend.compile(model, (x,), config=CONFIG)
+    torch.testing.assert_close(cm(x), model(x))
+    (conv,) = [p for p in cm.prepared if p.stage.kind == "rowdot"]
+    (source,) = conv.sources["x"]
+    slots = sum(int((a >= 0).sum()) for a in source.dst.symbols.values())
+    plan = source.plan
+    assert plan.remote_words + plan.local_words == slots
+    # every (PE, element) pair crosses at most once: no more words than the pairs
+    pairs = sum(len(np.unique(a[r, c][a[r, c] >= 0])) for a in source.dst.symbols.values()
+                for r in range(a.shape[0]) for c in range(a.shape[1]))
+    assert plan.remote_words <= pairs < slots
