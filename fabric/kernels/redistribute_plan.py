@@ -14,7 +14,7 @@ to the PE sending least so far), then groups the moves:
   words (a duplicated element set) are one multicast flow. An element that a destination
   PE holds in several slots of one format crosses the fabric once: its receive chain then
   copies it into the other slots (`Move.copies`, memory to memory after the flow's
-  receives). A convolution's windows as rows (each input element in up to k h x k w rows,
+  receives). A convolution's windows as rows (each input element in up to kh x kw rows,
   most on one PE) so move about one word per element instead of one per slot.
 In the programs the source symbols are named "s_<name>" and the destination symbols
 "d_<name>", so the two maps may share names, PEs and rectangles.
