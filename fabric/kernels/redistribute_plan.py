@@ -165,6 +165,11 @@ def _assign(src: WordMap, dst: WordMap):
         for dr, dc, dw in zip(r.tolist(), c.tolist(), w.tolist()):
             e = int(a[dr, dc, dw])
             cell = (dr + dst.rect.row, dc + dst.rect.col)
+            here = (cell, e, dst.dtypes[k])
+            if here in arrived:  # received there already, so no source word is on `cell`
+                first, pair = arrived[here]
+                copies.setdefault(pair, []).append(((k, dw), first))
+                continue
             if lo[e] == hi[e]:
                 raise ValueError(_missing_message(src, dst, k, cell, dw, e))
             best, best_key = None, None
@@ -176,15 +181,12 @@ def _assign(src: WordMap, dst: WordMap):
                     best, best_key = j, key
             s_cell = (int(r_all[best]), int(c_all[best]))
             s_word = (names[int(s_all[best])], int(w_all[best]))
-            first = arrived.get((cell, e, dst.dtypes[k]))
             if s_cell == cell:
                 local.setdefault(cell, []).append(((k, dw), s_word))
-            elif first is not None:
-                copies.setdefault(first[1], []).append(((k, dw), first[0]))
             else:
                 pairs.setdefault((s_cell, cell), []).append((s_word, (k, dw)))
                 sent[s_cell] = sent.get(s_cell, 0) + 1
-                arrived[(cell, e, dst.dtypes[k])] = ((k, dw), (s_cell, cell))
+                arrived[here] = ((k, dw), (s_cell, cell))
     return local, pairs, copies
 
 
