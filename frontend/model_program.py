@@ -40,11 +40,12 @@ words on the consumer's PEs, and relays (local copies) carry the words hold by h
 operand, so the move has more samples on its way than its two ends hold.
 
 Input buffers (`build_model_program(..., input_buffers=True)`, `InputBuffer`): each user
-input gets a hold on its kernel's PEs (part "i<j>h1", the operand's symbols) that the host
-writes, and a relay (part "i<j>relay1", local copies) that carries the words into the
-operand once the kernel is done with the sample before, its chains counting into the
-kernel's gate; so the host may write a sample's input while the kernel computes the one
-before (the host link in the stream, `frontend.program_run`, "Host I/O").
+input gets a hold on its kernel's PEs (part "i<j>h1": the operand's symbols, or its packed
+words where the operand holds an element in several slots of a PE, `frontend.host_writes`)
+that the host writes, and a relay (part "i<j>relay1", local copies) that carries the words
+into the operand's slots once the kernel is done with the sample before, its chains
+counting into the kernel's gate; so the host may write a sample's input while the kernel
+computes the one before (the host link in the stream, `frontend.program_run`, "Host I/O").
 
 Not in the program: an embedding's per-call gathers (their moves follow each call's
 indices; `frontend.compile(..., lookups="onehot")` looks the rows up on the fabric
@@ -84,7 +85,7 @@ from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
 from frontend.program_gates import HOST_ARM, Gate, gate_program, kernel_gates, launched
 from frontend.runtime import PreparedStage, Source, input_words
-from frontend.skip_holds import hold_counts, hold_map, hold_symbol, make_holds
+from frontend.skip_holds import Holds, hold_counts, hold_symbol, make_holds
 from frontend.sources import describe
 
 
@@ -107,9 +108,9 @@ class MovePart:
 @dataclasses.dataclass(frozen=True)
 class InputBuffer:
     """A second buffer for user input `tensor` into operand `operand` (its source `source`)
-    of stage `consumer`: the host writes part `hold` (the operand's words, `map` over its
-    symbols) and relay part `relay` copies them into the operand once the kernel is done
-    with the previous sample (`build_model_program(..., input_buffers=True)`)."""
+    of stage `consumer`: the host writes part `hold` (the operand's words or their packed
+    form, `map` over its symbols) and relay part `relay` copies them into the operand once
+    the kernel is done with the previous sample (`build_model_program(..., input_buffers=True)`)."""
 
     consumer: str
     operand: str
@@ -163,8 +164,8 @@ class ModelProgram:
     def writers(self) -> dict[str, list[tuple[Part, WordMap, Source, PreparedStage]]]:
         """{part whose arm the host writes user inputs at: [(the part written, its map
         of the words, the input's source, its stage)]}: a kernel, its inputs that have no
-        second buffer; an input buffer's relay, its input (into the buffer's hold, whose
-        symbols are the operand's under `hold_symbol` names)."""
+        second buffer; an input buffer's relay, its input (into the buffer's hold: the
+        operand's symbols under `hold_symbol` names, or the packed ones)."""
         buffered = {(b.consumer, b.operand, b.source): b for b in self.inputs}
         out: dict[str, list] = {}
         for p in self.prepared:
@@ -185,18 +186,16 @@ class ModelProgram:
         them) that part `name` of `writers` takes: into a kernel's operands, or an input
         buffer's hold."""
         for into, wmap, src, _ in self.writers.get(name, ()):
-            held = into.name not in self._stage_of  # an input buffer's hold
-            words = input_words(src, inputs)
+            words = input_words(wmap, inputs[src.tensor.name])
             write_words(sim, _renamed(wmap, into),
-                        {into.local(hold_symbol(1, k) if held else k): w
-                         for k, w in words.items()}, mapped_only=True)
+                        {into.local(k): w for k, w in words.items()}, mapped_only=True)
 
     def write_cycles(self, name: str) -> int:
         """Host-link cycles of one sample's writes at part `name`'s arm (`writers`),
         `fabric.host_io_cycles` of each input, as a call run apart charges them."""
         config = self.merged.program.config
-        return sum(host_io_cycles(config, p.rect, src.dst.widest_sram_words)
-                   for _, _, src, p in self.writers.get(name, ()))
+        return sum(host_io_cycles(config, p.rect, wmap.widest_sram_words)
+                   for _, wmap, _, p in self.writers.get(name, ()))
 
     def rearm(self, sim: Simulator, name: str) -> None:
         """Part `name` back as loaded, to run on another sample (`fabric.restore_part`):
@@ -387,9 +386,12 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
     counts = hold_counts(prepared) if holds == "auto" else dict(holds)
     held = {key: make_holds(config, *key, by_stage[key[0]].sources[key[1]][key[2]].dst, n)
             for key, n in counts.items() if n > 0}
-    # a user input's buffer is one hold, which the host writes instead of the move
-    held_inputs = {(p.stage.name, operand, i): make_holds(config, p.stage.name, operand, i,
-                                                          src.dst, 1)
+    # a user input's buffer is one hold, which the host writes instead of the move: its
+    # packed words, which the relay unpacks (`frontend.host_writes`), or the operand's
+    held_inputs = {(p.stage.name, operand, i): (
+                       Holds(p.stage.name, operand, i, (src.unpack.src,), (src.unpack,))
+                       if src.unpack is not None
+                       else make_holds(config, p.stage.name, operand, i, src.dst, 1))
                    for p in prepared for operand, sources in p.sources.items()
                    for i, src in enumerate(sources)
                    if src.plan is None and input_buffers}
@@ -509,7 +511,7 @@ def _input_buffer(hold, src: Source, kernel: Part, prefix: str, config, gates, g
     add_rounds([relay], plan, [{}], shared, gates.get(kernel.name),
                gate_entries.get(kernel.name))
     buffers.append(InputBuffer(hold.consumer, hold.operand, hold.source, src.tensor.name,
-                               into.name, relay, hold_map(src.dst, 1)))
+                               into.name, relay, hold.maps[0]))
     return relay
 
 

@@ -52,6 +52,7 @@ from fabric.kernels import (
 )
 from fabric.program import Rect
 from frontend.errors import PlacementError, StageRunError
+from frontend.host_writes import unpack_plan
 from frontend.sources import describe
 from frontend.stages import Operand, Stage
 from frontend.tables import MIN_TABLE_ROWS
@@ -62,11 +63,20 @@ from frontend.values import Tensor
 class Source:
     """The part of one runtime operand that one materialized tensor supplies: `dst` maps
     the operand's kernel words to that tensor's elements; `plan` moves them (None for a
-    user input, which the host writes)."""
+    user input, which the host writes). `unpack`: for a user input whose layout holds an
+    element in several slots of a PE (or leaves gaps), the PEs' copies from what the host
+    writes instead, each element once per PE (`frontend.host_writes`); None: the host
+    writes `dst` as it is."""
 
     tensor: Tensor
     dst: WordMap
     plan: Redistribution | None
+    unpack: Redistribution | None = None
+
+    @property
+    def written(self) -> WordMap:
+        """The map of what the host writes for a user input: packed, or `dst`."""
+        return self.unpack.src if self.unpack is not None else self.dst
 
 
 @dataclasses.dataclass
@@ -98,12 +108,20 @@ class PreparedStage:
 class Transfer:
     """One source of a stage's runtime operands in one call: `tensor` (a stage's output, a
     resident input, or a user input) came in `cycles`, over the mesh (`host` False) or
-    written by the host, into `words` 32-bit words per PE of the stage's tile (at most)."""
+    written by the host, into `words` 32-bit words per PE of the stage's tile (at most).
+    `local`: the last cycles of a host write, the PEs' copies unpacking it into the
+    operand's slots (`Source.unpack`), while the host link is free again."""
 
     tensor: str
     cycles: int
     host: bool
     words: int = 0
+    local: int = 0
+
+    @property
+    def link_cycles(self) -> int:
+        """Cycles it holds the host link (a host write's, less its unpacking)."""
+        return self.cycles - self.local
 
 
 @dataclasses.dataclass
@@ -173,7 +191,7 @@ def call_programs(prepared: list[PreparedStage]) -> list[Program]:
     wafer)."""
     programs = [(p.run_kernel or p.kernel).program for p in prepared]
     programs += [rnd.program for p in prepared for srcs in p.sources.values() for src in srcs
-                 if src.plan is not None for rnd in src.plan.rounds]
+                 for plan in (src.plan, src.unpack) if plan is not None for rnd in plan.rounds]
     return programs
 
 
@@ -215,10 +233,10 @@ def sources_of(index: torch.Tensor, dst: WordMap, tensors: dict[str, Tensor],
         m = _relabel(dst, gids, t)
         if m is None:
             continue
-        plan = None
         if t.kind == "stage":
-            plan = plan_redistribution(config, prepared[t.name].out_map, m)
-        out.append(Source(t, m, plan))
+            out.append(Source(t, m, plan_redistribution(config, prepared[t.name].out_map, m)))
+        else:  # a user input (or one made resident later, `CompiledModel.make_resident`)
+            out.append(Source(t, m, None, unpack_plan(config, m)))
     return out
 
 
@@ -227,13 +245,12 @@ def _inside(window: Window, m: WordMap) -> WordMap:
     return m.at(window.inner(m.rect))
 
 
-def input_words(src: Source, inputs: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
-    """The words of user input `src.tensor` in its destination's layout (`src.dst`): floats
-    as fp32, integers (token ids) as int32, as the host writes them."""
-    values = inputs[src.tensor.name].detach().contiguous()
-    return src.dst.to_words(values.to(torch.float32).numpy()
-                            if values.dtype.is_floating_point
-                            else values.to(torch.int32).numpy())
+def input_words(wmap: WordMap, value: torch.Tensor) -> dict[str, np.ndarray]:
+    """The words of user input `value` in layout `wmap`: floats as fp32, integers (token
+    ids) as int32, as the host writes them."""
+    values = value.detach().contiguous()
+    return wmap.to_words(values.to(torch.float32).numpy() if values.dtype.is_floating_point
+                         else values.to(torch.int32).numpy())
 
 
 class Execution:
@@ -284,10 +301,15 @@ class Execution:
             sources = (self._gather_sources(p, op) if op.gather is not None
                        else p.sources.get(op.name, []))
             for src in sources:
+                local = 0
                 if src.plan is None:  # a user input: the host writes it
-                    words = input_words(src, self.inputs)
-                    cycles = host_io_cycles(self.config, p.rect, src.dst.widest_sram_words)
+                    words = input_words(src.written, self.inputs[src.tensor.name])
+                    cycles = host_io_cycles(self.config, p.rect, src.written.widest_sram_words)
                     host += cycles
+                    if src.unpack is not None:  # and its PEs copy it into its slots
+                        words, local, _ = self._plan(src.unpack).run(
+                            words, min_table_rows=self.rows)
+                        cycles += local
                 else:
                     plan = self._plan(src.plan)
                     words, cycles, _ = plan.run(self.words[src.tensor.name],
@@ -295,7 +317,7 @@ class Execution:
                     move += cycles
                     moved += plan.remote_words + plan.local_words
                 transfers.append(Transfer(src.tensor.name, cycles, src.plan is None,
-                                          src.dst.widest_sram_words))
+                                          src.dst.widest_sram_words, local))
                 write_words(sim, _inside(window, src.dst), words, mapped_only=True)
         kernel.launch(sim)
         stats = sim.run(max_cycles=max_cycles, progress=False) if p.stage.kind != "resident" \

@@ -24,8 +24,9 @@ each with its exact cycles. A mode says how those parts follow one another in ti
     (more than one where the free SRAM holds them, as for operands: the kernel then
     writes sample b + 1 while sample b's output is still moving out);
   * the host's writes of user inputs go one at a time over the host link, each when its
-    stage's operand is free; the host's reads of the outputs likewise, on the other
-    direction of the link;
+    stage's operand is free (a packed write's unpacking on the PEs after it,
+    `frontend.host_writes`, off the link); the host's reads of the outputs likewise, on
+    the other direction of the link;
   * resident inputs (weights the tiles hold) are there from the start; their load happens
     once, before the first sample, and counts apart.
   What the timeline does not simulate: parts that overlap in time are simulated apart, so
@@ -204,9 +205,9 @@ def _pipelined(calls, read_cycles, buffers):
             for t, depth in zip(r.transfers, buffers[r.name]):
                 # the buffer it fills held sample b - depth, read by that sample's run
                 operands_free = out[b - depth][r.name].run.end if b >= depth else 0
-                if t.host:
+                if t.host:  # the link is free again once the PEs unpack its words
                     start = max(write_free, operands_free)
-                    write_free = start + t.cycles
+                    write_free = start + t.link_cycles
                 elif t.tensor in spans:  # a stage's output of this sample
                     producer = spans[t.tensor]
                     start = max(producer.run.end, operands_free)
@@ -258,5 +259,5 @@ def _rates(results: Sequence[StageResult], read_cycles: Mapping[str, int],
 
 
 def _host_rate(results: Sequence[StageResult], read_cycles: Mapping[str, int]) -> int:
-    writes = sum(t.cycles for r in results for t in r.transfers if t.host)
+    writes = sum(t.link_cycles for r in results for t in r.transfers if t.host)
     return max(writes, sum(read_cycles.values()))

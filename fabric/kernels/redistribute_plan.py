@@ -4,7 +4,8 @@ colors and rounds.
 
 `plan_redistribution(config, src, dst)` gives every destination word a source word
 holding its element (the same PE if it has one, else the nearest PE holding it; ties go
-to the PE sending least so far), then groups the moves:
+to a word of the destination's format, else a 32-bit one, then to the PE sending least so
+far), then groups the moves:
 - words staying on a PE: local memory-to-memory movs (`split_runs` joint runs, 2D when the
   addresses allow), on the "local" chain;
 - words crossing PEs: one flow per (source PE, destination PE) pair, its words in the
@@ -139,6 +140,7 @@ def _assign(src: WordMap, dst: WordMap):
     # every src word holding an element, sorted by element
     rows, cols, syms, wds, els = [], [], [], [], []
     names = list(src.symbols)
+    formats = [src.dtypes[n] for n in names]
     for i, a in enumerate(src.symbols.values()):
         r, c, w = np.nonzero(a >= 0)
         rows.append(r + src.rect.row)
@@ -176,7 +178,11 @@ def _assign(src: WordMap, dst: WordMap):
             for j in range(lo[e], hi[e]):
                 s_cell = (int(r_all[j]), int(c_all[j]))
                 dist = abs(s_cell[0] - cell[0]) + abs(s_cell[1] - cell[1])
-                key = (dist, (s_cell, cell) not in pairs, sent.get(s_cell, 0), j)
+                # at one distance, a word of the dst slot's format (no conversion), else a
+                # 32-bit one (converted from the value itself, not from a rounding of it)
+                fmt = formats[int(s_all[j])]
+                fit = 0 if fmt == dst.dtypes[k] else 1 if fmt == "f32" else 2
+                key = (dist, fit, (s_cell, cell) not in pairs, sent.get(s_cell, 0), j)
                 if best_key is None or key < best_key:
                     best, best_key = j, key
             s_cell = (int(r_all[best]), int(c_all[best]))

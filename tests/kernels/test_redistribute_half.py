@@ -112,6 +112,24 @@ def test_local_h1_to_h2_through_scratch():
     assert plan.remote_words == 0 and plan.local_words == 72 and cycles > 0
 
 
+def test_a_source_word_of_the_destinations_format_goes_before_another_as_near():
+    """Each element on the same PE twice, in a bf16 symbol and an fp32 one: the fp32 slots
+    take the fp32 words (the value itself), the bf16 slots the bf16 words, exactly;
+    reading the bf16 copy into an fp32 slot would lose the low mantissa bits."""
+    h = tiling(SRC_RECT, 3, 1, "bf16", "h")
+    f = tiling(SRC_RECT, 3, 1, "f32", "f")
+    src = WordMap(SHAPE, SRC_RECT, {**h.symbols, **f.symbols}, {"h": "bf16"})
+    dst = WordMap(SHAPE, SRC_RECT, {"a": tiling(SRC_RECT, 2, 0, "f32").symbols["a"],
+                                    "b": tiling(SRC_RECT, 4, 0, "bf16").symbols["a"]},
+                  {"b": "bf16"})
+    x = np.random.default_rng(4).standard_normal(SHAPE).astype(np.float32) * np.float32(300)
+    plan = plan_redistribution(CONFIG, src, dst)
+    words, _, _ = plan.run(src.to_words(x), min_table_rows=FLOOR)
+    want = dst.to_words(x)
+    for k in want:
+        np.testing.assert_array_equal(words[k], want[k], err_msg=f"dst symbol {k!r}")
+
+
 def test_bad_source_words_are_named():
     src = tiling(SRC_RECT, 3, 1, "f16")
     plan = plan_redistribution(CONFIG, src, tiling(DST_RECT, 4, 1, "f32"))
