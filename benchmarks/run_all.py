@@ -43,7 +43,7 @@ class Benchmark:
 REGISTRY = (
     Benchmark("engine_speed", quick=("--grid", "32", "--cycles", "200"),
               full=("--grid", "128", "--cycles", "2000")),
-    Benchmark("kernels", quick=("--quick",)),
+    Benchmark("kernel_cycles", quick=("--quick",)),
     Benchmark("fabric_fidelity"),  # one fixed set of small cases: nothing to shorten
     Benchmark("models", quick=("--quick",)),
     Benchmark("training", quick=("--quick",)),

@@ -49,7 +49,7 @@ UNVERIFIED_FIELDS = {"wse3": frozenset({"usable", "clock"})}
 # Benchmark scripts and the arguments that keep each one short under --quick.
 BENCHMARKS = {
     "engine_speed": ["--grid", "32", "--cycles", "200"],
-    "kernels": ["--quick"],
+    "kernel_cycles": ["--quick"],
     "fabric_fidelity": [],  # one fixed size: nothing to shorten
     "models": ["--quick"],
     "training": ["--quick"],

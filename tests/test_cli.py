@@ -292,17 +292,17 @@ def test_bench_commands_and_status(tmp_path, monkeypatch, capsys):
 
     def fake_run(cmd, **kwargs):
         calls.append(cmd)
-        code = 3 if cmd[1].endswith("kernels.py") else 0
+        code = 3 if cmd[1].endswith("kernel_cycles.py") else 0
         return subprocess.CompletedProcess(cmd, code, stdout="", stderr="boom\n")
 
     monkeypatch.setattr(cli, "benchmarks_dir", lambda: bench)
     monkeypatch.setattr(cli.subprocess, "run", fake_run)
-    assert cli.main(["bench", "--quick", "--only", "engine_speed", "kernels"]) == 1
+    assert cli.main(["bench", "--quick", "--only", "engine_speed", "kernel_cycles"]) == 1
     out = capsys.readouterr().out
-    assert [Path(c[1]).name for c in calls] == ["engine_speed.py", "kernels.py"]
+    assert [Path(c[1]).name for c in calls] == ["engine_speed.py", "kernel_cycles.py"]
     assert calls[0][-4:] == ["--grid", "32", "--cycles", "200"]
     assert calls[1][-1] == "--quick"
-    assert str(bench / "results" / "quick" / "kernels.json") in calls[1]
+    assert str(bench / "results" / "quick" / "kernel_cycles.json") in calls[1]
     assert "engine_speed" in out and "ok" in out
     assert "FAILED (exit 3)" in out and "boom" in out
 

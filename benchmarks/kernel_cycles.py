@@ -20,7 +20,7 @@ Every kernel runs on one 8 x 8 fabric (one engine compile per table bucket), on 
 rectangle. Kernel modules that are missing, or whose builders fail, are listed under
 "skipped" with the reason.
 
-    python benchmarks/kernels.py --quick --json benchmarks/results/kernels.json
+    python benchmarks/kernel_cycles.py --quick --json benchmarks/results/kernel_cycles.json
 
 writes the JSON and, next to it, a PNG (cycles against model per kernel, and the GEMM
 efficiencies). --quick keeps a few sizes per kernel, the 8 x 8 GEMMs at M = N = K = 128
@@ -316,7 +316,7 @@ def plot(rows: list, path: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few sizes per kernel")
-    parser.add_argument("--json", default="benchmarks/results/kernels.json")
+    parser.add_argument("--json", default="benchmarks/results/kernel_cycles.json")
     parser.add_argument("--only", default="", help="comma-separated kernel names to run")
     parser.add_argument("--repeats", type=int, default=None,
                         help="timed runs per kernel, median kept (default 3; 1 with --quick)")
@@ -354,7 +354,7 @@ def main(argv=None) -> int:
     pngs = [str(out.with_suffix(".png"))] if rows else []
     if rows:
         plot(rows, out.with_suffix(".png"))
-    write_json(out, {"benchmark": "kernels", "fabric": FABRIC.name, "quick": args.quick,
+    write_json(out, {"benchmark": "kernel_cycles", "fabric": FABRIC.name, "quick": args.quick,
                      "repeats": repeats, "total_wall_s": round(total, 1), "rows": rows,
                      "skipped": skipped, "headline": headline(rows, skipped),
                      "table": table(rows), "pngs": pngs})
