@@ -7,7 +7,8 @@ holding its element (the same PE if it has one, else the nearest PE holding it; 
 to a word of the destination's format, else a 32-bit one, then to the PE sending least so
 far), then groups the moves:
 - words staying on a PE: local memory-to-memory movs (`split_runs` joint runs, 2D when the
-  addresses allow), on the "local" chain;
+  addresses allow; ordered by source address, by destination address, or grouped by the
+  offset between the two, whichever needs fewest ops), on the "local" chain;
 - words crossing PEs: one flow per (source PE, destination PE) pair, its words in the
   order (source or destination addresses) that needs fewer DSD ops; the sender reads them
   with memory DSDs straight into a fabric output ("send" chain), the receiver writes its
@@ -15,8 +16,10 @@ far), then groups the moves:
   words (a duplicated element set) are one multicast flow. An element that a destination
   PE holds in several slots of one format crosses the fabric once: its receive chain then
   copies it into the other slots (`Move.copies`, memory to memory after the flow's
-  receives). A convolution's windows as rows (each input element in up to kh x kw rows,
-  most on one PE) so move about one word per element instead of one per slot.
+  receives, in joint runs ordered as local movs are: a window's copies repeat a few
+  offsets at the window's stride). A convolution's windows as rows (each input element
+  in up to kh x kw rows, most on one PE) so move about one word per element instead of
+  one per slot.
 In the programs the source symbols are named "s_<name>" and the destination symbols
 "d_<name>", so the two maps may share names, PEs and rectangles.
 
@@ -224,11 +227,16 @@ def _check_sram(config, src, dst, scratch: int = 0):
 
 def split_best(items, joint=False):
     """Runs of a pair sequence [(a, b)] ordered by a or by b, whichever needs fewer ops
-    (sends + receives, or joint local runs). Returns [(Run a, Run b)] when `joint`, else
-    (runs of a, runs of b)."""
+    (sends + receives, or joint local runs; joint, also grouped by the two symbols and the
+    offset from a's address to b's, then by a: a window's slots copied from the slots
+    where their elements arrived repeat a few offsets at a constant stride). Returns
+    [(Run a, Run b)] when `joint`, else (runs of a, runs of b)."""
     best = None
-    for key in (0, 1):
-        seq = sorted(items, key=lambda it: it[key])
+    orders = [lambda it: it[0], lambda it: it[1]]
+    if joint:
+        orders.append(lambda it: (it[0][0], it[1][0], it[1][1] - it[0][1], it[0][1]))
+    for key in orders:
+        seq = sorted(items, key=key)
         if joint:
             runs = split_runs(seq)
             cost = len(runs)

@@ -56,3 +56,23 @@ def test_copies_keep_a_16_bit_format_and_formats_apart_cross_twice():
     mixed = WordMap((N,), Rect(2, 3, 2, 1), {"a": rows, "b": rows}, {"b": "bf16"})
     both = plan_redistribution(CONFIG, _source(), mixed)
     assert both.remote_words == 52 and both.local_words == 2 * 40
+
+
+def test_a_2d_windows_copies_go_in_runs_of_one_address_offset():
+    """3 x 3 windows (padding 1) of a 6 x 8 image as rows, 24 pixels per PE: a slot and the
+    slot its element arrived in lie a few offsets apart, each repeated at the window's
+    stride, so the receiver's copies grouped by offset take 23 ops per PE over its two
+    flows (37 ordered by either address alone), every word as numpy's indexing puts it."""
+    h, w = 6, 8
+    pad = np.full((h + 2, w + 2), -1)
+    pad[1:-1, 1:-1] = np.arange(h * w).reshape(h, w)
+    rows = np.stack([pad[i:i + 3, j:j + 3].reshape(-1) for i in range(h) for j in range(w)])
+    dst = WordMap((h, w), Rect(2, 3, 2, 1), {"w": rows.reshape(2, 1, -1)})  # (48, 9) rows
+    src = WordMap((h, w), Rect(0, 0, 1, 2), {"x": np.arange(h * w).reshape(1, 2, -1)})
+    x = np.random.default_rng(2).standard_normal((h, w)).astype(np.float32)
+    plan, _, _ = move(src, dst, x, block=False)
+    ops = {d: 0 for d in ((2, 3), (3, 3))}
+    for m in (m for r in plan.rounds for m in r.moves):
+        for d, runs in m.copies.items():
+            ops[plan.window_to_fabric(d)] += len(runs)
+    assert max(ops.values()) <= 23, ops
