@@ -23,6 +23,7 @@ from fabric.program import Rect
 from frontend.balance import PERIOD_SHARE, balance_cycles, flatter_starts, stage_cycles
 from frontend.companions import Groups, companion_groups
 from frontend.errors import PlacementError
+from frontend.move_bounds import edge_words, rate_bound
 from frontend.stages import Stage
 from frontend.tile_shapes import kernel_fit, min_pes, model_cycles, pack, summa_colors, tile_shape
 
@@ -76,7 +77,9 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
             no spare PEs give smaller tiles, whose routes need fewer colors). stack: an
             elementwise stage that reads its producer's whole output takes the producer's
             tile shape, right below it, so the move between them takes one color
-            (`frontend.companions`), where the kernels take it and the tiles still pack.
+            (`frontend.companions`), where the kernels take it, the tiles still pack and
+            the slowest stage, its kernel or the moves into it (`frontend.move_bounds`),
+            is no slower than without.
     Raises ValueError for another `balance`, PlacementError when the stages do not fit."""
     if balance not in OBJECTIVES:
         raise ValueError(f"balance must be one of {', '.join(map(repr, OBJECTIVES))}; "
@@ -90,10 +93,14 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
         if shapes is not None and riders.roots:
             stacked = balance_cycles(stages, config, period_share=period_share, spare=spare,
                                      groups=riders)
-            # riders take PEs their roots' steps must pay for: kept at no cost in rate
-            if stacked is not None and _period(stages, stacked, config) <= _period(
-                    stages, shapes, config):
-                shapes, groups = stacked, riders
+            # riders take PEs their roots' steps must pay for: kept at no cost in rate,
+            # the moves into each stage weighed beside its kernel (a rider's move is a
+            # translation; the same stage on a tile of its own may wait on one link)
+            if stacked is not None:
+                words = edge_words(stages, edges)
+                if _rate(stages, stacked, riders, words) <= _rate(stages, shapes, groups,
+                                                                   words):
+                    shapes, groups = stacked, riders
     else:
         shapes = _work_shapes(stages, config)
     if shapes is None:
@@ -105,9 +112,14 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
                      {stages[r].name: stages[root].name for r, root in groups.roots.items()})
 
 
-def _period(stages: list[Stage], shapes: list[tuple[int, int]], config: FabricConfig) -> int:
-    """The largest cycles the balance weighs over the stages on `shapes`."""
-    return max(stage_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes))
+def _rate(stages: list[Stage], shapes: list[tuple[int, int]], groups: Groups,
+          words: dict[tuple[str, str], int]) -> int:
+    """The slowest stage's cycles per sample at least on `shapes` packed as `groups` packs
+    them: the cycles the balance weighs per stage, or a move into it (`rate_bound`)."""
+    rects = groups.rects(shapes)
+    return rate_bound({s.name: stage_cycles(s, shape, groups.config) or 0
+                       for s, shape in zip(stages, shapes)},
+                      {s.name: r for s, r in zip(stages, rects)}, words)
 
 
 def _work_shapes(stages: list[Stage], config: FabricConfig) -> list[tuple[int, int]] | None:

@@ -31,6 +31,7 @@ from fabric.kernels import build_compare
 from frontend.lowering.common import (
     as2d,
     binary,
+    column_blocks,
     constant,
     gather_rows,
     gemm,
@@ -91,8 +92,14 @@ def one_hot_lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
     hits = Ref(rows.index[:, dim])
     poison = map_(low, map_(low, map_(low, hits, "add", -1.0, (tokens,)), "mul", 3e38,
                             (tokens,)), "mul", 4.0, (tokens,))
-    out = binary(low, Ref(rows.index[:, :dim]), Ref(poison.index[:, None]), "add",
-                 (tokens, dim))
+    if column_blocks(low, [rows], (tokens, dim + 1)) is None:
+        out = binary(low, Ref(rows.index[:, :dim]), Ref(poison.index[:, None]), "add",
+                     (tokens, dim))
+    else:  # the product cut into column blocks: the add over all of them, the hit counts
+        # too (then dropped), so that each block's add reads its GEMM's whole output and
+        # rides below it
+        out = Ref(binary(low, rows, Ref(poison.index[:, None]), "add",
+                         (tokens, dim + 1)).index[:, :dim])
     return Ref(out.index.reshape(*indices.shape, dim))
 
 

@@ -10,9 +10,11 @@ import torch
 import frontend
 from fabric import FabricConfig, Rect
 from frontend import gemm_split
+from frontend.architectures import build, fabric_config
 from frontend.companions import Groups, companion_groups, pack_groups, riders
 from frontend.graph_colors import graph_colors
 from frontend.lowering import common
+from frontend.move_bounds import edge_words, rate_bound
 from frontend.placement import place
 from frontend.runtime import prepare
 from tests.frontend.models import CONFIG, MLP, TinyGPT, lenet_with_statistics
@@ -103,6 +105,28 @@ def test_riders_that_would_slow_the_pipeline_stay_apart(bank_aware, monkeypatch)
         assert cm.placement.riders and cm.placement.rects != plain.rects
     else:
         assert not cm.placement.riders and cm.placement.rects == plain.rects
+
+
+def test_blocks_ride_where_the_moves_beside_them_would_bound_the_rate():
+    """Mixtral's expert weights, picked by a one-hot product cut into column blocks: each
+    block's add rides below its block. Balanced apart, the kernels alone would be faster,
+    but each add then sits beside its block and takes its words over a few links: with
+    the moves weighed (`frontend.move_bounds`), apart is the slower."""
+    pytest.importorskip("transformers")
+    model, inputs = build("mixtral")
+    config = fabric_config("mixtral")
+    cm = frontend.compile(model, inputs, config=config)
+    stages = cm.lowered.stages
+    adds = [s.name for s in stages if s.node.name == "index_4" and s.kind == "elementwise"
+            and s.name.startswith("index_4_add")]
+    assert len(adds) > 1
+    assert [cm.placement.riders[a] for a in adds] == [f"index_4_onehot_n{i}"
+                                                      for i in range(len(adds))]
+    plain = place(stages, config, cm.edges, balance="cycles", stack=False)
+    assert max(plain.predicted.values()) < max(cm.placement.predicted.values())
+    words = edge_words(stages, cm.edges)
+    assert rate_bound(plain.predicted, plain.rects, words) > rate_bound(
+        cm.placement.predicted, cm.placement.rects, words)
 
 
 def test_groups_stack_riders_under_their_root_in_graph_order():

@@ -8,7 +8,9 @@ import torch
 import frontend
 from fabric import FabricConfig
 from frontend.gemm_split import MIN_SAVING, best_tile, column_parts
+from frontend.lowering.common import column_blocks
 from frontend.tile_shapes import summa_tile_colors
+from frontend.values import Const, Ref, Tensor
 
 WIDE = FabricConfig.small(20, 20)  # wide enough for a color-bound SUMMA tile (R + C = 20)
 
@@ -38,14 +40,21 @@ def test_small_gemm_not_split():
     assert column_parts(WIDE)(32, 16, 32) == 1
 
 
-def test_split_linear_matches_eager_and_sequential():
+@pytest.fixture(scope="module")
+def split_linear():
+    """(model, x, its pipelined compile): a linear layer between two ReLUs on WIDE."""
     torch.manual_seed(0)
     # the ReLU first: A reaches the parts by moves from its tile, which run at once (the
     # host would write an input into each part's tile in turn on its one link)
     model = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU())
     model.eval()
     x = torch.randn(32, 64)
-    piped = frontend.compile(model, (x,), config=WIDE, mode="pipelined", colors="report")
+    return model, x, frontend.compile(model, (x,), config=WIDE, mode="pipelined",
+                                      colors="report")
+
+
+def test_split_linear_matches_eager_and_sequential(split_linear):
+    model, x, piped = split_linear
     names = [s.name for s in piped.lowered.stages if s.kind == "gemm_summa"]
     parts = column_parts(WIDE)(32, 64, 64)  # 3 under the bank read-pair rule
     assert parts > 1 and names == [f"addmm_n{i}" for i in range(parts)]
@@ -82,3 +91,52 @@ def test_split_linear_in_mixed_precision():
     assert {s.dtype for s in blocks} == {"f16"}
     rows = cm.validate(x)
     assert rows and all(r.ok for r in rows)
+
+
+def test_an_elementwise_op_after_a_split_gemm_runs_per_block_below_each_part():
+    """The ReLU after a wide linear layer cut into column blocks: one stage per block, each
+    reading its part's whole output and riding below it (one translation each, not a
+    relayout of every block into one tile); one stage in sequential mode, where nothing
+    is split."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(16, 1024), torch.nn.ReLU())
+    model.eval()
+    x = torch.randn(4, 16)
+    piped = frontend.compile(model, (x,), config=WIDE, mode="pipelined", colors="report")
+    parts = column_parts(WIDE)(4, 16, 1024)
+    relus = [s for s in piped.lowered.stages if s.node.name == "relu_1"]
+    assert parts > 1 and len(relus) == parts
+    for i, s in enumerate(relus):
+        assert piped.lowered.tensors[f"addmm_n{i}"].in_order(s.operands[0].index)
+        assert piped.placement.riders[s.name] == f"addmm_n{i}"
+    seq = frontend.compile(model, (x,), config=WIDE, mode="sequential")
+    assert len([s for s in seq.lowered.stages if s.node.name == "relu_1"]) == 1
+    with torch.no_grad():
+        torch.testing.assert_close(piped(x), model(x))
+    assert all(r.ok for r in piped.validate(x))
+
+
+class _Lowered:
+    """The one field `column_blocks` reads of a lowering: its tensors, by owner."""
+
+    def __init__(self, *tensors):
+        self.tensors = tensors
+
+    def owner(self, gid):
+        return next(t for t in self.tensors if t.base <= gid < t.base + t.numel)
+
+
+def test_column_blocks_are_whole_outputs_of_distinct_stages_side_by_side():
+    a, b = Tensor("a", 0, (4, 3), "stage"), Tensor("b", 12, (4, 2), "stage")
+    low = _Lowered(a, b, Tensor("x", 20, (4, 5), "input"), Tensor("v", 40, (4, 1), "stage"))
+    side = Ref(torch.cat([a.ref().index, b.ref().index], 1))
+    assert column_blocks(low, [side], (4, 5)) == [(0, 3), (3, 2)]
+    # the first value that has blocks gives them; a constant has none
+    assert column_blocks(low, [Const(torch.zeros(4, 5)), side], (4, 5)) == [(0, 3), (3, 2)]
+    assert column_blocks(low, [low.tensors[2].ref()], (4, 5)) is None  # a user input
+    assert column_blocks(low, [Ref(side.index[:, :4])], (4, 4)) is None  # b cut short
+    swapped = Ref(torch.cat([a.ref().index.reshape(3, 4).T, b.ref().index], 1))
+    assert column_blocks(low, [swapped], (4, 5)) is None  # a's elements out of order
+    # one stage's column broadcast over 5 columns: not side by side
+    assert column_blocks(low, [Ref(low.tensors[3].ref().index.expand(4, 5))], (4, 5)) is None
+    assert column_blocks(low, [Ref(a.ref().index)], (4, 3)) is None  # one block
