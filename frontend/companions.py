@@ -26,12 +26,15 @@ import dataclasses
 from collections.abc import Sequence
 
 from fabric.config import FabricConfig
+from fabric.kernels import UNARY_WORDS
 from fabric.program import Rect
 from frontend.stages import Stage
 from frontend.tile_shapes import kernel_fit, pack
 
 # kernels whose output element i depends on input element i alone, in blocks over the tile
-LAYOUT_FREE = frozenset({"map", "elementwise", "unary"})
+# (`Blocks.of`): maps, binary ops, gelu, the unary functions, maximum / minimum / leaky_relu
+LAYOUT_FREE = frozenset({"map", "elementwise", "gelu", "gelu_erf", *UNARY_WORDS,
+                         "maximum", "minimum", "leaky_relu"})
 # kernels whose output blocks a rider's match: rows over the tile's rows, columns over its
 # columns (a chain rooted at an elementwise stage fed by a relayout gains no matched move)
 ROOT_KINDS = frozenset({"gemm_summa"})
@@ -96,9 +99,11 @@ class Groups:
         return pack_groups(self.stages, tied, names, self.config)
 
 
-def companion_groups(stages: Sequence[Stage], config: FabricConfig) -> Groups:
+def companion_groups(stages: Sequence[Stage], config: FabricConfig,
+                     apart: frozenset[str] = frozenset()) -> Groups:
     """Every rider of `stages` tied to a root: in graph order, an elementwise stage rides
-    the first of its hosts (`riders`) that is a GEMM or rides one, joining its group."""
+    the first of its hosts (`riders`) that is a GEMM or rides one, joining its group.
+    `apart`: stages that ride nothing (nor do the stages that would ride them alone)."""
     index = {s.name: i for i, s in enumerate(stages)}
     hosts = riders(stages)
     root_of: dict[str, str] = {}  # a group's members -> its root (a root: itself)
@@ -106,6 +111,8 @@ def companion_groups(stages: Sequence[Stage], config: FabricConfig) -> Groups:
     for s in stages:
         if s.kind in ROOT_KINDS:
             root_of[s.name] = s.name
+            continue
+        if s.name in apart:
             continue
         host = next((h for h in hosts.get(s.name, ()) if h in root_of), None)
         if host is not None:

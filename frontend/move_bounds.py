@@ -63,12 +63,18 @@ def edge_words(stages: Iterable[Stage], edges: Iterable[tuple[str, str]]
     return out
 
 
-def rate_bound(predicted: Mapping[str, int], rects: Mapping[str, Rect],
-               words: Mapping[tuple[str, str], int]) -> int:
-    """The slowest stage's cycles per sample at least: per stage, its kernel's
-    `predicted` cycles or the bound of a move into it (`move_bound`), the larger."""
+def stage_bounds(predicted: Mapping[str, int], rects: Mapping[str, Rect],
+                 words: Mapping[tuple[str, str], int]) -> dict[str, int]:
+    """{stage: its cycles per sample at least}: its kernel's `predicted` cycles or the
+    bound of a move into it (`move_bound`; `words` from `edge_words`), the larger."""
     rate = dict(predicted)
     for (producer, consumer), n in words.items():
         rate[consumer] = max(rate.get(consumer, 0),
                              move_bound(rects[producer], rects[consumer], n))
-    return max(rate.values(), default=0)
+    return rate
+
+
+def rate_bound(predicted: Mapping[str, int], rects: Mapping[str, Rect],
+               words: Mapping[tuple[str, str], int]) -> int:
+    """The slowest stage's cycles per sample at least (`stage_bounds`)."""
+    return max(stage_bounds(predicted, rects, words).values(), default=0)

@@ -151,14 +151,18 @@ def column_blocks(low, values, shape: tuple[int, int]) -> list[tuple[int, int]] 
     return None
 
 
-def _columns(value, m: int, n: int, j0: int, width: int):
-    """Columns j0 .. j0 + width of a Const or Ref seen as the matrix (m, n)."""
-    return relayout(value, lambda t: t.reshape(m, n)[:, j0:j0 + width])
-
-
-def _side_by_side(blocks: list[Ref], shape) -> Ref:
-    """Refs of (m, width) blocks, side by side, as a Ref of `shape`."""
-    return Ref(torch.cat([b.index for b in blocks], dim=1).reshape(shape))
+def per_column_block(low, values, shape, one) -> Ref | None:
+    """An elementwise op over `values` (Consts or Refs of `shape`) as one stage per column
+    block (`column_blocks` of the matrix as2d(shape)): `one(*blocks, (m, width))` makes a
+    block's stage from the values' columns of that block; the blocks' Refs side by side,
+    as a Ref of `shape`. None when no value is side-by-side stages' outputs."""
+    m, n = as2d(shape)
+    blocks = column_blocks(low, values, (m, n))
+    if blocks is None:
+        return None
+    refs = [one(*[relayout(v, lambda t, j0=j0, w=w: t.reshape(m, n)[:, j0:j0 + w])
+                  for v in values], (m, w)) for j0, w in blocks]
+    return Ref(torch.cat([r.index for r in refs], dim=1).reshape(shape))
 
 
 def map_(low, x: Ref, op: str, value: float, shape) -> Ref:
@@ -166,10 +170,10 @@ def map_(low, x: Ref, op: str, value: float, shape) -> Ref:
     `shape` (an expanded index map too: the data movement copies its repeated elements),
     computed as the matrix as2d(shape); a Ref of `shape`. (`map_`: `map` is a builtin.)
     One stage per block where x is side-by-side stages' outputs (`column_blocks`)."""
+    split = per_column_block(low, [x], shape, lambda b, s: map_(low, b, op, value, s))
+    if split is not None:
+        return split
     m, n = as2d(shape)
-    if (blocks := column_blocks(low, [x], (m, n))) is not None:
-        return _side_by_side([map_(low, _columns(x, m, n, j0, w), op, value, (m, w))
-                              for j0, w in blocks], shape)
     ref = low.stage("map", (m, n),
                     lambda cfg, rect, **fmt: build_map(cfg, rect, m, n, op, value, **fmt),
                     [low.operand("x", x, (m, n))], m * n * CYCLES_PER_ELEMENT["map"],
@@ -184,9 +188,10 @@ def binary(low, x, y, op: str, shape) -> Ref:
     is side-by-side stages' outputs (`column_blocks`)."""
     m, n = as2d(shape)
     x, y = expand_to(x, shape), expand_to(y, shape)
-    if (blocks := column_blocks(low, [x, y], (m, n))) is not None:
-        return _side_by_side([binary(low, _columns(x, m, n, j0, w), _columns(y, m, n, j0, w),
-                                     op, (m, w)) for j0, w in blocks], shape)
+    split = per_column_block(low, [x, y], shape,
+                             lambda xb, yb, s: binary(low, xb, yb, op, s))
+    if split is not None:
+        return split
     ref = low.stage("elementwise", (m, n),
                     lambda cfg, rect, **fmt: build_elementwise(cfg, rect, m, n, op, **fmt),
                     [low.operand("x", x, (m, n)), low.operand("y", y, (m, n))],

@@ -25,6 +25,7 @@ from frontend.lowering.common import (
     map_,
     num,
     out_shape,
+    per_column_block,
     scalar,
 )
 from frontend.lowering.core import int_words_converter, rule
@@ -133,6 +134,9 @@ def gelu(low, node, x, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise low.unsupported(f"gelu with approximate={approximate!r}")
     kind = "gelu" if approximate == "tanh" else "gelu_erf"
+    split = per_column_block(low, [x], x.shape, lambda b, s: gelu(low, node, b, approximate))
+    if split is not None:
+        return split
     m, n = as2d(x.shape)
     ref = low.stage(kind, (m, n),
                     lambda cfg, rect, **fmt: build_gelu(cfg, rect, m, n,
@@ -164,6 +168,9 @@ def unary_stage(low, x, fn: str) -> Ref:
     if not isinstance(x, Ref) or (fn != "itof" and not x.dtype.is_floating_point):
         what = type(x).__name__ if not isinstance(x, Ref) else f"a {x.dtype} tensor"
         raise low.unsupported(f"{fn} of {what} (a runtime float tensor)")
+    split = per_column_block(low, [x], x.shape, lambda b, s: unary_stage(low, b, fn))
+    if split is not None:
+        return split
     m, n = as2d(x.shape)
     if fn == "itof":  # int32 words have no 16-bit form: fp32 storage in every format
         def build(cfg, rect, **fmt):
@@ -189,10 +196,18 @@ def extremum(low, x, z, op: str, shape, slope: float | None = None) -> Ref:
     constant is held on a resident tile), or leaky_relu(x, slope) (z None), on the fabric
     (`build_extremum`); a Ref of `shape`."""
     names = ("x",) if z is None else ("x", "z")
-    values = [v if isinstance(v, Ref) else constant(low, v) for v in ((x,) if z is None
-                                                                      else (x, z))]
+    values = [expand_to(v if isinstance(v, Ref) else constant(low, v), shape)
+              for v in ((x,) if z is None else (x, z))]
+    def block(*parts):  # the values' columns of one block, then its shape
+        *cols, block_shape = parts
+        return extremum(low, cols[0], cols[1] if z is not None else None, op, block_shape,
+                        slope)
+
+    split = per_column_block(low, values, shape, block)
+    if split is not None:
+        return split
     m, n = as2d(shape)
-    operands = [low.operand(name, expand_to(v, shape), (m, n)) for name, v in zip(names, values)]
+    operands = [low.operand(name, v, (m, n)) for name, v in zip(names, values)]
     ref = low.stage(op, (m, n),
                     lambda cfg, rect, **fmt: build_extremum(cfg, rect, m, n, op, slope,
                                                             dtype=fmt.get("dtype", "f32")),

@@ -71,6 +71,21 @@ def test_the_stacked_mlp_runs_as_one_program():
     assert not run.same_words(0, {"no such stage": {"z": np.zeros(1)}})
 
 
+@pytest.mark.parametrize("act", [torch.nn.GELU("tanh"), torch.nn.Tanh(), torch.nn.Sigmoid(),
+                                 torch.nn.LeakyReLU(0.1)], ids=lambda a: type(a).__name__)
+def test_activations_in_blocks_ride_too(act):
+    """gelu, the unary functions and leaky_relu lay their blocks out as relu does
+    (`Blocks.of`): below a GEMM they ride it."""
+    torch.manual_seed(0)
+    cm = frontend.compile(torch.nn.Sequential(torch.nn.Linear(16, 32), act).eval(),
+                          (torch.randn(8, 16),), CONFIG)
+    last = cm.lowered.stages[-1]
+    assert cm.placement.riders == {last.name: "addmm"}
+    gemm = cm.placement.rects["addmm"]
+    assert cm.placement.rects[last.name] == Rect(gemm.row + gemm.rows, gemm.col, gemm.rows,
+                                                 gemm.cols)
+
+
 def test_a_relayout_is_no_ride():
     """LeNet's batch norm reads the convolution's output in another order (channels
     first): it rides nothing; the add and relu after it could ride the batch norm's mul,
@@ -93,7 +108,8 @@ def test_riders_that_would_slow_the_pipeline_stay_apart(bank_aware, monkeypatch)
     """TinyGPT's residual adds ride its projections only if the balance loses no rate.
     With its SUMMA tiles in their declared layout (every fma element waiting on the
     read-pair rule) it would, so the tiles are the plain balance's; laid out bank-aware,
-    as the frontend builds them, the balance with riders loses no rate and keeps them."""
+    as the frontend builds them, its gelus on their GEMMs' shapes would be the slowest
+    stages: they are left apart, one balance at a time, and the adds ride."""
     for module in (common, gemm_split):
         monkeypatch.setattr(module, "SUMMA_BANK_AWARE", bank_aware)
     torch.manual_seed(0)
@@ -103,6 +119,10 @@ def test_riders_that_would_slow_the_pipeline_stay_apart(bank_aware, monkeypatch)
     plain = place(stages, CONFIG, cm.edges, balance="cycles", stack=False)
     if bank_aware:
         assert cm.placement.riders and cm.placement.rects != plain.rects
+        gelus = {s.name for s in stages if s.kind == "gelu"}
+        could = {stages[i].name for i in companion_groups(stages, CONFIG).roots}
+        assert gelus and gelus <= could and not gelus & set(cm.placement.riders)
+        assert {s.split("_")[0] for s in cm.placement.riders} == {"add"}
     else:
         assert not cm.placement.riders and cm.placement.rects == plain.rects
 

@@ -116,6 +116,22 @@ def test_an_elementwise_op_after_a_split_gemm_runs_per_block_below_each_part():
     assert all(r.ok for r in piped.validate(x))
 
 
+@pytest.mark.parametrize("act", [torch.nn.GELU("tanh"), torch.nn.LeakyReLU(0.1),
+                                 torch.nn.Sigmoid()], ids=lambda a: type(a).__name__)
+def test_activations_after_a_split_gemm_run_per_block(act):
+    """gelu, leaky_relu (an extremum) and a unary function split as relu does (compile
+    only: the ReLU's run above checks the values)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 1024), act).eval()
+    cm = frontend.compile(model, (torch.randn(4, 16),), config=WIDE, mode="pipelined",
+                          colors="report")
+    parts = column_parts(WIDE)(4, 16, 1024)
+    last = [s for s in cm.lowered.stages if s.kind != "gemm_summa"]
+    assert len(last) == parts
+    for i, s in enumerate(last):
+        assert cm.lowered.tensors[f"addmm_n{i}"].in_order(s.operands[0].index)
+
+
 class _Lowered:
     """The one field `column_blocks` reads of a lowering: its tensors, by owner."""
 
