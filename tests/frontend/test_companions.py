@@ -127,26 +127,31 @@ def test_riders_that_would_slow_the_pipeline_stay_apart(bank_aware, monkeypatch)
         assert not cm.placement.riders and cm.placement.rects == plain.rects
 
 
-def test_blocks_ride_where_the_moves_beside_them_would_bound_the_rate():
-    """Mixtral's expert weights, picked by a one-hot product cut into column blocks: each
-    block's add rides below its block. Balanced apart, the kernels alone would be faster,
-    but each add then sits beside its block and takes its words over a few links: with
-    the moves weighed (`frontend.move_bounds`), apart is the slower."""
+@pytest.mark.parametrize("name, lookup", [("mixtral", "index_4"), ("qwen2-moe", "index_8")])
+def test_blocks_ride_where_the_moves_beside_them_would_bound_the_rate(name, lookup):
+    """The MoE models' expert weights, picked by a one-hot product cut into column blocks:
+    each block's add rides below its block. Balanced apart, the kernels alone would be
+    faster, but each add then sits beside its block and takes its words over a few links:
+    with the moves weighed (`frontend.move_bounds`), apart is the slower. Qwen2-MoE with
+    every rider is slower still (its first projection's riders hold it back): those are
+    left apart, the blocks' adds ride."""
     pytest.importorskip("transformers")
-    model, inputs = build("mixtral")
-    config = fabric_config("mixtral")
+    model, inputs = build(name)
+    config = fabric_config(name)
     cm = frontend.compile(model, inputs, config=config)
     stages = cm.lowered.stages
-    adds = [s.name for s in stages if s.node.name == "index_4" and s.kind == "elementwise"
-            and s.name.startswith("index_4_add")]
+    adds = [s.name for s in stages if s.node.name == lookup and s.kind == "elementwise"
+            and s.name.startswith(f"{lookup}_add")]
     assert len(adds) > 1
-    assert [cm.placement.riders[a] for a in adds] == [f"index_4_onehot_n{i}"
+    assert [cm.placement.riders[a] for a in adds] == [f"{lookup}_onehot_n{i}"
                                                       for i in range(len(adds))]
     plain = place(stages, config, cm.edges, balance="cycles", stack=False)
     assert max(plain.predicted.values()) < max(cm.placement.predicted.values())
     words = edge_words(stages, cm.edges)
     assert rate_bound(plain.predicted, plain.rects, words) > rate_bound(
         cm.placement.predicted, cm.placement.rects, words)
+    could = companion_groups(stages, config).roots
+    assert (len(could) > len(cm.placement.riders)) == (name == "qwen2-moe")
 
 
 def test_groups_stack_riders_under_their_root_in_graph_order():
