@@ -201,3 +201,24 @@ def test_an_unknown_color_policy_is_refused():
     with pytest.raises(frontend.FrontendError, match=r"colors must be one of \['fit', "
                                                      r"'refuse', 'report'\], got 'ignore'"):
         _compile(colors="ignore")
+
+
+def test_the_fit_ladder_takes_the_tiles_without_riders_where_only_they_fit():
+    """RoBERTa with the period set within 55 % and no spare PEs: with one rider its moves
+    cross one PE 28 times, without it they fit the 21 colors; "fit" takes those
+    (`color_fit._try_fit`) rather than shrinking the tiles further."""
+    pytest.importorskip("transformers")
+    from frontend.architectures import build, fabric_config
+    from frontend.color_fit import _fits, _try_fit, try_placement
+
+    model, inputs = build("roberta")
+    config = fabric_config("roberta")
+    cm = frontend.compile(model, inputs, config=config, lookups="onehot")
+    args = (cm.lowered.stages, cm.lowered.tensors, config, cm.edges, 0.55, False)
+    riding, _, short = try_placement(*args, "report")
+    assert riding.riders and not _fits(short, "fit")
+    apart, _, colors = _try_fit(*args)
+    assert not apart.riders and _fits(colors, "fit")
+    # where the tiles with riders fit, they are kept
+    kept, _, fits = _try_fit(*args[:4], 0.4, False)
+    assert kept.riders and _fits(fits, "fit")
