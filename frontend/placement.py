@@ -117,6 +117,7 @@ def _stacked(stages: list[Stage], config: FabricConfig, edges, shapes, groups: G
     adds ride)."""
     words = edge_words(stages, edges)
     plain = max(_bounds(stages, shapes, groups, words).values())
+    position = {s.name: i for i, s in enumerate(stages)}
     apart: set[str] = set()
     for _ in range(MAX_APART + 1):
         riders = companion_groups(stages, config, frozenset(apart))
@@ -130,8 +131,7 @@ def _stacked(stages: list[Stage], config: FabricConfig, edges, shapes, groups: G
         if bounds[slowest] <= plain:
             return stacked, riders
         # the slowest stage's group: its root and the riders whose PEs the root pays for
-        index = {st.name: i for i, st in enumerate(stages)}[slowest]
-        root = riders.roots.get(index, index)
+        root = riders.roots.get(position[slowest], position[slowest])
         group = [i for i, r in riders.roots.items() if r == root]
         if not group:
             break

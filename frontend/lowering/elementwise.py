@@ -198,6 +198,7 @@ def extremum(low, x, z, op: str, shape, slope: float | None = None) -> Ref:
     names = ("x",) if z is None else ("x", "z")
     values = [expand_to(v if isinstance(v, Ref) else constant(low, v), shape)
               for v in ((x,) if z is None else (x, z))]
+
     def block(*parts):  # the values' columns of one block, then its shape
         *cols, block_shape = parts
         return extremum(low, cols[0], cols[1] if z is not None else None, op, block_shape,
