@@ -27,6 +27,12 @@ from fabric.kernels.compare import (
     select_reference,
 )
 from fabric.kernels.elementwise import build_broadcast_op, build_elementwise, build_map
+from fabric.kernels.elementwise_chains import (
+    affine_reference,
+    build_affine,
+    build_clamp,
+    clamp_reference,
+)
 from fabric.kernels.gemm_cannon import build_gemm_cannon, cannon_reference
 from fabric.kernels.gemm_summa import build_gemm_summa, summa_model, summa_reference
 from fabric.kernels.gemv import build_gemv, gemv_reference
@@ -67,6 +73,7 @@ from fabric.kernels.traffic import (
 from fabric.kernels.unary import UNARY_WORDS, build_blockwise, build_unary, unary_cycles
 
 __all__ = [
+    "affine_reference", "build_affine", "build_clamp", "clamp_reference",
     "build_adamw", "build_allreduce", "build_blockwise", "build_broadcast", "build_broadcast_op",
     "build_compare", "build_cumsum", "build_elementwise", "build_extremum", "build_gather",
     "build_gelu", "build_gemm_cannon", "build_gemm_summa", "build_gemv", "build_layernorm",

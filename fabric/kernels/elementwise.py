@@ -76,15 +76,16 @@ MAPS = {"add": (ins.add, np.add), "mul": (ins.mul, np.multiply),
 SIMD = {"add": "add", "sub": "sub", "mul": "mul", "max": "max", "min": "max", "relu": "max"}
 
 
-def _check(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str, acc_dtype: str,
-           arrays: int, what: str, f32_blocks: int = 0, f32_vector: bool = False) -> Blocks:
-    """The block layout, after checking the dtypes and that `arrays` blocks of `dtype`, a
-    vector of max(mb, nb) of `dtype`, `f32_blocks` fp32 blocks and (f32_vector) an fp32
-    vector of max(mb, nb) fit in a PE."""
+def check_blocks(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str,
+                 acc_dtype: str, arrays: int, what: str, f32_blocks: int = 0,
+                 f32_vector: bool = False, vectors: int = 1) -> Blocks:
+    """The block layout, after checking the dtypes and that `arrays` blocks of `dtype`,
+    `vectors` vectors of max(mb, nb) of `dtype`, `f32_blocks` fp32 blocks and (f32_vector)
+    an fp32 vector of max(mb, nb) fit in a PE."""
     check_dtypes(what, dtype, acc_dtype)
     blocks = Blocks.of(rect, m, n)
     mb, nb = blocks.mb, blocks.nb
-    words = (arrays * words_for(dtype, mb * nb) + words_for(dtype, max(mb, nb))
+    words = (arrays * words_for(dtype, mb * nb) + vectors * words_for(dtype, max(mb, nb))
              + f32_blocks * mb * nb + int(f32_vector) * max(mb, nb))
     if words > config.sram_words:
         raise ValueError(f"{what}: {arrays} blocks of {mb} x {nb} ({dtype}) need "
@@ -93,7 +94,9 @@ def _check(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str, acc_dty
     return blocks
 
 
-def _kernel(name, config, blocks, prog, inputs, op_key, model, info, dtype, acc_dtype):
+def blocks_kernel(name, config, blocks, prog, inputs, op_key, model, info, dtype, acc_dtype):
+    """The `Kernel` of an elementwise program over `blocks`: the host writes each of
+    `inputs` ((m, n) arrays) into the symbol of that name on every PE and reads z back."""
     rect, m, n = blocks.rect, blocks.m, blocks.n
 
     def load(sim, values):
@@ -118,7 +121,8 @@ def _kernel(name, config, blocks, prog, inputs, op_key, model, info, dtype, acc_
                    **info})
 
 
-def _op_cycles(config, op, length, dtype="f32"):
+def op_cycles(config, op, length, dtype="f32"):
+    """Cycles of one DSD op of `length` elements at its SIMD width in `dtype`."""
     return math.ceil(length / config.simd_width(SIMD[op], simd_key(dtype)))
 
 
@@ -140,7 +144,7 @@ def build_elementwise(config: FabricConfig, rect: Rect, m: int, n: int, op: str 
     """
     if op not in BINARY:
         raise ValueError(f"elementwise: op must be one of {sorted(BINARY)}, got {op!r}")
-    blocks = _check(config, rect, m, n, dtype, acc_dtype, 3, "elementwise")
+    blocks = check_blocks(config, rect, m, n, dtype, acc_dtype, 3, "elementwise")
     prog = Program(config)
     model = 0
     for i, cls in enumerate(blocks.classes()):
@@ -149,10 +153,10 @@ def build_elementwise(config: FabricConfig, rect: Rect, m: int, n: int, op: str 
         code = [BINARY[op][0](z.dsd(), x.dsd(), y.dsd(), dtype=dtype)]
         tile.local_task("main", code)
         prog.place(tile, cls.rect)
-        model = max(model, _op_cycles(config, op, cls.size, dtype) + 2
+        model = max(model, op_cycles(config, op, cls.size, dtype) + 2
                     + read_pair_stalls(config, tile, code))
-    return _kernel("elementwise", config, blocks, prog, ("x", "y"), op, model, {}, dtype,
-                   acc_dtype)
+    return blocks_kernel("elementwise", config, blocks, prog, ("x", "y"), op, model, {},
+                         dtype, acc_dtype)
 
 
 def build_map(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "relu",
@@ -174,7 +178,7 @@ def build_map(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "relu"
     # fp32 with a scalar that dtype cannot hold exactly: widen (the builtin would round s)
     widen = (dtype != "f32" and acc_dtype == "f32" and op in ("add", "mul")
              and not round_to(s32, dtype) == s32)
-    blocks = _check(config, rect, m, n, dtype, acc_dtype, 2, "map", int(widen))
+    blocks = check_blocks(config, rect, m, n, dtype, acc_dtype, 2, "map", int(widen))
     prog = Program(config)
     for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"{op}{i}")
@@ -189,11 +193,11 @@ def build_map(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "relu"
         prog.place(tile, cls.rect)
     size = blocks.mb * blocks.nb
     if widen:
-        model = 2 * _cvt_cycles(config, size) + _op_cycles(config, op, size) + 2
+        model = 2 * _cvt_cycles(config, size) + op_cycles(config, op, size) + 2
     else:
-        model = _op_cycles(config, op, size, dtype) + 2
-    return _kernel("map", config, blocks, prog, ("x",), op, model,
-                   {"scalar": s, "widened": widen}, dtype, acc_dtype)
+        model = op_cycles(config, op, size, dtype) + 2
+    return blocks_kernel("map", config, blocks, prog, ("x",), op, model,
+                         {"scalar": s, "widened": widen}, dtype, acc_dtype)
 
 
 def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "add",
@@ -216,7 +220,8 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
                          f"'multicast', got {vector!r}, {mode!r}")
     # a multicast 16-bit vector travels in fp32: an fp32 copy "v", rounded into "vh"
     cast = dtype != "f32" and mode == "multicast"
-    blocks = _check(config, rect, m, n, dtype, acc_dtype, 2, "broadcast_op", f32_vector=cast)
+    blocks = check_blocks(config, rect, m, n, dtype, acc_dtype, 2, "broadcast_op",
+                          f32_vector=cast)
     mb, nb = blocks.sizes()  # per PE, (rect.rows, rect.cols)
     vlen = nb if vector == "row" else mb  # v block length per PE
     prog = Program(config)
@@ -252,13 +257,13 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
 
     # the width is capped at v's row length nb (no element group spans two rows)
     width = np.minimum(config.simd_width(SIMD[op], simd_key(dtype)), nb)
-    op_cycles = -(-blocks.counts() // width) + stalls
+    cycles = -(-blocks.counts() // width) + stalls
     if cast:
-        op_cycles += -(-vlen // config.simd_width("cvt", "f16"))
+        cycles += -(-vlen // config.simd_width("cvt", "f16"))
     start = np.ones((rect.rows, rect.cols), np.int64)
     if frag is not None:
         start = frag.exit_times(start)
-    model = int((start + op_cycles).max()) + 1
+    model = int((start + cycles).max()) + 1
 
     sources = _vector_sources(rect, vector, mode)
     vsplit = blocks.cols if vector == "row" else blocks.rows
@@ -273,7 +278,7 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
             s0, ln = vsplit[idx]
             sim.memcpy_h2d("v", v[s0:s0 + ln], Rect(r, c, 1, 1))
 
-    kernel = _kernel("broadcast_op", config, blocks, prog, ("x",), op, model,
+    kernel = blocks_kernel("broadcast_op", config, blocks, prog, ("x",), op, model,
                      {"vector": vector, "mode": mode}, dtype, acc_dtype)
     load_x = kernel.load
 
@@ -295,7 +300,7 @@ def _vector_sources(rect: Rect, vector: str, mode: str) -> list[tuple[int, int]]
 
 
 # ---- numpy references ---------------------------------------------------------------------------
-def _as(values, dtype):
+def rounded(values, dtype):
     """float32 values rounded to `dtype` (fp32: unchanged)."""
     values = np.asarray(values, np.float32)
     return values if dtype == "f32" else round_to(values, dtype)
@@ -303,18 +308,18 @@ def _as(values, dtype):
 
 def elementwise_reference(x, y, op="add", dtype="f32"):
     """Inputs rounded to dtype, the float32 op, the result rounded once to dtype."""
-    return _as(BINARY[op][1](_as(x, dtype), _as(y, dtype)), dtype)
+    return rounded(BINARY[op][1](rounded(x, dtype), rounded(y, dtype)), dtype)
 
 
 def map_reference(x, op="relu", scalar=0.0, dtype="f32", acc_dtype="f32"):
     """As elementwise_reference, with the scalar in fp32 (acc_dtype "f32") or rounded to
     dtype (acc_dtype = dtype)."""
-    x = _as(x, dtype)
+    x = rounded(x, dtype)
     s = np.float32(0.0 if op == "relu" else scalar)
-    s = s if acc_dtype == "f32" else _as(s, dtype)
-    return _as((np.maximum if op == "relu" else MAPS[op][1])(x, s), dtype)
+    s = s if acc_dtype == "f32" else rounded(s, dtype)
+    return rounded((np.maximum if op == "relu" else MAPS[op][1])(x, s), dtype)
 
 
 def broadcast_op_reference(x, v, op="add", vector="row", dtype="f32"):
-    x, v = _as(x, dtype), _as(v, dtype)
-    return _as(BINARY[op][1](x, v[None, :] if vector == "row" else v[:, None]), dtype)
+    x, v = rounded(x, dtype), rounded(v, dtype)
+    return rounded(BINARY[op][1](x, v[None, :] if vector == "row" else v[:, None]), dtype)

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from fabric.config import FabricConfig
 from fabric.kernels import (
+    build_affine,
     build_elementwise,
     build_gemm_summa,
     build_gemv,
@@ -45,7 +46,7 @@ def _per_element(cycles: int) -> int:
 
 
 CYCLES_PER_ELEMENT = {
-    "map": 1, "elementwise": 1, "softmax": 19, "layernorm": 6,
+    "map": 1, "elementwise": 1, "affine": 2, "clamp": 2, "softmax": 19, "layernorm": 6,
     "gelu": _per_element(gelu_cycles(_WSE2_PE, _E, "tanh")),
     "gelu_erf": _per_element(gelu_cycles(_WSE2_PE, _E, "none")),
     **{fn: _per_element(unary_cycles(_WSE2_PE, fn, _E))
@@ -170,14 +171,24 @@ def map_(low, x: Ref, op: str, value: float, shape) -> Ref:
     `shape` (an expanded index map too: the data movement copies its repeated elements),
     computed as the matrix as2d(shape); a Ref of `shape`. (`map_`: `map` is a builtin.)
     One stage per block where x is side-by-side stages' outputs (`column_blocks`)."""
-    split = per_column_block(low, [x], shape, lambda b, s: map_(low, b, op, value, s))
+    return one_operand_stage(
+        low, "map", x, shape, f"_{op}",
+        lambda m, n: lambda cfg, rect, **fmt: build_map(cfg, rect, m, n, op, value, **fmt))
+
+
+def one_operand_stage(low, kind: str, x: Ref, shape, suffix: str, make) -> Ref:
+    """A stage of `kind` (an elementwise kernel of one input "x" and output, two words per
+    element) over a Ref x of `shape` seen as the matrix as2d(shape) = (m, n): make(m, n)
+    gives its `build(cfg, rect, **fmt)`. One stage per block where x is side-by-side
+    stages' outputs (`column_blocks`). A Ref of `shape`."""
+    split = per_column_block(low, [x], shape,
+                             lambda b, s: one_operand_stage(low, kind, b, s, suffix, make))
     if split is not None:
         return split
     m, n = as2d(shape)
-    ref = low.stage("map", (m, n),
-                    lambda cfg, rect, **fmt: build_map(cfg, rect, m, n, op, value, **fmt),
-                    [low.operand("x", x, (m, n))], m * n * CYCLES_PER_ELEMENT["map"],
-                    Limits(m, n), words_per_element=2, suffix=f"_{op}")
+    ref = low.stage(kind, (m, n), make(m, n), [low.operand("x", x, (m, n))],
+                    m * n * CYCLES_PER_ELEMENT[kind], Limits(m, n), words_per_element=2,
+                    suffix=suffix)
     return Ref(ref.index.reshape(shape))
 
 
@@ -197,6 +208,46 @@ def binary(low, x, y, op: str, shape) -> Ref:
                     [low.operand("x", x, (m, n)), low.operand("y", y, (m, n))],
                     m * n * CYCLES_PER_ELEMENT["elementwise"], Limits(m, n), suffix=f"_{op}")
     return Ref(ref.index.reshape(shape))
+
+
+def affine(low, x, scale, shift, shape) -> Ref:
+    """x * scale + shift elementwise as one stage (`build_affine`: the product rounded, then
+    the sum, as a mul and an add run apart) for a Ref x and Consts or Refs scale and shift
+    that broadcast to `shape` (an eval batch norm's per-channel scale and shift, a group
+    norm's weight and bias), computed as the matrix as2d(shape); a Ref of `shape`.
+    Constants that repeat along every row (one value per row: a channel's over an NCHW
+    tensor) or down every column are held once per row or column of a PE's block, not per
+    element. One stage per block where an operand is side-by-side stages' outputs
+    (`column_blocks`)."""
+    m, n = as2d(shape)
+    x, scale, shift = (expand_to(v, shape) for v in (x, scale, shift))
+    split = per_column_block(low, [x, scale, shift], shape,
+                             lambda xb, sb, tb, s: affine(low, xb, sb, tb, s))
+    if split is not None:
+        return split
+    vector, (s, t) = _affine_vectors(scale, shift, (m, n))
+    ref = low.stage("affine", (m, n),
+                    lambda cfg, rect, **fmt: build_affine(cfg, rect, m, n, vector, **fmt),
+                    [low.operand("x", x, (m, n)), low.operand("s", s, shape_of(s)),
+                     low.operand("t", t, shape_of(t))],
+                    m * n * CYCLES_PER_ELEMENT["affine"], Limits(m, n),
+                    words_per_element=4 if vector == "full" else 2, suffix="_affine")
+    return Ref(ref.index.reshape(shape))
+
+
+def _affine_vectors(scale, shift, shape):
+    """(`build_affine`'s vector, (s, t)): "col" with one value per row of the (m, n) matrix
+    where both are constants equal along each row, "row" with one per column where equal
+    down each column, else "full" with both as (m, n) matrices."""
+    m, n = shape
+    s, t = (relayout(v, lambda a: a.reshape(m, n)) for v in (scale, shift))
+    if isinstance(s, Const) and isinstance(t, Const):
+        a, b = s.value, t.value
+        if bool((a == a[:, :1]).all() and (b == b[:, :1]).all()):
+            return "col", (Const(a[:, 0].contiguous()), Const(b[:, 0].contiguous()))
+        if bool((a == a[:1]).all() and (b == b[:1]).all()):
+            return "row", (Const(a[0].contiguous()), Const(b[0].contiguous()))
+    return "full", (s, t)
 
 
 # ---- row reductions, pooling windows, the static scatter-add -------------------------------

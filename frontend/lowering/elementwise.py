@@ -6,8 +6,8 @@ bounds, leaky_relu.
 
 SiLU (nn.SiLU, F.silu) reaches the lowering as aten.sigmoid and aten.mul (core ATen
 decomposes aten.silu), RMSNorm as pow, mean, add, aten.rsqrt and mul; hardswish and
-hardsigmoid as add, clamp (two maps), mul and div by 6, which are their eager formulas
-(x * clamp(x + 3, 0, 6) / 6 and clamp(x + 3, 0, 6) / 6)."""
+hardsigmoid as add, clamp (one `build_clamp` stage), mul and div by 6, which are their
+eager formulas (x * clamp(x + 3, 0, 6) / 6 and clamp(x + 3, 0, 6) / 6)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,14 @@ import math
 
 import torch
 
-from fabric.kernels import GELU_WORDS, UNARY_WORDS, build_extremum, build_gelu, build_unary
+from fabric.kernels import (
+    GELU_WORDS,
+    UNARY_WORDS,
+    build_clamp,
+    build_extremum,
+    build_gelu,
+    build_unary,
+)
 from frontend.lowering.common import (
     CYCLES_PER_ELEMENT,
     as2d,
@@ -24,6 +31,7 @@ from frontend.lowering.common import (
     expand_to,
     map_,
     num,
+    one_operand_stage,
     out_shape,
     per_column_block,
     scalar,
@@ -111,15 +119,21 @@ def relu(low, node, x):
 
 @rule(aten.clamp.default)
 def clamp(low, node, x, lo=None, hi=None):
-    """min(max(x, lo), hi), as torch.clamp: a max and a min map (`build_map`), each left
-    out when its bound is None; NaN stays NaN. (Integer indices: `backward_embedding`.)"""
+    """min(max(x, lo), hi), as torch.clamp: with both bounds one stage (`build_clamp`: the
+    max, then the min, on the same PEs), with one a max or a min map (`build_map`); NaN
+    stays NaN. (Integer indices: `backward_embedding`.)"""
     if not isinstance(x, Ref):
         raise low.unsupported(f"clamp of a {type(x).__name__}")
     for bound in (lo, hi):
         if bound is not None and not isinstance(bound, (int, float)):
             raise low.unsupported(f"clamp with a bound of type {type(bound).__name__}")
-    y = x if lo is None else map_(low, x, "max", float(lo), x.shape)
-    return y if hi is None else map_(low, y, "min", float(hi), x.shape)
+    if lo is None or hi is None:
+        y = x if lo is None else map_(low, x, "max", float(lo), x.shape)
+        return y if hi is None else map_(low, y, "min", float(hi), x.shape)
+    lo, hi = float(lo), float(hi)
+    return one_operand_stage(
+        low, "clamp", x, x.shape, "_clamp",
+        lambda m, n: lambda cfg, rect, **fmt: build_clamp(cfg, rect, m, n, lo, hi, **fmt))
 
 
 @rule(aten.hardtanh.default)

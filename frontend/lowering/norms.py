@@ -1,6 +1,6 @@
 """Softmax and layer norm over the last dimension(s) (`fabric.kernels.rownorm`), group norm
 (the layer norm kernel over each group's elements, then the per-channel affine), batch norm
-in eval mode (a per-channel scale and shift, two elementwise stages)."""
+in eval mode (a per-channel scale and shift, one `affine` stage)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 import torch
 
 from fabric.kernels import build_layernorm, build_softmax
-from frontend.lowering.common import CYCLES_PER_ELEMENT, as2d, binary, out_shape
+from frontend.lowering.common import CYCLES_PER_ELEMENT, affine, as2d, binary, out_shape
 from frontend.lowering.core import Unavailable, rule
 from frontend.stages import Limits
 from frontend.values import Const, Ref
@@ -60,8 +60,7 @@ def batch_norm(low, node, x, weight, bias, mean, var, momentum, eps):
     shift = b - mean.value * scale
     view = (1, channels) + (1,) * (len(x.shape) - 2)
     shape = out_shape(node)
-    y = binary(low, x, Const(scale.reshape(view)), "mul", shape)
-    y = binary(low, y, Const(shift.reshape(view)), "add", shape)
+    y = affine(low, x, Const(scale.reshape(view)), Const(shift.reshape(view)), shape)
     return y, Unavailable("batch norm's saved mean"), Unavailable("batch norm's saved rstd")
 
 
@@ -69,8 +68,8 @@ def batch_norm(low, node, x, weight, bias, mean, var, momentum, eps):
 def group_norm(low, node, x, weight, bias, n, channels, hw, groups, eps):
     """GroupNorm: each (sample, group) of x (N, C, *) is one row of C / G * HxW elements,
     normalized by the layer norm kernel (its own mean and variance, no affine), then the
-    per-channel weight and bias as two elementwise stages (PyTorch's order: normalize,
-    times weight, plus bias)."""
+    per-channel weight and bias as one `affine` stage (PyTorch's order: normalize, times
+    weight, plus bias, each rounded)."""
     for name, v in (("weight", weight), ("bias", bias)):
         if v is not None and not isinstance(v, Const):
             raise low.unsupported(f"group norm with a runtime {name}")
@@ -86,8 +85,11 @@ def group_norm(low, node, x, weight, bias, n, channels, hw, groups, eps):
     y = Ref(ref.index.reshape(x.shape))
     shape = out_shape(node)
     view = (1, channels) + (1,) * (len(x.shape) - 2)
-    if weight is not None:
+    if weight is not None and bias is not None:
+        y = affine(low, y, Const(weight.value.reshape(view)), Const(bias.value.reshape(view)),
+                   shape)
+    elif weight is not None:
         y = binary(low, y, Const(weight.value.reshape(view)), "mul", shape)
-    if bias is not None:
+    elif bias is not None:
         y = binary(low, y, Const(bias.value.reshape(view)), "add", shape)
     return y, Unavailable("group norm's mean"), Unavailable("group norm's rstd")

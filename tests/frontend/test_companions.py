@@ -88,16 +88,16 @@ def test_activations_in_blocks_ride_too(act):
 
 def test_a_relayout_is_no_ride():
     """LeNet's batch norm reads the convolution's output in another order (channels
-    first): it rides nothing; the add and relu after it could ride the batch norm's mul,
+    first): it rides nothing; the relu after it could ride the batch norm's affine stage,
     but a group has a GEMM at its root."""
     torch.manual_seed(0)
     cm = frontend.compile(lenet_with_statistics().eval(), (torch.randn(2, 1, 8, 8),), CONFIG,
                           mode="sequential")
     stages = cm.lowered.stages
     hosts = riders(stages)
-    mul = "_native_batch_norm_legit_no_training_mul"
-    assert mul not in hosts
-    assert hosts["relu_relu"] == ["_native_batch_norm_legit_no_training_add"]
+    norm = "_native_batch_norm_legit_no_training_affine"
+    assert norm not in hosts
+    assert hosts["relu_relu"] == [norm]
     names = [s.name for s in stages]
     roots = {names[r]: names[root] for r, root in companion_groups(stages, CONFIG).roots.items()}
     assert roots == {"add_add": "addmm"}

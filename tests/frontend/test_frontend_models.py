@@ -36,6 +36,9 @@ def test_lenet_with_batch_norm():
     model = lenet_with_statistics()
     cm = _check(model, (torch.randn(2, 1, 8, 8),))
     assert "rowreduce" in {p.stage.kind for p in cm.prepared}
+    # eval batch norm: one affine stage, its scale and shift one value per row (channel)
+    (norm,) = [p.stage for p in cm.prepared if p.stage.node.name.startswith("_native_batch")]
+    assert norm.kind == "affine" and len(norm.operands[1].shape) == 1
 
 
 @pytest.mark.long  # one-layer GPTs run by default (test_frontend_mixed, test_cross_entropy)

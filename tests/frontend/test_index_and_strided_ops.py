@@ -158,6 +158,14 @@ def test_group_norm_with_and_without_affine():
     assert all(r.ok for r in cm.validate(x))
     with torch.no_grad():
         torch.testing.assert_close(cm(x), model(x), rtol=1e-4, atol=1e-5)
+    # the affine group norm's weight and bias: one stage, a channel's values per row of
+    # its (N C, L) matrix; the one without them has no stage after its layer norm
+    kinds = {s.name: s.kind for s in cm.lowered.stages}
+    affine = [name for name, kind in kinds.items() if kind == "affine"]
+    assert len(affine) == 1 and affine[0].startswith("native_group_norm")
+    assert "elementwise" not in kinds.values()
+    (stage,) = [s for s in cm.lowered.stages if s.kind == "affine"]
+    assert [o.shape for o in stage.operands] == [(8, 8), (8,), (8,)]
 
 
 class Strided(nn.Module):
