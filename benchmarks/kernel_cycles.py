@@ -137,6 +137,17 @@ def cases(quick: bool) -> list:
                             lambda s: {"x": _normal(6, *s), "y": _normal(7, *s)},
                             lambda mod, d: mod.elementwise_reference(d["x"], d["y"], "add"),
                             op="add")))
+        out.append(("affine_per_row", "fabric.kernels.elementwise_chains", rect,
+                    dict(zip("mn", sizes)),
+                    _simple("build_affine",
+                            lambda s: {"x": _normal(14, *s), "s": _normal(15, s[0]),
+                                       "t": _normal(16, s[0])},
+                            lambda mod, d: mod.affine_reference(d["x"], d["s"], d["t"], "col"),
+                            vector="col")))
+        out.append(("clamp", "fabric.kernels.elementwise_chains", rect, dict(zip("mn", sizes)),
+                    _simple("build_clamp", lambda s: {"x": _normal(17, *s)},
+                            lambda mod, d: mod.clamp_reference(d["x"], 0.0, 6.0),
+                            lo=0.0, hi=6.0)))
         out.append(("softmax", "fabric.kernels.rownorm", rect, dict(zip("mn", sizes)),
                     _simple("build_softmax", lambda s: {"x": _normal(8, *s)},
                             lambda mod, d: mod.softmax_reference(d["x"]))))

@@ -52,7 +52,7 @@ STOPS = {
     "swin": None,  # as_strided after the adaptive pool
     "resnet": None,
     "convnext": None,
-    "mobilenet-v2": None,  # 17 blocks, 237 stages: at least 290 PEs, on small(24, 16)
+    "mobilenet-v2": None,  # 17 blocks, 150 stages: at least 188 PEs, on small(24, 16)
     "regnet": None,
     "wav2vec2": None,  # group norm in the feature encoder
     "whisper-encoder": None,
