@@ -266,20 +266,16 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
     model = int((start + cycles).max()) + 1
 
     sources = _vector_sources(rect, vector, mode)
-    vsplit = blocks.cols if vector == "row" else blocks.rows
 
     def load(sim, values):
         v = np.asarray(values["v"], np.float32)
         want = n if vector == "row" else m
         if v.shape != (want,):
             raise ValueError(f"broadcast_op: v has shape {v.shape}, expected {(want,)}")
-        for r, c in sources:
-            idx = c - rect.col if vector == "row" else r - rect.row
-            s0, ln = vsplit[idx]
-            sim.memcpy_h2d("v", v[s0:s0 + ln], Rect(r, c, 1, 1))
+        write_vector_blocks(sim, "v", v, blocks, vector, sources)
 
     kernel = blocks_kernel("broadcast_op", config, blocks, prog, ("x",), op, model,
-                     {"vector": vector, "mode": mode}, dtype, acc_dtype)
+                           {"vector": vector, "mode": mode}, dtype, acc_dtype)
     load_x = kernel.load
 
     def load_all(sim, values):
@@ -288,6 +284,18 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
 
     kernel.load = load_all
     return kernel
+
+
+def write_vector_blocks(sim, name: str, v: np.ndarray, blocks: Blocks, vector: str,
+                        pes) -> None:
+    """The host writes into symbol `name` of each PE of `pes` (in `blocks.rect`) its block
+    of the vector v: the values of its block's columns (vector "row", v of n values) or of
+    its rows ("col", v of m values)."""
+    rect = blocks.rect
+    parts = blocks.cols if vector == "row" else blocks.rows
+    for r, c in pes:
+        start, size = parts[c - rect.col if vector == "row" else r - rect.row]
+        sim.memcpy_h2d(name, v[start:start + size], Rect(r, c, 1, 1))
 
 
 def _vector_sources(rect: Rect, vector: str, mode: str) -> list[tuple[int, int]]:

@@ -35,7 +35,13 @@ from fabric import instructions as ins
 from fabric.banks import read_pair_stalls
 from fabric.config import FabricConfig
 from fabric.kernels.base import Kernel, simd_key
-from fabric.kernels.elementwise import blocks_kernel, check_blocks, op_cycles, rounded
+from fabric.kernels.elementwise import (
+    blocks_kernel,
+    check_blocks,
+    op_cycles,
+    rounded,
+    write_vector_blocks,
+)
 from fabric.program import Program, Rect, Tile
 
 
@@ -98,8 +104,7 @@ def _operand(symbol, cls, vector: str) -> ins.Mem:
 def _with_vectors(load_x, blocks, vector: str):
     """`load_x` (the host writing x) followed by s and t's blocks on every PE: the rows
     (vector "col", each of m values) or columns ("row", n values) of its block."""
-    rect = blocks.rect
-    parts, length = (blocks.rows, blocks.m) if vector == "col" else (blocks.cols, blocks.n)
+    length = blocks.m if vector == "col" else blocks.n
 
     def load(sim, values):
         load_x(sim, values)
@@ -108,10 +113,7 @@ def _with_vectors(load_x, blocks, vector: str):
             if v.shape != (length,):
                 raise ValueError(f"affine: input {key!r} has shape {v.shape}, expected "
                                  f"{(length,)} (vector {vector!r})")
-            for r, c in rect.pes():
-                index = r - rect.row if vector == "col" else c - rect.col
-                start, size = parts[index]
-                sim.memcpy_h2d(key, v[start:start + size], Rect(r, c, 1, 1))
+            write_vector_blocks(sim, key, v, blocks, vector, blocks.rect.pes())
 
     return load
 
