@@ -173,7 +173,7 @@ def _fits(colors: GraphColors, policy: str) -> bool:
 
 
 def try_placement(stages, tensors, config, edges, share: float, spare: bool, policy: str,
-                  stack: bool = True):
+                  stack: str = "latency"):
     """The balanced placement with the period set within `share` (riders as `place`'s
     `stack`), its moves and colors."""
     placement = place(stages, config, edges, balance="cycles", period_share=share,
@@ -183,16 +183,22 @@ def try_placement(stages, tensors, config, edges, share: float, spare: bool, pol
 
 
 def _try_fit(stages, tensors, config, edges, share: float, spare: bool):
-    """`try_placement` for the "fit" ladder: where the placement with riders is short of
-    colors or task ids, the one without them at the same share if that fits. A rider's
-    tile shape moves the other tiles too, and the moves around them may cross one PE
-    more often (RoBERTa at 55 %: 28 colors with one rider, 21 or fewer without)."""
+    """`try_placement` for the "fit" ladder: where the placement is short of colors or task
+    ids, the one with riders judged by the rate alone (`place`'s `stack`: more riders,
+    each move below its producer one color), then the one without riders, at the same
+    share, the first of them that fits. A rider's tile shape moves the other tiles too, and
+    the moves around them may cross one PE more often (RoBERTa at 55 %: 28 colors with one
+    rider, 21 or fewer without)."""
     tried = try_placement(stages, tensors, config, edges, share, spare, "report")
-    if tried[0].riders and not _fits(tried[2], "fit"):
-        apart = try_placement(stages, tensors, config, edges, share, spare, "report",
-                              stack=False)
-        if _fits(apart[2], "fit"):
-            return apart
+    if _fits(tried[2], "fit"):
+        return tried
+    # "rate" differs only where riders were left apart for the way, "off" where any ride
+    others = [stack for stack, differs in (("rate", tried[0].left_for_way),
+                                           ("off", bool(tried[0].riders))) if differs]
+    for stack in others:
+        other = try_placement(stages, tensors, config, edges, share, spare, "report", stack)
+        if _fits(other[2], "fit"):
+            return other
     return tried
 
 

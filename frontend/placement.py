@@ -23,13 +23,18 @@ from fabric.program import Rect
 from frontend.balance import PERIOD_SHARE, balance_cycles, flatter_starts, stage_cycles
 from frontend.companions import Groups, companion_groups
 from frontend.errors import PlacementError
-from frontend.move_bounds import edge_words, stage_bounds
+from frontend.move_bounds import critical_path, edge_words, stage_bounds
 from frontend.stages import Stage
 from frontend.tile_shapes import kernel_fit, min_pes, model_cycles, pack, summa_colors, tile_shape
 
 SHARE = 0.6  # fraction of the fabric the work-proportional shares add up to at first
 OBJECTIVES = ("work", "cycles")  # place()'s `balance`: see its docstring
+STACKING = ("latency", "rate", "off")  # place()'s `stack`: see its docstring
 MAX_APART = 8  # riders left apart, one per balance run, before riders are given up
+# how much longer one sample's way through the pipeline riders may make it at an equal
+# rate: their one-color moves are what lets a model run as one program (GPT-Neo on
+# small(12, 12): 54 colors with its riders, 80 without, for a way 1.1 % shorter)
+WAY_SLACK = 0.02
 
 
 @dataclasses.dataclass
@@ -42,6 +47,9 @@ class Placement:
     # an elementwise stage on its GEMM's tile shape right below it -> that GEMM
     # (`frontend.companions`; pipelined)
     riders: dict[str, str] = dataclasses.field(default_factory=dict)
+    # riders left apart because they made one sample's way longer (`place`'s stack
+    # "latency"; "rate" would keep them)
+    left_for_way: bool = False
 
     @property
     def pes_used(self) -> int:
@@ -62,7 +70,7 @@ def data_bytes(stage: Stage) -> int:
 
 def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work",
           period_share: float = PERIOD_SHARE, spare: bool = True,
-          stack: bool = True) -> Placement:
+          stack: str = "latency") -> Placement:
     """A tile for every stage of `stages` (graph order) on `config`; `edges`: (producer,
     consumer) stage names, kept on the result.
 
@@ -75,24 +83,35 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
             by steps that each save a measurable share of that period
             (`frontend.balance.MIN_SAVING`), so a larger fabric hands out no more PEs once
             it holds them. period_share and spare: `balance_cycles`'s (a smaller share and
-            no spare PEs give smaller tiles, whose routes need fewer colors). stack: an
-            elementwise stage that reads its producer's whole output takes the producer's
-            tile shape, right below it, so the move between them takes one color
-            (`frontend.companions`), where the kernels take it, the tiles still pack and
-            the slowest stage, its kernel or the moves into it (`frontend.move_bounds`),
-            is no slower than without.
-    Raises ValueError for another `balance`, PlacementError when the stages do not fit."""
+            no spare PEs give smaller tiles, whose routes need fewer colors).
+    stack: riders (pipelined). An elementwise stage that reads its producer's whole output
+        takes the producer's tile shape, right below it, so the move between them takes
+        one color (`frontend.companions`), where the kernels take it and the tiles still
+        pack, judged by
+        "latency": the slowest stage, its kernel or the moves into it
+            (`frontend.move_bounds`), no slower than without riders, and where it is as
+            fast, one sample's way through the pipeline (`critical_path`) at most
+            `WAY_SLACK` longer;
+        "rate": the slowest stage alone (more riders, so fewer colors: what
+            `colors="fit"` tries when the first is short of them);
+        "off": no riders.
+    Raises ValueError for another `balance` or `stack`, PlacementError when the stages do
+    not fit."""
     if balance not in OBJECTIVES:
         raise ValueError(f"balance must be one of {', '.join(map(repr, OBJECTIVES))}; "
                          f"got {balance!r}")
+    if stack not in STACKING:
+        raise ValueError(f"stack must be one of {', '.join(map(repr, STACKING))}; "
+                         f"got {stack!r}")
     if not stages:  # a graph of layout-only ops: nothing to place
         return Placement(config, {}, list(edges))
-    groups = Groups(stages, config)
+    groups, longer = Groups(stages, config), False
     if balance == "cycles":
         shapes = balance_cycles(stages, config, period_share=period_share, spare=spare)
-        if shapes is not None and stack:
-            shapes, groups = _stacked(stages, config, edges, shapes, groups,
-                                      dict(period_share=period_share, spare=spare))
+        if shapes is not None and stack != "off":
+            shapes, groups, longer = _stacked(stages, config, edges, shapes, groups,
+                                              dict(period_share=period_share, spare=spare),
+                                              stack)
     else:
         shapes = _work_shapes(stages, config)
     if shapes is None:
@@ -101,24 +120,47 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
     return Placement(config, {s.name: r for s, r in zip(stages, rects)}, list(edges),
                      {s.name: model_cycles(s, shape, config) or 0
                       for s, shape in zip(stages, shapes)},
-                     {stages[r].name: stages[root].name for r, root in groups.roots.items()})
+                     {stages[r].name: stages[root].name for r, root in groups.roots.items()},
+                     longer)
+
+
+def planned(stages: list[Stage], placement: Placement) -> tuple[int, list[str], int]:
+    """(way, stages on it, rate): one sample's way through `placement` in cycles and the
+    stages on it, and its slowest stage's cycles per sample, as the placement plans them:
+    the kernels' models (`Placement.predicted`) and the moves' bounds
+    (`move_bounds.critical_path`, `stage_bounds`), host I/O apart. What the simulation
+    then measures is at least about that: the moves take longer than their bounds."""
+    words = edge_words(stages, placement.edges)
+    way, path = critical_path([s.name for s in stages], placement.predicted,
+                              placement.rects, words)
+    rate = max(stage_bounds(placement.predicted, placement.rects, words).values(), default=0)
+    return way, path, rate
 
 
 def _stacked(stages: list[Stage], config: FabricConfig, edges, shapes, groups: Groups,
-             balance_args: dict) -> tuple[list[tuple[int, int]], Groups]:
+             balance_args: dict, judge: str = "latency"
+             ) -> tuple[list[tuple[int, int]], Groups, bool]:
     """The balance with riders (`companion_groups`) where its rate is no worse than that of
-    `shapes` (balanced apart, packed as `groups`), else `shapes` and `groups`. Riders take
-    PEs their roots' steps must pay for; each stage is weighed by its kernel or a move into
-    it, the larger (`stage_bounds`: a rider's move is a translation, the same stage on a
-    tile of its own may wait on one link). Where the slowest stage is a rider, or a root
-    whose riders' PEs held its growth back, the slowest rider of its group is left apart
-    and the balance runs again, at most `MAX_APART` times (the tests' TinyGPT: its gelus
-    on their GEMMs' shapes, 2,102 cycles against 2,096 apart; without them, the residual
-    adds ride)."""
+    `shapes` (balanced apart, packed as `groups`) and, under `judge` "latency" and an
+    equal rate, one sample's way through it (`move_bounds.critical_path`) at most
+    `WAY_SLACK` longer; else `shapes` and `groups`. Riders take PEs their roots' steps must
+    pay for; each stage is weighed by its kernel or a move into it, the larger
+    (`stage_bounds`: a rider's move is a translation, the same stage on a tile of its own
+    may wait on one link). Where the slowest stage is a rider, or a root whose riders' PEs
+    held its growth back, the slowest rider of its group is left apart and the balance
+    runs again; where the rate holds but the way is longer, the rider on the way whose
+    stage (or root) got the most cycles slower; at most `MAX_APART` times in all (the
+    tests' TinyGPT: its gelus on their GEMMs' shapes, 2,102 cycles against 2,096 apart;
+    without them, the residual adds ride. GPT-J on small(12, 12): its three riders, on
+    their GEMMs' shapes, made the way 26,240 cycles against 23,532 apart, the timeline's
+    latency 27,625 against 24,955)."""
     words = edge_words(stages, edges)
-    plain = max(_bounds(stages, shapes, groups, words).values())
+    plain_bounds = _bounds(stages, shapes, groups, words)
+    plain = max(plain_bounds.values())
+    plain_way = _way(stages, shapes, groups, words)[0]
     position = {s.name: i for i, s in enumerate(stages)}
     apart: set[str] = set()
+    longer = False  # whether riders were left apart for the way alone
     for _ in range(MAX_APART + 1):
         riders = companion_groups(stages, config, frozenset(apart))
         if not riders.roots:
@@ -129,14 +171,45 @@ def _stacked(stages: list[Stage], config: FabricConfig, edges, shapes, groups: G
         bounds = _bounds(stages, stacked, riders, words)
         slowest = max(bounds, key=bounds.get)
         if bounds[slowest] <= plain:
-            return stacked, riders
-        # the slowest stage's group: its root and the riders whose PEs the root pays for
-        root = riders.roots.get(position[slowest], position[slowest])
-        group = [i for i, r in riders.roots.items() if r == root]
-        if not group:
-            break
-        apart.add(stages[max(group, key=lambda i: (bounds[stages[i].name], i))].name)
-    return shapes, groups
+            if judge == "rate" or bounds[slowest] < plain:
+                return stacked, riders, longer
+            way, path = _way(stages, stacked, riders, words)
+            if way <= plain_way * (1 + WAY_SLACK):
+                return stacked, riders, longer
+            longer = True
+            # the stage on the way that rides or carries riders and got the most slower:
+            # itself if it rides, else the slowest of its riders
+            on_way = [position[n] for n in path if _group(riders, position[n])]
+            if not on_way:
+                break
+            worst = max(on_way, key=lambda i: (bounds[stages[i].name]
+                                               - plain_bounds[stages[i].name], i))
+            leave = (worst if worst in riders.roots
+                     else _slowest(_group(riders, worst), stages, bounds))
+        else:
+            # the slowest stage's group: its root and the riders whose PEs the root pays for
+            group = _group(riders, position[slowest])
+            if not group:
+                break
+            leave = _slowest(group, stages, bounds)
+        apart.add(stages[leave].name)
+    return shapes, groups, longer
+
+
+def _group(groups: Groups, i: int) -> list[int]:
+    """The riders of stage i's group (i a root or a rider; none if i is alone)."""
+    root = groups.roots.get(i, i)
+    return [j for j, r in groups.roots.items() if r == root]
+
+
+def _slowest(group: list[int], stages: list[Stage], bounds: dict[str, int]) -> int:
+    """The stage of `group` (indices) of the most cycles in `bounds`, the last if tied."""
+    return max(group, key=lambda i: (bounds[stages[i].name], i))
+
+
+def _cycles(stages: list[Stage], shapes: list[tuple[int, int]], config: FabricConfig
+            ) -> dict[str, int]:
+    return {s.name: stage_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes)}
 
 
 def _bounds(stages: list[Stage], shapes: list[tuple[int, int]], groups: Groups,
@@ -144,9 +217,17 @@ def _bounds(stages: list[Stage], shapes: list[tuple[int, int]], groups: Groups,
     """Per stage, its cycles per sample at least on `shapes` packed as `groups` packs
     them: the cycles the balance weighs, or a move into it (`stage_bounds`)."""
     rects = groups.rects(shapes)
-    return stage_bounds({s.name: stage_cycles(s, shape, groups.config) or 0
-                         for s, shape in zip(stages, shapes)},
+    return stage_bounds(_cycles(stages, shapes, groups.config),
                         {s.name: r for s, r in zip(stages, rects)}, words)
+
+
+def _way(stages: list[Stage], shapes: list[tuple[int, int]], groups: Groups,
+         words: dict[tuple[str, str], int]) -> tuple[int, list[str]]:
+    """One sample's way through `shapes` packed as `groups` packs them: its cycles at
+    least and the stages on it (`critical_path`)."""
+    rects = groups.rects(shapes)
+    return critical_path([s.name for s in stages], _cycles(stages, shapes, groups.config),
+                         {s.name: r for s, r in zip(stages, rects)}, words)
 
 
 def _work_shapes(stages: list[Stage], config: FabricConfig) -> list[tuple[int, int]] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from frontend.placement import planned
 from frontend.sources import target_name
 
 
@@ -125,7 +126,18 @@ def _pipelined_summary(cm) -> str:
             f"{tl.period:.0f} cycles per sample in steady state (bottleneck {tl.bottleneck}, "
             f"rate {tl.bound}); weights loaded once in {cm.load_cycles} host cycles; fma "
             f"utilization over the steady state {100 * cm.utilization:.2f} %"
-            + _stall(tl))
+            + _stall(tl) + _plan(cm))
+
+
+def _plan(cm) -> str:
+    """What the placement planned against, from its kernels' models and its moves' bounds
+    (`frontend.placement.planned`)."""
+    way, path, rate = planned([p.stage for p in cm.prepared], cm.placement)
+    if not path:
+        return ""
+    return (f"\nplanned (kernel models and move bounds, host I/O apart): latency at least "
+            f"{way} cycles, through {path[0]} ... {path[-1]} ({len(path)} stages), "
+            f"{rate} cycles per sample")
 
 
 def _stall(tl) -> str:

@@ -222,3 +222,33 @@ def test_the_fit_ladder_takes_the_tiles_without_riders_where_only_they_fit():
     # where the tiles with riders fit, they are kept
     kept, _, fits = _try_fit(*args[:4], 0.4, False)
     assert kept.riders and _fits(fits, "fit")
+
+
+@pytest.mark.parametrize("left_for_way, riders, fitting, tried, kept", [
+    (True, {"relu": "mm"}, {"rate"}, ["latency", "rate"], "rate"),
+    (True, {}, {"off"}, ["latency", "rate"], "latency"),  # no riders: "off" is "latency"
+    (False, {"relu": "mm"}, {"rate", "off"}, ["latency", "off"], "off"),
+    (True, {"relu": "mm"}, {"latency"}, ["latency"], "latency"),
+    (True, {"relu": "mm"}, set(), ["latency", "rate", "off"], "latency"),
+])
+def test_the_fit_ladder_tries_riders_by_rate_then_none(monkeypatch, left_for_way, riders,
+                                                       fitting, tried, kept):
+    """Where the default placement (riders judged by rate and latency) is short of
+    colors, "fit" tries riders judged by the rate alone, where that differs (riders were
+    left apart for the way), then no riders, where some ride; the first that fits is
+    kept, else the default (and the ladder shrinks the tiles)."""
+    from types import SimpleNamespace
+
+    from frontend import color_fit
+
+    calls = []
+
+    def fake(stages, tensors, config, edges, share, spare, policy, stack="latency"):
+        calls.append(stack)
+        placement = SimpleNamespace(stack=stack, riders=riders, left_for_way=left_for_way)
+        return placement, None, SimpleNamespace(fits=stack in fitting)
+
+    monkeypatch.setattr(color_fit, "try_placement", fake)
+    monkeypatch.setattr(color_fit, "_fits", lambda colors, policy: colors.fits)
+    placement, _, _ = color_fit._try_fit([], {}, CONFIG, [], 0.6, True)
+    assert calls == tried and placement.stack == kept

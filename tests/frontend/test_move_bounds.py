@@ -10,7 +10,7 @@ from fabric import FabricConfig, Rect
 from fabric.kernels import build_elementwise
 from fabric.kernels.layout import probe_inputs, probe_output
 from fabric.kernels.redistribute import plan_redistribution
-from frontend.move_bounds import edge_words, move_bound, rate_bound
+from frontend.move_bounds import critical_path, edge_words, move_bound, rate_bound
 from frontend.stages import Limits, Operand, Stage
 from frontend.values import Tensor
 
@@ -78,3 +78,24 @@ def test_the_rate_bound_is_the_larger_of_kernel_and_move():
     assert rate_bound({"a": 30, "b": 10}, rects, words) == 100  # the move: one link
     assert rate_bound({"a": 300, "b": 10}, rects, words) == 300  # the kernel
     assert rate_bound({"a": 30, "b": 10}, rects, {}) == 30
+
+
+def test_the_critical_path_is_the_longest_chain_of_kernels_and_moves():
+    # a -> b -> d and a -> c -> d (a residual's two branches), b and c side by side
+    rects = {"a": Rect(0, 0, 1, 4), "b": Rect(1, 0, 1, 4), "c": Rect(0, 4, 1, 2),
+             "d": Rect(2, 0, 1, 4)}
+    words = {("a", "b"): 40, ("a", "c"): 40, ("b", "d"): 40, ("c", "d"): 40}
+    order = ["a", "b", "c", "d"]
+    # moves: a -> b below, 10 words per column link: 10; a -> c on one row: 40;
+    # b -> d below: 10; c -> d, to the left and below: the line between them crossed on
+    # c's row and d's, 20 words each
+    assert [move_bound(rects[p], rects[c], 40) for p, c in words] == [10, 40, 10, 20]
+    # by b: 100 + 10 + 50 + 10 = 170; by c: 100 + 40 + 5 + 20 = 165
+    assert critical_path(order, {"a": 100, "b": 50, "c": 5, "d": 7}, rects, words) == (
+        177, ["a", "b", "d"])
+    # a slower c takes the way over: 100 + 40 + 60 + 20 + 7
+    assert critical_path(order, {"a": 100, "b": 50, "c": 60, "d": 7}, rects, words) == (
+        227, ["a", "c", "d"])
+    # no edges: the slowest stage alone; no stages: nothing
+    assert critical_path(order, {"a": 1, "b": 9, "c": 2, "d": 3}, rects, {}) == (9, ["b"])
+    assert critical_path([], {}, {}, {}) == (0, [])

@@ -8,7 +8,7 @@ import torch
 import frontend
 from fabric import FabricConfig
 from frontend.errors import FrontendError
-from frontend.placement import place
+from frontend.placement import place, planned
 from frontend.runtime import StageResult, Transfer
 from frontend.schedule import HOST, timeline
 
@@ -145,6 +145,14 @@ def test_pipelined_stream_overlaps_samples(streamed):
     assert pipe.cycles == pipe.latency  # pipelined: cycles are the latency
     text = pipe.report()
     assert "<- bottleneck" in text and "steady state" in text and "predicted" in text
+    # what the placement planned: kernel models and move bounds, host I/O apart, so at
+    # most the simulated latency; its slowest stage within the kernels' models' 10 %
+    way, path, rate = planned([p.stage for p in pipe.prepared], pipe.placement)
+    assert 0 < way <= pipe.latency and rate <= 1.1 * pipe.timeline.bound
+    assert path[0] == pipe.prepared[0].stage.name
+    assert (f"planned (kernel models and move bounds, host I/O apart): latency at least "
+            f"{way} cycles, through {path[0]} ... {path[-1]} ({len(path)} stages), "
+            f"{rate} cycles per sample") in text
 
 
 def test_each_mode_places_for_its_objective(streamed):
