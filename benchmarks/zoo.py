@@ -2,7 +2,8 @@
 
 Per model, in the execution mode asked (`--mode`, default the frontend's, pipelined):
 whether it compiles (else the ATen op that stops it), simulated cycles (pipelined: one
-sample's latency, and the cycles per sample of a stream, the period), PEs used, fma
+sample's latency, and the cycles per sample of a stream, the period, beside the figures
+the placement planned with), PEs used, fma
 utilization (over the period when pipelined), the colors one fabric program of it would
 need (pipelined), the largest node error against eager PyTorch (validate), the
 output's error against eager, and the wall seconds of compile and simulation. Each runs on
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 import time
 import warnings
@@ -37,6 +39,7 @@ from frontend.architectures import (  # noqa: E402
     output_tensor,
 )
 from frontend.lowering import GEMM_ORIENTATIONS  # noqa: E402
+from frontend.placement import planned  # noqa: E402
 from frontend.report import stage_rows  # noqa: E402
 from frontend.schedule import DEFAULT_MODE, MODES  # noqa: E402
 
@@ -75,7 +78,7 @@ def measure(name: str, config: FabricConfig, mode: str, gemm_orientation: str = 
         want = output_tensor(model(*inputs))
     got = output_tensor(cm.outputs()).float()
     matches = bool(torch.allclose(got, want, rtol=OUTPUT_TOL, atol=OUTPUT_TOL))
-    return {**row, **_bottleneck(cm),
+    return {**row, **_bottleneck(cm), **_plan(cm),
             "status": "runs" if matches and all(r.ok for r in rows) else "differs",
             "cycles": cm.cycles, "period": cm.period, "pes_used": cm.placement.pes_used,
             "utilization": cm.utilization,
@@ -94,6 +97,17 @@ def _bottleneck(cm) -> dict:
     return {"bottleneck": neck,
             "bottleneck_kernel_cycles": stage["simulated"] if stage else 0,
             "bottleneck_rate": stage["rate"] if stage else cm.timeline.host_rate}
+
+
+def _plan(cm) -> dict:
+    """What the pipelined placement planned (`frontend.placement.planned`: the kernels'
+    models and the moves' bounds, host I/O apart): one sample's way and the slowest
+    stage's cycles per sample, beside which the simulated latency and period show what
+    the plan leaves out (moves longer than their bounds, the host link, buffers)."""
+    if cm.mode != "pipelined":
+        return {}
+    way, _, rate = planned([p.stage for p in cm.prepared], cm.placement)
+    return {"planned_latency": way, "planned_period": rate}
 
 
 def main(argv=None) -> int:
@@ -127,8 +141,8 @@ def main(argv=None) -> int:
         if r["status"] in ("stops", "error", "too big"):
             stops.setdefault(r["stopped_by"], []).append(r["model"])
     columns = ["model", "family", "fabric", "status", "cycles", "period", "PEs", "util %",
-               "colors", "bottleneck: kernel / rate", "max node err", "output err",
-               "compile s", "sim s"]
+               "colors", "bottleneck: kernel / rate", "planned: latency / period",
+               "max node err", "output err", "compile s", "sim s"]
     table = [[r["model"], r["family"], r["fabric"], r["status"] if "cycles" in r else
               f"{r['status']}: {r['stopped_by']}", r.get("cycles", ""), r.get("period", ""),
               r.get("pes_used", ""),
@@ -136,6 +150,8 @@ def main(argv=None) -> int:
               r.get("colors_needed") or "",
               f"{r['bottleneck']}: {r['bottleneck_kernel_cycles']} / {r['bottleneck_rate']}"
               if "bottleneck" in r else "",
+              f"{r['planned_latency']} / {r['planned_period']}" if "planned_latency" in r
+              else "",
               f"{r['max_node_error']:.1e}" if "max_node_error" in r else "",
               f"{r['output_error']:.1e}" if "output_error" in r else "",
               round(r["compile_s"], 1), round(r["simulate_s"], 1) if "simulate_s" in r
@@ -149,6 +165,13 @@ def main(argv=None) -> int:
         headline.append(f"period bound by moves (the bottleneck's kernel under half its rate):"
                         f" {len(bound)} of {len(runs)}"
                         + (f" ({', '.join(r['model'] for r in bound)})" if bound else ""))
+    planned_runs = [r for r in runs if "planned_latency" in r]
+    if planned_runs:
+        lat = sorted(r["cycles"] / r["planned_latency"] for r in planned_runs)
+        per = sorted(r["period"] / r["planned_period"] for r in planned_runs)
+        headline.append(f"simulated against planned: latency median {statistics.median(lat):.2f} x "
+                        f"({lat[0]:.2f} to {lat[-1]:.2f}), cycles per sample median "
+                        f"{statistics.median(per):.2f} x ({per[0]:.2f} to {per[-1]:.2f})")
     headline += [f"stopped by {op}: {', '.join(models)}" for op, models in
                  sorted(stops.items(), key=lambda kv: -len(kv[1]))]
     fabrics = sorted({r["fabric"] for r in results})
