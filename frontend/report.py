@@ -153,12 +153,15 @@ def _stall(tl) -> str:
 
 def plot_placement(cm, path=None):
     """The stages' tiles and an arrow per edge; in pipelined mode each arrow in the hue of
-    its moves' colors over the whole graph (`cm.colors`), labelled with them."""
+    its moves' colors over the whole graph (`cm.colors`), labelled with them, and the
+    arrows of one sample's planned way through the tiles (`planned`) thicker."""
     from fabric.viz import placement_map
 
     regions = [(p.stage.name, p.rect) for p in cm.prepared]
     if cm.colors is None:
         return placement_map(cm.config, regions, cm.edges, title="placement", path=path)
     colors = [cm.colors.edge_colors(a, b) for a, b in cm.edges]
+    _, way, _ = planned([p.stage for p in cm.prepared], cm.placement)
     return placement_map(cm.config, regions, cm.edges, title="placement and move colors",
-                         path=path, edge_colors=colors)
+                         path=path, edge_colors=colors,
+                         emphasized=[e for e in zip(way, way[1:]) if e in set(cm.edges)])

@@ -158,6 +158,17 @@ def test_placement_map_draws_edges_in_their_colors_hue():
         viz.placement_map(GRID4, regions, edges=[("a", "b"), ("b", "c")], edge_colors=[[1]])
 
 
+def test_placement_map_draws_emphasized_edges_thicker():
+    regions = [("a", Rect(0, 0, 1, 4)), ("b", Rect(2, 0, 1, 4)), ("c", Rect(3, 0, 1, 4))]
+    edges = [("a", "b"), ("b", "c"), ("a", "c")]
+    fig = viz.placement_map(GRID4, regions, edges=edges, emphasized=[("a", "b"), ("b", "c")])
+    widths = [p.get_linewidth() for p in axis(fig, "placement").patches
+              if type(p).__name__ == "FancyArrowPatch"]
+    assert widths[0] == widths[1] > 2 * widths[2]
+    with pytest.raises(ValueError, match=r"emphasized names \[\('c', 'a'\)\], which are not"):
+        viz.placement_map(GRID4, regions, edges=edges, emphasized=[("c", "a")])
+
+
 def test_placement_map_on_a_full_wafer_shows_the_usable_area():
     fig = viz.placement_map(FabricConfig.wse2(), [("a", Rect(0, 0, 990, 700))])
     ax = axis(fig, "placement")

@@ -40,7 +40,7 @@ def _centre(rect: Rect) -> tuple[float, float]:
 
 
 def placement_map(config, regions: Sequence, edges: Sequence = (), title: str = "placement",
-                  path=None, edge_colors: Sequence | None = None):
+                  path=None, edge_colors: Sequence | None = None, emphasized: Sequence = ()):
     """The fabric of `config` as its grid outline, each region filled, outlined and labelled,
     and an arrow from region a's centre to region b's for each edge.
 
@@ -51,6 +51,8 @@ def placement_map(config, regions: Sequence, edges: Sequence = (), title: str = 
         a whole graph, `fabric.assign_part_colors`): its arrow is drawn in the hue of the
         first (hues around the circle over `config.num_colors`) and labelled with them
         all; an edge with none stays black. None: every arrow black, unlabelled.
+    emphasized: (label_a, label_b) pairs of `edges` drawn thicker (a pipeline's planned
+        way through its tiles, `frontend.placement.planned`).
     Axes use the heatmaps' coordinates: PE (r, c) is the unit square centred on (c, r),
     row 0 at the top. The axis carries the label "placement".
 
@@ -68,6 +70,10 @@ def placement_map(config, regions: Sequence, edges: Sequence = (), title: str = 
         if missing:
             raise ValueError(f"edges[{i}] names {missing}, which no region has; regions: "
                              f"{sorted(rects)}")
+    unknown = [e for e in emphasized if tuple(e) not in {tuple(x) for x in edges}]
+    if unknown:
+        raise ValueError(f"emphasized names {unknown}, which are not edges")
+    thick = {tuple(e) for e in emphasized}
     if edge_colors is not None and len(edge_colors) != len(edges):
         raise ValueError(f"edge_colors has {len(edge_colors)} entries for {len(edges)} edges")
     fig = new_figure(*grid_size(config.rows, config.cols))
@@ -94,8 +100,8 @@ def placement_map(config, regions: Sequence, edges: Sequence = (), title: str = 
         colors = list(edge_colors[i]) if edge_colors is not None else []
         hue = _hue(colors[0], config.num_colors) if colors else "black"
         ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12,
-                                     color=hue, lw=1.2, shrinkA=14, shrinkB=14,
-                                     zorder=3))
+                                     color=hue, lw=3.0 if (a, b) in thick else 1.2,
+                                     shrinkA=14, shrinkB=14, zorder=3))
         if colors:
             ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2,
                     ",".join(map(str, colors)), color=hue, fontsize=6, ha="center",

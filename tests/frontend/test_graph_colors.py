@@ -14,6 +14,7 @@ import torch
 import frontend
 from fabric import FabricConfig, Rect
 from fabric import instructions as ins
+from frontend.placement import planned
 
 CONFIG = FabricConfig.small(5, 5)  # the model's tiles take 18 of the 21 colors here
 FEW = CONFIG.replace(reserved_colors=tuple(range(10, 24)))  # 10 colors: too few for them
@@ -112,6 +113,12 @@ def test_report_and_placement_show_the_colors(pipelined):
     for arrow, (producer, consumer) in zip(arrows, cm.edges):
         moved = cm.colors.edge_colors(producer, consumer)
         assert (tuple(arrow.get_edgecolor()) != black) == bool(moved)
+    # the planned way's arrows thicker than the others (a chain: all of them)
+    _, way, _ = planned([p.stage for p in cm.prepared], cm.placement)
+    on_way = set(zip(way, way[1:]))
+    assert on_way and on_way <= set(cm.edges)
+    for arrow, edge in zip(arrows, cm.edges):
+        assert (arrow.get_linewidth() > 2) == (edge in on_way)
 
 
 def test_a_resident_inputs_moves_join_the_assignment():
