@@ -155,9 +155,8 @@ def _stacked(stages: list[Stage], config: FabricConfig, edges, shapes, groups: G
     their GEMMs' shapes, made the way 26,240 cycles against 23,532 apart, the timeline's
     latency 27,625 against 24,955)."""
     words = edge_words(stages, edges)
-    plain_bounds = _bounds(stages, shapes, groups, words)
+    plain_bounds, plain_way, _ = _figures(stages, shapes, groups, words)
     plain = max(plain_bounds.values())
-    plain_way = _way(stages, shapes, groups, words)[0]
     position = {s.name: i for i, s in enumerate(stages)}
     apart: set[str] = set()
     longer = False  # whether riders were left apart for the way alone
@@ -168,12 +167,11 @@ def _stacked(stages: list[Stage], config: FabricConfig, edges, shapes, groups: G
         stacked = balance_cycles(stages, config, groups=riders, **balance_args)
         if stacked is None:
             break
-        bounds = _bounds(stages, stacked, riders, words)
+        bounds, way, path = _figures(stages, stacked, riders, words)
         slowest = max(bounds, key=bounds.get)
         if bounds[slowest] <= plain:
             if judge == "rate" or bounds[slowest] < plain:
                 return stacked, riders, longer
-            way, path = _way(stages, stacked, riders, words)
             if way <= plain_way * (1 + WAY_SLACK):
                 return stacked, riders, longer
             longer = True
@@ -207,27 +205,16 @@ def _slowest(group: list[int], stages: list[Stage], bounds: dict[str, int]) -> i
     return max(group, key=lambda i: (bounds[stages[i].name], i))
 
 
-def _cycles(stages: list[Stage], shapes: list[tuple[int, int]], config: FabricConfig
-            ) -> dict[str, int]:
-    return {s.name: stage_cycles(s, shape, config) or 0 for s, shape in zip(stages, shapes)}
-
-
-def _bounds(stages: list[Stage], shapes: list[tuple[int, int]], groups: Groups,
-            words: dict[tuple[str, str], int]) -> dict[str, int]:
-    """Per stage, its cycles per sample at least on `shapes` packed as `groups` packs
-    them: the cycles the balance weighs, or a move into it (`stage_bounds`)."""
-    rects = groups.rects(shapes)
-    return stage_bounds(_cycles(stages, shapes, groups.config),
-                        {s.name: r for s, r in zip(stages, rects)}, words)
-
-
-def _way(stages: list[Stage], shapes: list[tuple[int, int]], groups: Groups,
-         words: dict[tuple[str, str], int]) -> tuple[int, list[str]]:
-    """One sample's way through `shapes` packed as `groups` packs them: its cycles at
-    least and the stages on it (`critical_path`)."""
-    rects = groups.rects(shapes)
-    return critical_path([s.name for s in stages], _cycles(stages, shapes, groups.config),
-                         {s.name: r for s, r in zip(stages, rects)}, words)
+def _figures(stages: list[Stage], shapes: list[tuple[int, int]], groups: Groups,
+             words: dict[tuple[str, str], int]) -> tuple[dict[str, int], int, list[str]]:
+    """On `shapes` packed as `groups` packs them: per stage, its cycles per sample at least
+    (the cycles the balance weighs, or a move into it: `stage_bounds`), and one sample's
+    way through them, its cycles and stages (`critical_path`), from one packing."""
+    names = [s.name for s in stages]
+    rects = dict(zip(names, groups.rects(shapes)))
+    cycles = {s.name: stage_cycles(s, shape, groups.config) or 0
+              for s, shape in zip(stages, shapes)}
+    return stage_bounds(cycles, rects, words), *critical_path(names, cycles, rects, words)
 
 
 def _work_shapes(stages: list[Stage], config: FabricConfig) -> list[tuple[int, int]] | None:

@@ -164,4 +164,4 @@ def plot_placement(cm, path=None):
     _, way, _ = planned([p.stage for p in cm.prepared], cm.placement)
     return placement_map(cm.config, regions, cm.edges, title="placement and move colors",
                          path=path, edge_colors=colors,
-                         emphasized=[e for e in zip(way, way[1:]) if e in set(cm.edges)])
+                         emphasized=list(zip(way, way[1:])))

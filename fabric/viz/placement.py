@@ -70,7 +70,8 @@ def placement_map(config, regions: Sequence, edges: Sequence = (), title: str = 
         if missing:
             raise ValueError(f"edges[{i}] names {missing}, which no region has; regions: "
                              f"{sorted(rects)}")
-    unknown = [e for e in emphasized if tuple(e) not in {tuple(x) for x in edges}]
+    known = {tuple(e) for e in edges}
+    unknown = [e for e in emphasized if tuple(e) not in known]
     if unknown:
         raise ValueError(f"emphasized names {unknown}, which are not edges")
     thick = {tuple(e) for e in emphasized}
