@@ -1,6 +1,7 @@
 """Model zoo as one fabric program: every architecture of frontend.architectures compiled
 for one program (`colors="fit"`: tiles shrunk until every kernel's and move's routes fit
-the fabric's colors at once; `lookups="onehot"`: embeddings looked up on the fabric) and,
+the fabric's colors at once; `lookups="onehot"`: embeddings looked up on the fabric;
+`experts="dense"`: mixture-of-experts products as one GEMM each) and,
 where its program builds, samples streamed through it in one engine run with kernels
 started by their data (`cm.one_program_stream(..., start="data")`).
 
@@ -53,7 +54,7 @@ def measure(name: str, samples: int) -> dict:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch's export internals
             cm = frontend.compile(model, inputs, config=config, mode="pipelined",
-                                  colors="fit", lookups="onehot")
+                                  colors="fit", lookups="onehot", experts="dense")
         cm.model_program(gated=True)
     except frontend.PlacementError as exc:
         return {**row, "status": "does not fit", "stopped_by": _reason(exc),

@@ -23,7 +23,7 @@ from frontend.graph_colors import (
     check_color_policy,
     graph_colors,
 )
-from frontend.lowering import check_gemm_orientation, check_lookups, lower
+from frontend.lowering import check_experts, check_gemm_orientation, check_lookups, lower
 from frontend.micro_batches import join, split
 from frontend.model_program import ModelProgram, build_model_program
 from frontend.placement import place
@@ -40,7 +40,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
             precision: str = "fp32", half=None, mode: str = DEFAULT_MODE,
             colors: str = DEFAULT_COLOR_POLICY,
             period_share: float | None = None, lookups: str = "gather",
-            gemm_orientation: str = "rows") -> CompiledModel:
+            gemm_orientation: str = "rows", experts: str = "picked") -> CompiledModel:
     """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
     `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
 
@@ -83,6 +83,14 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
         orientation its model predicts faster there: C^T = B^T A^T where C has few rows
         and many columns, its fmas along C's rows; the words are the same bit for bit,
         `fabric.kernels.build_gemm_summa`). Products of one row are GEMVs either way.
+    experts: how a product with expert weights picked per token by indices computed on the
+        fabric (a mixture-of-experts layer: bmm(W[ids], x)) runs: "picked" (the default:
+        the weights looked up by a one-hot product, then a small product per token) or
+        "dense" (every token's row times every expert's weights in one GEMM, a mask
+        keeping each token's own; the same values up to the order of sums): Mixtral and
+        Qwen2-MoE then fit one fabric program with colors "fit", where the picked
+        products' all-to-all moves need more colors than a fabric has
+        (`frontend.lowering.experts`).
 
     The returned model runs on the simulated fabric when called; shapes are those of the
     example inputs (as `torch.export` captures them)."""
@@ -95,7 +103,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
                                 "least one element (a batch size of at least 1)")
     return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
                          precision, example_inputs, half, mode, colors, period_share, lookups,
-                         gemm_orientation)
+                         gemm_orientation, experts)
 
 
 class CompiledModel:
@@ -105,13 +113,15 @@ class CompiledModel:
                  precision: str = "fp32", example_inputs: Sequence = (),
                  half: HalfDtype | None = None, mode: str = DEFAULT_MODE,
                  colors: str = DEFAULT_COLOR_POLICY, period_share: float | None = None,
-                 lookups: str = "gather", gemm_orientation: str = "rows"):
+                 lookups: str = "gather", gemm_orientation: str = "rows",
+                 experts: str = "picked"):
         """half: the 16-bit format of a "mixed" model (`frontend.amp.resolve_half`);
         None in fp32. mode: "sequential" or "pipelined" (`frontend.schedule`). colors: what
         a pipelined model short of colors gets, "fit", "refuse" or "report" (`compile`).
         period_share: the pipelined placement's (`compile`). lookups: "gather" or
         "onehot", how embeddings by token ids are looked up (`compile`). gemm_orientation:
-        "rows" or "auto", which way SUMMA tiles run their fmas (`compile`)."""
+        "rows" or "auto", which way SUMMA tiles run their fmas (`compile`). experts:
+        "picked" or "dense", how products with picked expert weights run (`compile`)."""
         t0 = time.perf_counter()
         try:
             self.mode = check_mode(mode)
@@ -119,6 +129,7 @@ class CompiledModel:
             share = check_period_share(period_share, self.mode)
             self.lookups = check_lookups(lookups)
             self.gemm_orientation = check_gemm_orientation(gemm_orientation)
+            self.experts = check_experts(experts)
         except ValueError as exc:
             raise FrontendError(str(exc)) from None
         self.captured = captured
@@ -140,7 +151,7 @@ class CompiledModel:
         # pipelined: a GEMM the colors hold to a small tile spreads over several tiles
         self.lowered = lower(captured, self.formats,
                              column_parts(config) if self.mode == "pipelined" else None,
-                             self.lookups, self.gemm_orientation)
+                             self.lookups, self.gemm_orientation, self.experts)
         self.edges = stage_edges(self.lowered.stages, self.lowered.tensors)
         # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
         # at a time, their sum: shares that follow the work

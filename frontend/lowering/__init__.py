@@ -3,10 +3,12 @@ family listed in `families`."""
 
 from frontend.lowering import families  # noqa: F401  (the rule table: every rule module)
 from frontend.lowering.core import (
+    EXPERTS,
     GEMM_ORIENTATIONS,
     LOOKUPS,
     RULES,
     Lowered,
+    check_experts,
     check_gemm_orientation,
     check_lookups,
     lower,
@@ -14,5 +16,5 @@ from frontend.lowering.core import (
     supported_ops,
 )
 
-__all__ = ["GEMM_ORIENTATIONS", "LOOKUPS", "RULES", "Lowered", "check_gemm_orientation",
-           "check_lookups", "lower", "rule", "supported_ops"]
+__all__ = ["EXPERTS", "GEMM_ORIENTATIONS", "LOOKUPS", "RULES", "Lowered", "check_experts",
+           "check_gemm_orientation", "check_lookups", "lower", "rule", "supported_ops"]

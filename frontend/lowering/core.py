@@ -58,6 +58,18 @@ def check_gemm_orientation(orientation: str) -> str:
     return orientation
 
 
+# how a product with expert weights picked per token by computed indices runs: each
+# token's picked weights ("picked") or every expert's weights, a mask keeping each token's
+# own ("dense": one GEMM, what one fabric program holds; `experts`)
+EXPERTS = ("picked", "dense")
+
+
+def check_experts(experts: str) -> str:
+    if experts not in EXPERTS:
+        raise ValueError(f"experts must be one of {list(EXPERTS)}, got {experts!r}")
+    return experts
+
+
 def check_lookups(lookups: str) -> str:
     if lookups not in LOOKUPS:
         raise ValueError(f"lookups must be one of {list(LOOKUPS)}, got {lookups!r}")
@@ -173,9 +185,11 @@ class Lowering:
 
     def __init__(self, captured: Captured, formats: dict[str, str] | None = None,
                  gemm_parts: Callable[[int, int, int], int] | None = None,
-                 lookups: str = "gather", gemm_orientation: str = "rows"):
+                 lookups: str = "gather", gemm_orientation: str = "rows",
+                 experts: str = "picked"):
         self.captured = captured
         self.lookups = check_lookups(lookups)
+        self.experts = check_experts(experts)
         # which way SUMMA tiles run their fmas (`fabric.kernels.build_gemm_summa`)
         self.gemm_orientation = check_gemm_orientation(gemm_orientation)
         self.index_ranges: list[IndexRange] = []
@@ -187,6 +201,9 @@ class Lowering:
         self.tensors: dict[str, Tensor] = {}
         self.next_base = 0
         self.node: torch.fx.Node | None = None
+        # values several nodes' rules compute alike, made once (a router's one-hot mask,
+        # `experts`): a key naming what and of which elements -> the value
+        self.shared: dict[tuple, object] = {}
 
     # ---- the global element space --------------------------------------------------------
     def new_tensor(self, name: str, shape, kind: str) -> Tensor:
@@ -276,12 +293,14 @@ class Lowering:
 
 def lower(captured: Captured, formats: dict[str, str] | None = None,
           gemm_parts: Callable[[int, int, int], int] | None = None,
-          lookups: str = "gather", gemm_orientation: str = "rows") -> Lowered:
+          lookups: str = "gather", gemm_orientation: str = "rows",
+          experts: str = "picked") -> Lowered:
     """Lower every node; `formats` gives the nodes that run in a 16-bit format (mixed
     precision, `frontend.amp.node_formats`); `gemm_parts` how many tiles each GEMM's
     output columns spread over (`frontend.gemm_split.column_parts`; None: one); `lookups`
-    how an embedding by an integer input's indices is looked up (`LOOKUPS`)."""
-    low = Lowering(captured, formats, gemm_parts, lookups, gemm_orientation)
+    how an embedding by an integer input's indices is looked up (`LOOKUPS`); `experts` how
+    a product with expert weights picked by computed indices runs (`EXPERTS`)."""
+    low = Lowering(captured, formats, gemm_parts, lookups, gemm_orientation, experts)
     env: dict[str, object] = {}
     outputs: list[object] = []
     for node in captured.graph.nodes:

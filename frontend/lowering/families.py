@@ -18,6 +18,7 @@ from frontend.lowering import (
     conv,
     elementwise,
     embedding,
+    experts,
     layout,
     losses,
     masks,
@@ -30,5 +31,5 @@ from frontend.lowering import (
 )
 
 FAMILIES = (backward, backward_conv, backward_embedding, backward_norms, backward_pool, conv,
-            elementwise, embedding, layout, losses, masks, matmul, norms, ranking, reductions,
-            resample, routing)
+            elementwise, embedding, experts, layout, losses, masks, matmul, norms, ranking,
+            reductions, resample, routing)
