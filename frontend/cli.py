@@ -4,8 +4,8 @@ timelines of the fabric-level demo (traces) and training runs.
     wafer info [--preset wse2|wse3|small] [--grid RxC] [--json]
     wafer run [MODULE:FACTORY | --model mlp|gpt] [--preset P] [--grid RxC] [--dtype D]
               [--mode pipelined|sequential] [--colors report|fit|refuse]
-              [--lookups gather|onehot] [--gemm-orientation rows|auto] [--out DIR]
-              [--quiet]
+              [--lookups gather|onehot] [--gemm-orientation rows|auto]
+              [--experts picked|dense] [--out DIR] [--quiet]
                                              (--fabric-demo [--n N]: the fabric-level demo)
     wafer bench [--quick] [--only NAME ...]
     wafer trace [--grid RxC] [--n N] [--rect R,C,H,W] [--links] [--out FILE]
@@ -35,7 +35,7 @@ from fabric.config import FabricConfig
 from fabric.errors import FabricError
 from frontend.errors import FrontendError, user_code_error
 from frontend.graph_colors import COLOR_POLICIES, DEFAULT_COLOR_POLICY
-from frontend.lowering import GEMM_ORIENTATIONS, LOOKUPS
+from frontend.lowering import EXPERTS, GEMM_ORIENTATIONS, LOOKUPS
 from frontend.schedule import DEFAULT_MODE, MODES
 
 PRESETS = ("wse2", "wse3", "small")
@@ -238,7 +238,8 @@ def cmd_run(args, parser) -> int:
     config = preset_config(args.preset, args.grid)
     return _run_quietly(lambda: model_demo.run_model(model, inputs, config, args.out,
                                                      args.dtype, args.mode, args.colors,
-                                                     args.lookups, args.gemm_orientation),
+                                                     args.lookups, args.gemm_orientation,
+                                                     args.experts),
                         args.quiet)
 
 
@@ -393,6 +394,10 @@ def build_parser() -> Parser:
                      help="which way SUMMA tiles run their fmas: down C's columns "
                      "(default) or, where their model predicts it faster, transposed "
                      "(the same words)")
+    run.add_argument("--experts", choices=list(EXPERTS), default="picked",
+                     help="mixture-of-experts products: each token's picked weights "
+                     "(default) or every expert's in one GEMM, a mask keeping its own "
+                     "(which one fabric program holds)")
     run.add_argument("--fabric-demo", action="store_true",
                      help="run the fabric-level demo instead of a model")
     run.add_argument("--n", type=int, default=64,

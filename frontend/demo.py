@@ -4,7 +4,7 @@ node against eager PyTorch, with a printed report and the placement picture.
     python -m frontend.demo --out out [--model mlp|gpt] [--grid 12x12]
                             [--dtype fp32|fp16|bf16|cb16] [--mode pipelined|sequential]
                             [--colors report|fit|refuse] [--lookups gather|onehot]
-                            [--gemm-orientation rows|auto]
+                            [--gemm-orientation rows|auto] [--experts picked|dense]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import frontend
 from fabric import FabricConfig
 from frontend.errors import PlacementError
 from frontend.graph_colors import COLOR_POLICIES, DEFAULT_COLOR_POLICY
-from frontend.lowering import GEMM_ORIENTATIONS, LOOKUPS
+from frontend.lowering import EXPERTS, GEMM_ORIENTATIONS, LOOKUPS
 from frontend.schedule import DEFAULT_MODE, MODES
 from frontend.validate import MIXED_ULPS, table
 
@@ -95,27 +95,32 @@ def main(argv=None) -> int:
     ap.add_argument("--gemm-orientation", choices=list(GEMM_ORIENTATIONS), default="rows",
                     help="which way SUMMA tiles run their fmas: down C's columns (default) "
                     "or, where faster, transposed (frontend.compile's gemm_orientation)")
+    ap.add_argument("--experts", choices=list(EXPERTS), default="picked",
+                    help="mixture-of-experts products: each token's picked weights "
+                    "(default) or every expert's in one GEMM, which one fabric program "
+                    "holds (frontend.compile's experts)")
     args = ap.parse_args(argv)
     model, inputs = demo_model(args.model)
     return run_model(model, inputs, FabricConfig.small(*args.grid), args.out, args.dtype,
-                     args.mode, args.colors, args.lookups, args.gemm_orientation)
+                     args.mode, args.colors, args.lookups, args.gemm_orientation, args.experts)
 
 
 def run_model(model, inputs, config: FabricConfig, out_dir, dtype: str = "fp32",
               mode: str = DEFAULT_MODE, colors: str = DEFAULT_COLOR_POLICY,
-              lookups: str = "gather", gemm_orientation: str = "rows") -> int:
+              lookups: str = "gather", gemm_orientation: str = "rows",
+              experts: str = "picked") -> int:
     """Compile, run and validate `model` on `config` in fp32, or in mixed precision with
     the 16-bit `dtype` (a `frontend.amp` name: float16/fp16, bfloat16/bf16,
     cbfloat16/cb16), in execution `mode` (`frontend.schedule.MODES`) with the color policy
-    `colors`, the embeddings' `lookups` and the SUMMA tiles' `gemm_orientation`
-    (`frontend.compile`'s); print the report and
+    `colors`, the embeddings' `lookups`, the SUMMA tiles' `gemm_orientation` and the
+    mixture-of-experts products' `experts` (`frontend.compile`'s); print the report and
     the numerics table, save the placement PNG in `out_dir`. 0 when every node is within
     tolerance."""
     precision, half = ("fp32", None) if dtype == "fp32" else ("mixed", dtype)
     t0 = time.perf_counter()
     cm = frontend.compile(model, inputs, config=config, precision=precision, half=half,
                           mode=mode, colors=colors, lookups=lookups,
-                          gemm_orientation=gemm_orientation)
+                          gemm_orientation=gemm_orientation, experts=experts)
     t1 = time.perf_counter()
     rows = cm.validate(*inputs, raise_on_mismatch=False)
     t2 = time.perf_counter()

@@ -194,6 +194,22 @@ def tokens():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 4))
     return model, (torch.tensor([[1, 5, 9, 15]]),)
+
+
+class Routed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.router = torch.nn.Parameter(torch.randn(8, 4))
+        self.w = torch.nn.Parameter(torch.randn(4, 6, 8))
+
+    def forward(self, x):
+        ids = torch.topk(x @ self.router, 2).indices.reshape(-1)
+        return torch.bmm(self.w[ids], x.repeat_interleave(2, 0).unsqueeze(-1))
+
+
+def routed():
+    torch.manual_seed(0)
+    return Routed(), (torch.randn(4, 8),)
 """
 
 
@@ -318,3 +334,16 @@ def test_run_takes_the_gemm_orientation(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["run", "--gemm-orientation", "cols"])
     assert "'cols'" in capsys.readouterr().err
+
+
+def test_run_takes_the_experts(user_models, capsys):
+    """--experts dense: a model's products with expert weights picked by its router run as
+    one GEMM, every node within tolerance, the call as one fabric program."""
+    assert cli.main(["run", "user_models:routed", "--experts", "dense", "--colors", "fit",
+                     "--out", "out"]) == 0
+    out = capsys.readouterr().out
+    assert "all nodes within tolerance" in out and "bmm_experts" in out
+    _assert_one_program(out)
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--experts", "sparse"])
+    assert "'sparse'" in capsys.readouterr().err

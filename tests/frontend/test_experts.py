@@ -5,6 +5,7 @@
   every expert's weights (no one-hot lookup, no per-token products), every node within its
   tolerance, the outputs those of "picked" up to the order of the sums (a row's unpicked
   experts add zeros to its sum);
+- an index past the table (eager: IndexError) poisons its row (not finite), never zeros;
 - the picked weights read by anything but bmm are looked up as under "picked";
 - a bad `experts` is refused by name;
 - the zoo's Mixtral fits one fabric program with colors "fit" (compile only), which
@@ -62,6 +63,40 @@ def test_dense_product_matches_eager_and_the_picked_one(first):
     picked = frontend.compile(model, (x,), config=CONFIG)
     assert not any(s.name.endswith("_experts") for s in picked.lowered.stages)
     torch.testing.assert_close(got, picked(x), rtol=1e-5, atol=1e-5)
+
+
+class Escaping(Routed):
+    """A router with a fifth score, x[:, 0] - 100: never among the top 2 on the example,
+    the top where x[t, 0] is large, an index past the table then."""
+
+    def forward(self, x):
+        scores = torch.cat([x @ self.router, x[:, :1] - 100.0], dim=1)
+        ids = torch.topk(scores, 2).indices.reshape(-1)
+        rows = x.repeat_interleave(2, 0)
+        return torch.bmm(self.w[ids], rows.unsqueeze(-1)).squeeze(-1)
+
+
+def test_an_index_out_of_range_poisons_its_rows():
+    """Eager raises IndexError for an index past the table; the fabric has no exceptions,
+    so a row whose index hits no expert comes out NaN or inf, never a silent zero, and the
+    other rows as eager's."""
+    model, x = Escaping(), _x()
+    cm = frontend.compile(model, (x,), config=CONFIG, experts="dense")
+    far = x.clone()
+    far[1, 0] = 1000.0
+    with pytest.raises(IndexError):
+        model(far)
+    with torch.no_grad():
+        scores = torch.cat([far @ model.router, far[:, :1] - 100.0], dim=1)
+    outside = torch.topk(scores, 2).indices.reshape(-1) >= EXPERTS
+    assert outside.sum() == 1
+    out = cm(far)
+    assert not torch.isfinite(out[outside]).any()
+    with torch.no_grad():
+        want = Routed()(far)  # the router's own top 2 where the fifth score is not picked
+    inside = ~outside
+    inside[outside.nonzero()[0] ^ 1] = False  # the escaping token's other slot moved up
+    torch.testing.assert_close(out[inside], want[inside], rtol=1e-5, atol=1e-3)
 
 
 class PickedRead(nn.Module):
