@@ -23,7 +23,13 @@ from frontend.graph_colors import (
     check_color_policy,
     graph_colors,
 )
-from frontend.lowering import check_experts, check_gemm_orientation, check_lookups, lower
+from frontend.lowering import (
+    check_experts,
+    check_gemm_orientation,
+    check_lookups,
+    lower,
+    picked_products,
+)
 from frontend.micro_batches import join, split
 from frontend.model_program import ModelProgram, build_model_program
 from frontend.placement import place
@@ -158,8 +164,11 @@ class CompiledModel:
         # pipelined: every part on the fabric at once, so their routes share its colors
         self.colors: GraphColors | None = None
         if self.mode == "pipelined":
-            fit = fit_colors(self.lowered.stages, self.lowered.tensors, config, self.edges,
-                             colors, share)
+            try:
+                fit = fit_colors(self.lowered.stages, self.lowered.tensors, config,
+                                 self.edges, colors, share)
+            except PlacementError as exc:
+                raise PlacementError(self._experts_hint(str(exc))) from exc
             self.placement, self.prepared, self.colors = fit.placement, fit.prepared, \
                 fit.colors
             # colors="fit" may add fan-out relays: stages of their own (`frontend.fan_out`)
@@ -214,6 +223,18 @@ class CompiledModel:
         return len(plans)
 
     # ---- running ---------------------------------------------------------------------------
+    def _experts_hint(self, message: str) -> str:
+        """A refusal for colors, with how "dense" expert products would lift it where
+        products of picked expert weights run "picked" are among the parts crossing its
+        busiest PE."""
+        names = picked_products(self.captured.graph, self.captured.constants)
+        if self.experts == "dense" or not any(f"(FX node {n!r})" in message for n in names):
+            return message
+        return (f"{message}\nits products with expert weights picked per token (FX nodes "
+                + ", ".join(repr(n) for n in names) + ") each move all to all between two "
+                "tiles; compile with experts=\"dense\" to run each as one GEMM, whose moves "
+                "need fewer colors")
+
     def _named_inputs(self, args) -> dict[str, torch.Tensor]:
         names = [n for n in self.captured.user_inputs if n not in self.resident_inputs]
         flat, _ = torch.utils._pytree.tree_flatten(list(args))

@@ -15,6 +15,8 @@ from frontend.lowering.core import (
     rule,
     supported_ops,
 )
+from frontend.lowering.experts import picked_products
 
 __all__ = ["EXPERTS", "GEMM_ORIENTATIONS", "LOOKUPS", "RULES", "Lowered", "check_experts",
-           "check_gemm_orientation", "check_lookups", "lower", "rule", "supported_ops"]
+           "check_gemm_orientation", "check_lookups", "lower", "picked_products", "rule",
+           "supported_ops"]

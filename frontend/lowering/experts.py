@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+import torch.fx
 
 from frontend.lowering.common import binary, gemm, map_, reduce_rows, relayout
 from frontend.lowering.core import rule
@@ -66,6 +67,21 @@ def _picked_for_products(low, node, x, indices) -> bool:
             and len(indices) == 1 and isinstance(indices[0], Ref) and len(indices[0].shape) == 1
             and not low.int_words(indices[0]) and x.value.is_floating_point()
             and all(u.target is aten.bmm.default for u in node.users))
+
+
+def picked_products(graph: torch.fx.Graph, constants) -> list[str]:
+    """The bmm nodes of `graph` that read a constant 3-D table (a name of `constants`)
+    indexed along its first dimension by one runtime vector: the products "dense" runs as
+    one GEMM each (whether the indices are computed is the lowering's to tell; this is
+    what a refusal for colors names)."""
+    out = []
+    for node in graph.nodes:
+        table = node.args[0] if node.target is aten.index.Tensor else None
+        if (isinstance(table, torch.fx.Node) and table.name in constants
+                and constants[table.name].dim() == 3 and len(node.args[1]) == 1
+                and isinstance(node.args[1][0], torch.fx.Node)):
+            out += [u.name for u in node.users if u.target is aten.bmm.default]
+    return out
 
 
 @rule(aten.index.Tensor, case=_picked_for_products)

@@ -7,9 +7,10 @@
   experts add zeros to its sum);
 - an index past the table (eager: IndexError) poisons its row (not finite), never zeros;
 - the picked weights read by anything but bmm are looked up as under "picked";
+- a refusal for colors names the picked products and "dense" where they crowd its PE;
 - a bad `experts` is refused by name;
 - the zoo's Mixtral fits one fabric program with colors "fit" (compile only), which
-  "picked" cannot on any tiles.
+  "picked" cannot on any tiles (refused, naming "dense").
 """
 
 import pytest
@@ -17,6 +18,7 @@ import torch
 import torch.nn as nn
 
 import frontend
+from fabric.config import FabricConfig
 from frontend.architectures import build, fabric_config
 from tests.frontend.models import CONFIG
 
@@ -120,6 +122,20 @@ def test_picked_weights_read_otherwise_are_looked_up():
         assert torch.equal(cm(x), model(x))
 
 
+def test_a_refusal_for_colors_names_the_picked_products_and_dense():
+    """On small(12, 12) the balanced tiles need more colors than the fabric has, the
+    picked products among the parts crossing the busiest PE: the refusal names them and
+    experts="dense" (which here does not suffice either: the router's moves crowd a PE
+    too, and that refusal has no hint)."""
+    config = FabricConfig.small(12, 12)
+    with pytest.raises(frontend.PlacementError,
+                       match="(?s)picked per token \\(FX nodes 'bmm'\\).*experts=\"dense\""):
+        frontend.compile(Routed(), (_x(),), config=config, colors="refuse")
+    with pytest.raises(frontend.PlacementError) as dense:
+        frontend.compile(Routed(), (_x(),), config=config, colors="refuse", experts="dense")
+    assert "experts=" not in str(dense.value)
+
+
 def test_a_bad_experts_is_refused():
     with pytest.raises(frontend.FrontendError, match="experts must be one of"):
         frontend.compile(Routed(), (_x(),), config=CONFIG, experts="sparse")
@@ -127,10 +143,16 @@ def test_a_bad_experts_is_refused():
 
 @pytest.mark.slow
 def test_mixtral_fits_one_program_dense():
-    """colors "fit": Mixtral's one program is built (compile only) with the dense
-    products; picked, even its smallest tiles need more colors than the fabric has."""
+    """colors "fit": picked, even Mixtral's smallest tiles need more colors than the
+    fabric has, and the refusal names its products and experts="dense"; dense, its one
+    program is built (compile only)."""
     model, inputs = build("mixtral")
-    cm = frontend.compile(model, inputs, config=fabric_config("mixtral"), colors="fit",
-                          lookups="onehot", experts="dense")
+    config = fabric_config("mixtral")
+    with pytest.raises(frontend.PlacementError,
+                       match="(?s)picked per token \\(FX nodes 'bmm_2', 'bmm_3'\\).*"
+                       "experts=\"dense\""):
+        frontend.compile(model, inputs, config=config, colors="fit", lookups="onehot")
+    cm = frontend.compile(model, inputs, config=config, colors="fit", lookups="onehot",
+                          experts="dense")
     assert cm.colors.assignment.used <= len(cm.config.program_colors)
     cm.model_program(gated=True)
