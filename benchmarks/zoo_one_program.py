@@ -145,8 +145,8 @@ def main(argv=None) -> int:
               round(r["compile_s"], 1), round(r["stream_s"], 1) if "stream_s" in r else ""]
              for r in results]
     headline = [f"{len(streams)} of {len(results)} architectures run as one fabric program "
-                f"(colors fit, one-hot lookups, started by their data), every sample's words "
-                f"those of the parts run apart"]
+                f"(colors fit, one-hot lookups, dense expert products, started by their "
+                f"data), every sample's words those of the parts run apart"]
     if streams:
         ratios = sorted(r["period_vs_timeline"] for r in streams)
         headline.append(f"cycles per sample against the timeline's: median "
