@@ -52,8 +52,8 @@ aten = torch.ops.aten
 
 @dataclasses.dataclass
 class Picked(Symbolic):
-    """W[ids]: a constant table (E, F, D) whose rows computed indices (S,) pick, kept
-    symbolic until a bmm reads it."""
+    """W[ids]: the matrices of a constant table (E, ., .) that indices computed on the
+    fabric (S,) pick, kept symbolic until a bmm reads them."""
 
     table: torch.Tensor
     ids: Ref
