@@ -222,19 +222,21 @@ class CompiledModel:
         self.table_rows = widest(self.table_rows, rows)
         return len(plans)
 
-    # ---- running ---------------------------------------------------------------------------
     def _experts_hint(self, message: str) -> str:
         """A refusal for colors, with how "dense" expert products would lift it where
         products of picked expert weights run "picked" are among the parts crossing its
         busiest PE."""
+        if self.experts == "dense":
+            return message
         names = picked_products(self.captured.graph, self.captured.constants)
-        if self.experts == "dense" or not any(f"(FX node {n!r})" in message for n in names):
+        if not any(f"(FX node {n!r})" in message for n in names):
             return message
         return (f"{message}\nits products with expert weights picked per token (FX nodes "
                 + ", ".join(repr(n) for n in names) + ") each move all to all between two "
                 "tiles; compile with experts=\"dense\" to run each as one GEMM, whose moves "
                 "need fewer colors")
 
+    # ---- running ---------------------------------------------------------------------------
     def _named_inputs(self, args) -> dict[str, torch.Tensor]:
         names = [n for n in self.captured.user_inputs if n not in self.resident_inputs]
         flat, _ = torch.utils._pytree.tree_flatten(list(args))

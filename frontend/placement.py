@@ -23,7 +23,7 @@ from fabric.program import Rect
 from frontend.balance import PERIOD_SHARE, balance_cycles, flatter_starts, stage_cycles
 from frontend.companions import Groups, companion_groups
 from frontend.errors import PlacementError
-from frontend.move_bounds import critical_path, edge_words, stage_bounds
+from frontend.move_bounds import critical_path, edge_words, rate_bound, stage_bounds
 from frontend.stages import Stage
 from frontend.tile_shapes import kernel_fit, min_pes, model_cycles, pack, summa_colors, tile_shape
 
@@ -97,12 +97,11 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
         "off": no riders.
     Raises ValueError for another `balance` or `stack`, PlacementError when the stages do
     not fit."""
-    if balance not in OBJECTIVES:
-        raise ValueError(f"balance must be one of {', '.join(map(repr, OBJECTIVES))}; "
-                         f"got {balance!r}")
-    if stack not in STACKING:
-        raise ValueError(f"stack must be one of {', '.join(map(repr, STACKING))}; "
-                         f"got {stack!r}")
+    for setting, value, choices in (("balance", balance, OBJECTIVES),
+                                    ("stack", stack, STACKING)):
+        if value not in choices:
+            raise ValueError(f"{setting} must be one of {', '.join(map(repr, choices))}; "
+                             f"got {value!r}")
     if not stages:  # a graph of layout-only ops: nothing to place
         return Placement(config, {}, list(edges))
     groups, longer = Groups(stages, config), False
@@ -133,8 +132,7 @@ def planned(stages: list[Stage], placement: Placement) -> tuple[int, list[str], 
     words = edge_words(stages, placement.edges)
     way, path = critical_path([s.name for s in stages], placement.predicted,
                               placement.rects, words)
-    rate = max(stage_bounds(placement.predicted, placement.rects, words).values(), default=0)
-    return way, path, rate
+    return way, path, rate_bound(placement.predicted, placement.rects, words)
 
 
 def _stacked(stages: list[Stage], config: FabricConfig, edges, shapes, groups: Groups,

@@ -51,11 +51,15 @@ LOOKUPS = ("gather", "onehot")
 GEMM_ORIENTATIONS = ("rows", "auto")
 
 
+def _one_of(setting: str, value: str, choices: tuple[str, ...]) -> str:
+    """`value` if it is one of `choices`; else a ValueError naming the `setting`."""
+    if value not in choices:
+        raise ValueError(f"{setting} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
 def check_gemm_orientation(orientation: str) -> str:
-    if orientation not in GEMM_ORIENTATIONS:
-        raise ValueError(f"gemm_orientation must be one of {list(GEMM_ORIENTATIONS)}, got "
-                         f"{orientation!r}")
-    return orientation
+    return _one_of("gemm_orientation", orientation, GEMM_ORIENTATIONS)
 
 
 # how a product with expert weights picked per token by computed indices runs: each
@@ -65,15 +69,11 @@ EXPERTS = ("picked", "dense")
 
 
 def check_experts(experts: str) -> str:
-    if experts not in EXPERTS:
-        raise ValueError(f"experts must be one of {list(EXPERTS)}, got {experts!r}")
-    return experts
+    return _one_of("experts", experts, EXPERTS)
 
 
 def check_lookups(lookups: str) -> str:
-    if lookups not in LOOKUPS:
-        raise ValueError(f"lookups must be one of {list(LOOKUPS)}, got {lookups!r}")
-    return lookups
+    return _one_of("lookups", lookups, LOOKUPS)
 
 
 @dataclasses.dataclass

@@ -45,6 +45,7 @@ import torch.fx
 from frontend.lowering.common import binary, gemm, map_, reduce_rows, relayout
 from frontend.lowering.core import rule
 from frontend.lowering.embedding import compare_mask
+from frontend.lowering.layout import take_along
 from frontend.values import Const, Ref, Symbolic
 
 aten = torch.ops.aten
@@ -97,8 +98,6 @@ def _reads_picked(low, node, a, b) -> bool:
 def expert_bmm(low, node, a, b):
     """bmm with W[ids] as either operand, as the module docstring's dense product; both
     picked: the second is looked up (`layout.take_along`) first."""
-    from frontend.lowering.layout import take_along  # layout's index rule is the fallback
-
     if isinstance(a, Picked) and isinstance(b, Picked):
         b = take_along(low, node, Const(b.table), 0, b.ids)
     if isinstance(a, Picked):  # out[s] = W[e_s] (F, D) @ b[s] (D, R): rows b[s]^T
