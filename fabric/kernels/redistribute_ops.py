@@ -14,13 +14,16 @@ from fabric.program import Tile
 
 SRC, DST = "s_", "d_"  # prefixes of the source and destination symbols in the programs
 SCRATCH = "t_"  # fp32 scratch of a local h1 -> h2 move
-CHAINS = ("recv", "send", "local")  # task order = priority of an idle CE
-COUNTER = {"recv": "rk", "send": "sk", "local": "lk"}
+CHAINS = ("recv", "recv2", "send", "local")  # task order = priority of an idle CE
+# a PE receiving several flows in a round takes them on two chains, alternately in the
+# global order, so that while one flow's sender is busy elsewhere it takes the next one
+RECEIVES = ("recv", "recv2")
+COUNTER = {"recv": "rk", "recv2": "rk2", "send": "sk", "local": "lk"}
 # counters in memory (`COUNTERS`): a word per chain, and one scratch register for them all
-COUNTER_WORD = {"recv": "k_recv", "send": "k_send", "local": "k_local"}
+COUNTER_WORD = {"recv": "k_recv", "recv2": "k_recv2", "send": "k_send", "local": "k_local"}
 SHARED_COUNTER = "ck"
 COUNTERS = ("registers", "memory")
-DELIVERING = ("recv", "local")  # the chains that write the destination's words
+DELIVERING = ("recv", "recv2", "local")  # the chains that write the destination's words
 GATE = "g_wait"  # a gated PE's count of deliveries still to come (a view of the gate's word)
 
 

@@ -42,7 +42,9 @@ Flows go on L routes (`traffic_routes.route_tree`) with one color each; flows wh
 share a PE need distinct colors. Flows are colored greedily (longest route first, "xy"
 then "yx" order, lowest free color of the palette) into rounds: a flow that finds no free
 color in round r goes to round r + 1. Each round is its own Program, run after the
-previous one; the local moves run in round 0.
+previous one; the local moves run in round 0. Within a round the flows are ordered by
+phases (`_phase`: flows sharing no PE and no link run in one phase), the order every
+PE's chains follow; a PE takes its receives on two chains (`redistribute_round`).
 
 Windows: every route runs inside the bounding box of the two rectangles (L paths between
 their PEs), so the rounds' programs are built and run on a window of the fabric that holds
@@ -313,7 +315,8 @@ def _with_wire(m: Move, src: WordMap, dst: WordMap, pack: bool) -> Move:
 
 def _color(moves, palette) -> list[Move]:
     """Colors and rounds of the moves (see the module docstring), sorted in the global
-    order every chain follows: (round, source, destinations)."""
+    order every chain follows: (round, phase (`_phase`), longest first, source,
+    destinations)."""
     used: list[dict] = []  # per round: cell -> colors taken
     trees = {id(m): {o: route_tree(m.flow("f", o)) for o in (XY, YX)} for m in moves}
     prefer = _balanced_orders(moves, trees)
@@ -332,11 +335,25 @@ def _color(moves, palette) -> list[Move]:
                         used[r].setdefault(c, set()).add(free[0])
                     break
             r += 1
-    # flows of one offset (dst - src) form a shift: each PE sends and receives at most one
-    # of them, so PEs taking the offsets in one order pair up phase by phase
-    moves.sort(key=lambda m: (m.round, m.dsts[0][0] - m.src[0], m.dsts[0][1] - m.src[1],
-                              m.src, m.dsts))
+    _phase(moves, {id(m): trees[id(m)][m.order] for m in moves})
+    moves.sort(key=lambda m: (m.round, m.phase, -m.wavelets, m.src, m.dsts))
     return moves
+
+
+def _phase(moves, trees) -> None:
+    """Sets each move's phase within its round: moves taken longest first, each into the
+    first phase where none of its PEs (sender, receivers) and none of its route's links is
+    taken yet. The flows of a phase can run at once at a wavelet per cycle, and chains
+    that take the phases in order seldom find a flow's sender busy with another flow (a
+    shift, every flow of one offset, is one phase)."""
+    taken: dict[tuple[int, int], set] = {}  # (round, phase) -> its PEs and links
+    for m in sorted(moves, key=lambda m: (m.round, -m.wavelets, m.src, m.dsts)):
+        uses = {m.src, *m.dsts, *((cell, p) for cell, (_, tx) in trees[id(m)].items()
+                                  for p in tx if p != Port.RAMP)}
+        m.phase = 0
+        while taken.get((m.round, m.phase), set()) & uses:
+            m.phase += 1
+        taken.setdefault((m.round, m.phase), set()).update(uses)
 
 
 def _balanced_orders(moves, trees) -> dict:

@@ -2,9 +2,16 @@
 receives, local moves) and its tile, the flows' routes, and the round's cycle model
 and estimate.
 
+Chains: a PE's sends are one chain, its local moves another, and its receives two
+(`RECEIVES`: the PE's flows of the round alternately, in the global order), so that a
+receiver takes its next flow while the sender of the one before is busy with another
+flow; the datapath interleaves the two as their wavelets come (docs/engine.md, datapath).
+
 No deadlock: every chain issues its ops one at a time in one global order (round, flow,
-run); the lowest unfinished flow has both ends on it, and its receiver's datapath goes to
-it whenever the op holding the datapath stalls (docs/engine.md, datapath).
+run); the lowest unfinished flow has both ends on it (every earlier op of its sender's
+chain and of its receiver's chain is of a lower flow, so finished), and its receiver's
+datapath goes to it whenever the op holding the datapath stalls. A PE's chains hold at
+most four async ops, fewer than its slots (`FabricConfig.num_async_slots`).
 
 Cycle model (`model_cycles`, a lower bound), per round, L = hop latency:
     max( D_max + 1,  W_max + 1,  max over flows (n + h L + L + 2) )
@@ -28,6 +35,7 @@ from fabric.kernels.layout import WordMap
 from fabric.kernels.redistribute_code import chain_cycles
 from fabric.kernels.redistribute_ops import (
     CHAINS,
+    RECEIVES,
     copy_op,
     local_cycles,
     local_ops,
@@ -56,13 +64,23 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
     those PEs each count one delivery into the PE's gate; `counters`: where the chains
     count their activations (`redistribute_ops.tile_spec`)."""
     chains: dict[Cell, dict[str, list]] = {}
+    elems: dict[Cell, dict[str, int]] = {}  # datapath cycles per PE and chain
+    taken: dict[Cell, int] = {}  # flows each receiving PE has so far
     for m in moves:
         send = chains.setdefault(m.src, {}).setdefault("send", [])
         send += [send_op(m, run, src.dtypes[run.symbol]) for run in m.send]
+        e = elems.setdefault(m.src, {})
+        e["send"] = e.get("send", 0) + m.wavelets
         for d, runs in m.recv.items():
-            recv = chains.setdefault(d, {}).setdefault("recv", [])
+            chain = RECEIVES[taken.get(d, 0) % len(RECEIVES)]
+            taken[d] = taken.get(d, 0) + 1
+            recv = chains.setdefault(d, {}).setdefault(chain, [])
             recv += [recv_op(m, run, dst.dtypes[run.symbol]) for run in runs]
             recv += [copy_op(to, of, dst.dtypes[to.symbol]) for to, of in m.copies.get(d, ())]
+            e = elems.setdefault(d, {})
+            e[chain] = e.get(chain, 0) + m.wavelets + sum(
+                local_cycles(config, to, dst.dtypes[to.symbol], of, dst.dtypes[of.symbol])
+                for to, of in m.copies.get(d, ()))
     scratch = {}
     for cell, runs in local.items():
         chains.setdefault(cell, {})["local"] = [
@@ -70,15 +88,6 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
                                                      src.dtypes[s.symbol])]
         scratch[cell] = _scratch_words(src, dst, runs)
 
-    elems: dict[Cell, dict[str, int]] = {}  # datapath cycles per PE and chain
-    for m in moves:
-        e = elems.setdefault(m.src, {})
-        e["send"] = e.get("send", 0) + m.wavelets
-        for d in m.dsts:
-            e = elems.setdefault(d, {})
-            e["recv"] = e.get("recv", 0) + m.wavelets + sum(
-                local_cycles(config, to, dst.dtypes[to.symbol], of, dst.dtypes[of.symbol])
-                for to, of in m.copies.get(d, ()))
     for cell, runs in local.items():
         elems.setdefault(cell, {})["local"] = sum(
             local_cycles(config, d, dst.dtypes[d.symbol], s, src.dtypes[s.symbol])

@@ -41,6 +41,8 @@ class Move:
     # dst cell -> [(dst Run, dst Run)]: copies there, after its receives, of words it
     # brought into other slots holding the same elements (sent once per PE)
     copies: dict = dataclasses.field(default_factory=dict)
+    # within its round: flows of one phase share no PE and no link (`redistribute_plan`)
+    phase: int = 0
 
     @property
     def hops(self) -> int:
@@ -119,13 +121,13 @@ class Redistribution:
 
     @property
     def flows(self) -> list[dict]:
-        """Every flow: src, dsts (absolute PEs), words (values), wavelets, wire format,
-        packed, hops, color, round, ops per end."""
+        """Every flow, in the order the chains take them: src, dsts (absolute PEs), words
+        (values), wavelets, wire format, packed, hops, color, round, phase, ops per end."""
         outer = self.window_to_fabric
         return [{"src": outer(m.src), "dsts": [outer(d) for d in m.dsts],
                  "words": m.n, "wavelets": m.wavelets,
                  "wire": m.wire, "packed": m.packed, "hops": m.hops,
-                 "color": m.color, "round": m.round, "order": m.order,
+                 "color": m.color, "round": m.round, "phase": m.phase, "order": m.order,
                  "send_ops": len(m.send),
                  "recv_ops": {outer(d): len(v) for d, v in m.recv.items()}}
                 for r in self.rounds for m in r.moves]

@@ -17,7 +17,7 @@ from fabric.window import bounding_box
 from frontend.errors import FrontendError, PlacementError, StageRunError
 from frontend.model_program import ModelProgram, part_descriptions
 from frontend.program_run import run_stream
-from tests.frontend.models import CONFIG, MLP, TinyGPT
+from tests.frontend.models import CONFIG, MLP, LeNet, TinyGPT
 
 # small enough that the pipelined placement's tiles, and so the moves' flows crossing a PE,
 # fit the 21 program colors with room to spare (the test MLP needs 17 here, 21 on 6 x 6 and
@@ -375,10 +375,11 @@ def test_a_model_over_a_pes_registers_is_refused_naming_the_parts():
     """With 14 registers a PE, each kernel still fits its tile (SUMMA takes 14), but a tile
     with a move's counter beside its kernel's does not, even with the moves' counters in
     memory (their one scratch register): the error names the resource and the stage and
-    move whose code shares the PE."""
+    move whose code shares the PE. (LeNet's convolution: a chain of several ops beside the
+    SUMMA; a chain of one op has no counter.)"""
     config = dataclasses.replace(SMALL, num_registers=14)
-    x = torch.randn(3, 16)
-    cm = frontend.compile(MLP().eval(), (x,), config, mode="pipelined")
+    x = torch.randn(2, 1, 8, 8)
+    cm = frontend.compile(LeNet().eval(), (x,), config, mode="pipelined")
     with pytest.raises(PlacementError, match=r"does not fit one fabric program: .*registers"
                                              r"(.|\n)*parts: s\d+ = stage "):
         cm.one_program(x)
