@@ -335,9 +335,15 @@ def _color(moves, palette) -> list[Move]:
                         used[r].setdefault(c, set()).add(free[0])
                     break
             r += 1
-    _phase(moves, {id(m): trees[id(m)][m.order] for m in moves})
+    _phase(moves, trees)
     moves.sort(key=lambda m: (m.round, m.phase, -m.wavelets, m.src, m.dsts))
     return moves
+
+
+def _links(tree) -> list:
+    """The links a route tree's wavelets leave PEs by: (cell, port), delivery to a RAMP
+    apart."""
+    return [(cell, p) for cell, (_, tx) in tree.items() for p in tx if p != Port.RAMP]
 
 
 def _phase(moves, trees) -> None:
@@ -345,11 +351,11 @@ def _phase(moves, trees) -> None:
     first phase where none of its PEs (sender, receivers) and none of its route's links is
     taken yet. The flows of a phase can run at once at a wavelet per cycle, and chains
     that take the phases in order seldom find a flow's sender busy with another flow (a
-    shift, every flow of one offset, is one phase)."""
+    shift, every flow of one offset, is one phase). `trees`: per move (its id), its route
+    tree in each order."""
     taken: dict[tuple[int, int], set] = {}  # (round, phase) -> its PEs and links
     for m in sorted(moves, key=lambda m: (m.round, -m.wavelets, m.src, m.dsts)):
-        uses = {m.src, *m.dsts, *((cell, p) for cell, (_, tx) in trees[id(m)].items()
-                                  for p in tx if p != Port.RAMP)}
+        uses = {m.src, *m.dsts, *_links(trees[id(m)][m.order])}
         m.phase = 0
         while taken.get((m.round, m.phase), set()) & uses:
             m.phase += 1
@@ -364,8 +370,7 @@ def _balanced_orders(moves, trees) -> dict:
     load: dict = {}
     prefer = {}
     for m in sorted(moves, key=lambda m: (-m.n, m.src, m.dsts)):
-        links = {o: [(cell, p) for cell, (_, tx) in trees[id(m)][o].items() for p in tx
-                     if p != Port.RAMP] for o in (XY, YX)}
+        links = {o: _links(trees[id(m)][o]) for o in (XY, YX)}
         peak = {o: max((load.get(k, 0) for k in links[o]), default=0) for o in (XY, YX)}
         best = YX if peak[YX] < peak[XY] else XY
         for k in links[best]:
