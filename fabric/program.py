@@ -237,17 +237,38 @@ class Program:
         """On every PE of `rect`, accept `color` from port `rx` and forward it to `tx`
         (several ports = multicast)."""
         self._check_rect(rect, f"route of color {color}")
+        self._check_color(color, rect)
+        self.routes.append(Route(rect, int(color), Port(rx), self._tx(color, rect, tx)))
+
+    def route_cells(self, color: int, cells: Mapping[tuple[int, int], tuple]) -> None:
+        """`route` on single PEs, one color: cells {(row, col): (rx, tx)}, as a flow's
+        route tree gives them (`fabric.kernels.traffic_routes.route_tree`). The color is
+        checked once: a model's moves route tens of thousands of PEs."""
+        if not cells:
+            return
+        rows, cols = self.config.rows, self.config.cols
+        self._check_color(color, Rect(*next(iter(cells)), 1, 1))
+        for (r, c), (rx, tx) in cells.items():
+            rect = Rect(r, c, 1, 1)
+            if not (0 <= r < rows and 0 <= c < cols):
+                self._check_rect(rect, f"route of color {color}")
+            self.routes.append(Route(rect, int(color), Port(rx), self._tx(color, rect, tx)))
+
+    def _check_color(self, color: int, rect: Rect) -> None:
         if not 0 <= color < self.config.num_colors:
             raise ValueError(f"route of color {color} on {rect}: colors are "
                              f"0..{self.config.num_colors - 1} on {self.config.name}")
         if (why := self.config.reserved_color_error(color)) is not None:
             raise ValueError(f"route of color {color} on {rect} (PE ({rect.row}, {rect.col}) "
                              f"first): {why}")
+
+    @staticmethod
+    def _tx(color: int, rect: Rect, tx) -> frozenset:
         tx_set = _ports((tx,) if isinstance(tx, (int, Port)) else tuple(tx))
         if not tx_set:
             raise ValueError(f"route of color {color} on {rect}: tx is empty; a color must "
                              "leave the router somewhere")
-        self.routes.append(Route(rect, int(color), Port(rx), tx_set))
+        return tx_set
 
     def _check_rect(self, rect: Rect, what: str) -> None:
         cfg = self.config

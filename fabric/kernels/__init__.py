@@ -34,7 +34,12 @@ from fabric.kernels.elementwise_chains import (
     clamp_reference,
 )
 from fabric.kernels.gemm_cannon import build_gemm_cannon, cannon_reference
-from fabric.kernels.gemm_summa import build_gemm_summa, summa_model, summa_reference
+from fabric.kernels.gemm_summa import (
+    build_gemm_summa,
+    clear_model_caches,
+    summa_model,
+    summa_reference,
+)
 from fabric.kernels.gemv import build_gemv, gemv_reference
 from fabric.kernels.gradnorm import build_sumsq, sumsq_reference
 from fabric.kernels.layout import WordMap, probe_inputs, probe_output, read_words, write_words
@@ -76,6 +81,7 @@ __all__ = [
     "affine_reference", "build_affine", "build_clamp", "clamp_reference",
     "build_adamw", "build_allreduce", "build_blockwise", "build_broadcast", "build_broadcast_op",
     "build_compare", "build_cumsum", "build_elementwise", "build_extremum", "build_gather",
+    "clear_model_caches",
     "build_gelu", "build_gemm_cannon", "build_gemm_summa", "build_gemv", "build_layernorm",
     "build_map", "build_multicast", "build_neighbour_exchange", "build_reduce", "build_relation",
     "build_resident", "build_rowdot", "build_rowreduce", "build_scatter", "build_select",

@@ -48,6 +48,8 @@ path adds them, and `interleaves` sees the fmas that much longer.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from fabric.config import FabricConfig
@@ -157,13 +159,8 @@ def conflict_cycles(config: FabricConfig, words: TileWords, a_at, mb, nb, kb) ->
     acc_name, acc_half = ("acc", False) if num.wide_acc else ("c", num.half)
     a_unit, c_unit = (1 if num.half else 2), (1 if acc_half else 2)  # half-words per element
 
-    base = {name: 2 * words.address(name) for name in ("abuf", acc_name)}  # half-words
-
-    def classes(name: str, unit: int, first: int, stride: int, count: int) -> np.ndarray:
-        """How many of the elements first + i stride (i < count) of symbol `name` start in
-        each class."""
-        starts = first + stride * np.arange(count, dtype=np.int64)
-        return np.bincount((base[name] + unit * starts) % 4, minlength=4)
+    # where A and C start, in half-words mod 4 (all a class depends on)
+    a_base, c_base = (2 * words.address(name) % 4 for name in ("abuf", acc_name))
 
     # the distinct (a_at, mb, nb, kb) of the fabric (few), by one int64 key per PE
     fields = [np.broadcast_to(np.asarray(x, np.int64), shape).reshape(-1)
@@ -172,18 +169,33 @@ def conflict_cycles(config: FabricConfig, words: TileWords, a_at, mb, nb, kb) ->
     for x in fields:
         key = key * (int(x.max()) + 1) + x
     _, first, back = np.unique(key, return_index=True, return_inverse=True)
-    counts = []
-    for at, m, n, k in zip(*(x[first].tolist() for x in fields)):
-        a_class = classes("abuf", a_unit, at, m, k)
-        c_class = classes(acc_name, c_unit, 0, m, n)
-        groups = -(-m // w)
-        step = w * (a_unit - c_unit)
-        # conflicting groups of an fma whose first elements' classes differ by d
-        per_d = [sum((d + g * step) % 4 == 0 for g in range(min(groups, 4))) * (groups // 4)
-                 + sum((d + g * step) % 4 == 0 for g in range(groups % 4)) for d in range(4)]
-        pairs = [sum(a_class[(c + d) % 4] * c_class[c] for c in range(4)) for d in range(4)]
-        counts.append(int(sum(p * q for p, q in zip(pairs, per_d))))
+    counts = [step_conflicts(a_base, a_unit, c_base, c_unit, w, at, m, n, k)
+              for at, m, n, k in zip(*(x[first].tolist() for x in fields))]
     return np.array(counts, np.int64)[back.reshape(-1)].reshape(shape)
+
+
+@functools.lru_cache(maxsize=65536)
+def step_conflicts(a_base: int, a_unit: int, c_base: int, c_unit: int, w: int, at: int,
+                    m: int, n: int, k: int) -> int:
+    """`conflict_cycles` of one PE: A's elements at + i m (i < k) from half-word a_base,
+    C's at j m (j < n) from c_base, `a_unit` and `c_unit` half-words per element, fmas
+    of width w. Cached: a GEMM's steps repeat a few panel offsets, and the placement
+    weighs each GEMM on many tiles."""
+    def classes(base: int, unit: int, first: int, stride: int, count: int) -> np.ndarray:
+        """How many of the elements first + i stride (i < count) from half-word `base`
+        start in each class."""
+        starts = first + stride * np.arange(count, dtype=np.int64)
+        return np.bincount((base + unit * starts) % 4, minlength=4)
+
+    a_class = classes(a_base, a_unit, at, m, k)
+    c_class = classes(c_base, c_unit, 0, m, n)
+    groups = -(-m // w)
+    step = w * (a_unit - c_unit)
+    # conflicting groups of an fma whose first elements' classes differ by d
+    per_d = [sum((d + g * step) % 4 == 0 for g in range(min(groups, 4))) * (groups // 4)
+             + sum((d + g * step) % 4 == 0 for g in range(groups % 4)) for d in range(4)]
+    pairs = [sum(a_class[(c + d) % 4] * c_class[c] for c in range(4)) for d in range(4)]
+    return int(sum(p * q for p, q in zip(pairs, per_d)))
 
 
 def datapath_end(config: FabricConfig, start: np.ndarray, mb, nb, kb, wavelets,

@@ -47,7 +47,7 @@ from fabric.kernels.redistribute_ops import (
 )
 from fabric.kernels.redistribute_types import Cell, Move, Round
 from fabric.kernels.traffic_routes import link_loads, route_tree
-from fabric.program import Program, Rect
+from fabric.program import Program
 
 
 def _scratch_words(src: WordMap, dst: WordMap, runs) -> int:
@@ -103,8 +103,7 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
     for rect, spec in rect_groups(specs):
         prog.place(tile(f"redist_{rect.row}_{rect.col}", spec), rect)
     for m in moves:
-        for (r, c), (rx, tx) in route_tree(m.flow("f")).items():
-            prog.route(Rect(r, c, 1, 1), m.color, rx, sorted(tx))
+        prog.route_cells(m.color, route_tree(m.flow("f")))
 
     L = config.hop_latency
     loads = {k: v for k, v in link_loads([m.flow("f") for m in moves]).items()

@@ -35,6 +35,25 @@ def test_route_on_a_reserved_color_names_color_place_and_reason():
     assert "reserved for the host's memcpy" in text and "0..20" in text
 
 
+def test_route_cells_routes_as_route_does_and_checks_the_same():
+    """A route tree's cells in one call: the routes `route` gives PE by PE, the same
+    refusals (a reserved color, a PE off the fabric, an empty tx)."""
+    cells = {(0, 1): (Port.RAMP, frozenset({Port.EAST})),
+             (0, 2): (Port.WEST, frozenset({Port.EAST, Port.RAMP})),
+             (0, 3): (Port.WEST, frozenset({Port.RAMP}))}
+    by_pe, at_once = Program(ROW), Program(ROW)
+    for (r, c), (rx, tx) in cells.items():
+        by_pe.route(pe(r, c), 5, rx, sorted(tx))
+    at_once.route_cells(5, cells)
+    assert at_once.routes == by_pe.routes
+    with pytest.raises(ValueError, match=r"route of color 22 .*PE \(0, 1\).*reserved"):
+        Program(ROW).route_cells(22, cells)
+    with pytest.raises(ValueError, match=r"route of color 5: .* lies outside"):
+        Program(ROW).route_cells(5, {(1, 0): (Port.RAMP, frozenset({Port.EAST}))})
+    with pytest.raises(ValueError, match="tx is empty"):
+        Program(ROW).route_cells(5, {(0, 0): (Port.RAMP, frozenset())})
+
+
 def test_data_task_bound_to_a_reserved_color_is_refused():
     t = Tile("t")
     t.data_task("d", 21, [])
