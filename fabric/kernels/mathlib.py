@@ -15,6 +15,8 @@ tile can serve PEs holding different numbers of elements.
 |---|---|---|---|---|---|
 | exp | 2 | yes | 1 ulp | exp(x) >= EXP_TINY = 2^-125.5 (x >= -86.99) | 14.5 n |
 | exp, hi=None (x <= 0) | 2 | yes | 1 ulp | [EXP_LO, 0] = [-87.33, 0] | 13.5 n |
+| expm1 | 4 | yes | 2 ulps | normal results | 38 n |
+| expm1, nonpositive (x <= 0) | 4 | yes | 2 ulps | normal results | 35 n |
 | sigmoid | 4 | yes | 3 ulps | sigmoid(x) >= FLT_MIN (x >= -87.33) | 26.5 n |
 | tanh | 4 | yes | 3 ulps | all finite x | 27.5 n |
 | log | 4 | yes | 1 ulp | every x > 0, subnormals included | 34 n |
@@ -82,6 +84,9 @@ from fabric.kernels.mathlib_exp import (  # noqa: F401  (exp, sigmoid, tanh, gau
     EXP_NEG_COEFFS,
     EXP_TINY,
     EXP_ULPS,
+    EXPM1_COEFFS,
+    EXPM1_SPLIT,
+    EXPM1_ULPS,
     GAUSS_COEFFS,
     GAUSS_K,
     GAUSS_MAX,
@@ -93,6 +98,7 @@ from fabric.kernels.mathlib_exp import (  # noqa: F401  (exp, sigmoid, tanh, gau
     TANH_COEFFS,
     TANH_ULPS,
     exp,
+    expm1,
     gauss_tail,
     sigmoid,
     tanh,

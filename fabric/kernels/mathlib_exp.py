@@ -16,17 +16,28 @@ Methods:
   computed as 2^n (-expm1(r)) + (1 - 2^n) from a polynomial for -expm1 on the reduced
   argument, so that small |x| loses no bits; the quotient uses `reciprocal`; the sign bit of
   x is added back.
+- expm1: |x| < 1/2: a degree-8 Taylor polynomial; beyond, exp(x) - 1; picked per element
+  by a 0/1 mask (see the function).
 - gauss_tail: Phi(-b) = exp(-b^2 / 2) Q(1 / (1 + K b)) with b^2 split exactly enough
   (see the function).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from fabric import instructions as ins
 from fabric.instructions import Mem
-from fabric.kernels.mathlib_common import LN2_HI, LN2_LO, ONE_BITS, _check, _f32, _horner
+from fabric.kernels.mathlib_common import (
+    F32_MAX,
+    LN2_HI,
+    LN2_LO,
+    ONE_BITS,
+    _check,
+    _f32,
+    _horner,
+)
 from fabric.kernels.mathlib_roots import reciprocal
 
 LOG2E = _f32(1.4426950408889634)
@@ -132,6 +143,50 @@ def exp(dst: Mem, src: Mem, scratch: Sequence[Mem], hi: float | None = EXP_CLAMP
         ins.shl(k, k, 23),  # 2^(n-1): (n + 126) << 23
         ins.mul(dst, dst, k),  # exp(r) 2^n, rounded to inf or flushed to 0 at the ends
     ]
+
+
+EXPM1_SPLIT = 0.5  # expm1's polynomial on (-EXPM1_SPLIT, EXPM1_SPLIT), exp(x) - 1 beyond
+# Taylor coefficients of expm1(c) / c = sum_k c^k / (k + 1)!, highest first (k = 7 .. 0):
+# the remainder c^8 / 9! is below 2^-25 of expm1(c) for |c| < 0.5
+EXPM1_COEFFS = tuple(_f32(1.0 / math.factorial(k + 1)) for k in range(7, -1, -1))
+EXPM1_ULPS = 2  # measured over dense sweeps (tests/kernels/test_unary_functions.py)
+
+
+def expm1(dst: Mem, src: Mem, scratch: Sequence[Mem], nonpositive: bool = False) -> list:
+    """dst = exp(src) - 1, within EXPM1_ULPS ulps for every x whose result is normal (small
+    |x| included, where exp(x) - 1 itself loses the bits eager PyTorch's expm1 keeps).
+
+    Args:
+        dst, src: memory DSDs of n elements (dst may be src).
+        scratch: four memory DSDs of n elements.
+        nonpositive: src <= 0 (or NaN) only: exp without its upper clamp, one op less.
+
+    Method: |x| < EXPM1_SPLIT: c (c^7 / 8! + ... + 1/2) + c by Horner on c = x clamped to
+    the split; beyond: exp(x) - 1 (exp's 1 ulp is at most 2.6 ulps of exp(x) - 1 there,
+    the subtraction exact or half an ulp). A 0/1 mask m from the sign bit of |x| - split
+    picks one: m p - (m q - q), one term zero, so the result is exact. Edge values as
+    torch.expm1: +inf gives inf, -inf -1, NaN NaN, +-0 +-0.
+    """
+    _check("expm1", dst, src, scratch, 4, True)
+    m, p, c, e = scratch[:4]
+    code = [ins.max_(c, src, -EXPM1_SPLIT)]
+    if not nonpositive:
+        code.append(ins.min_(c, c, EXPM1_SPLIT))
+    code += [*_horner(p, c, EXPM1_COEFFS), ins.mul(p, p, c)]
+    # m = 1 where |x| < split (the sign bit of |x| - split), else 0
+    code += [ins.shl(m, src, 1), ins.shr(m, m, 1), ins.add(m, m, -EXPM1_SPLIT),
+             ins.shr(m, m, 31), ins.itof(m, m)]
+    code += [*exp(dst, src, (c, e), hi=None if nonpositive else EXP_CLAMP_HI),
+             ins.add(dst, dst, -1.0)]
+    # dst = m p - (m dst - dst): one term is zero, so the result is exact; m dst - dst is
+    # +0 where m is 1 (x - x), and p - +0 keeps p's sign (-0 at x = -0); an infinite dst,
+    # where m is 0, is clamped in the product, which is then 0, not NaN
+    code.append(ins.mul(p, p, m))
+    if nonpositive:  # dst is in [-1, 0]
+        code.append(ins.mul(m, m, dst))
+    else:
+        code += [ins.min_(e, dst, F32_MAX), ins.mul(m, m, e)]
+    return code + [ins.sub(m, m, dst), ins.sub(dst, p, m)]
 
 
 def _exp_neg(dst: Mem, src: Mem, t: Mem, k: Mem) -> list:

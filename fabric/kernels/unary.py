@@ -12,6 +12,7 @@ tile's bank-aware layout, `fabric.banks.read_pair_stalls`):
 |---|---|---|---|---|
 | tanh | tanh_cycles | 32 e | TANH_ULPS (3) | +-inf: +-1 |
 | exp | exp_cycles | 16 e | EXP_ULPS (1) where exp(x) >= EXP_TINY | +inf: inf, -inf: 0 |
+| expm1 | sequence_cycles | 38 e | EXPM1_ULPS (2) where the result is normal | +inf: inf, -inf: -1 |
 | log | log_cycles | 48 e | LOG_ULPS (1) | 0: -inf, x < 0: NaN |
 | log1p | log1p_cycles | 63.5 e | LOG1P_ULPS (2) | -1: -inf, x < -1: NaN |
 | abs | 2 c(shl) | 2 e | exact | NaN: NaN, -0: +0 |
@@ -103,6 +104,9 @@ def _code_cycles(code_of, scratch: int):
 FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(config, e))
     "tanh": (lambda y, x, s: ml.tanh(y, x, s), 4, ml.tanh_cycles),
     "exp": (lambda y, x, s: ml.exp(y, x, s), 2, ml.exp_cycles),
+    "expm1": (lambda y, x, s: ml.expm1(y, x, s), 4,
+              lambda config, e: ml.sequence_cycles(config, ml.expm1(
+                  Mem("y"), Mem("x"), [Mem(f"s{i}") for i in range(4)]), e)),
     "log": (lambda y, x, s: ml.log(y, x, s), 4, ml.log_cycles),
     # with specials, x is read into scratch first, so y may be x (as the 16-bit path runs it)
     "reciprocal": (lambda y, x, s: ml.reciprocal(y, x, s, refined=True, specials=True), 5,
@@ -139,7 +143,7 @@ def unary_cycles(config, fn: str, e: int) -> int:
 
 def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tanh",
                 dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
-    """y = fn(x) for x of shape (m, n); fn one of FUNCTIONS ("tanh", "exp", "log",
+    """y = fn(x) for x of shape (m, n); fn one of FUNCTIONS ("tanh", "exp", "expm1", "log",
     "log1p", "reciprocal", "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit", "trunc",
     "floor").
     Inputs {"x"}; output (m, n).

@@ -1,6 +1,7 @@
-"""The transcendental unary kernels (exp, tanh, log, sigmoid, rsqrt, sqrt and gelu in both
-forms): accuracy over dense sweeps, special values against eager PyTorch, the fabric against
-its numpy mirror bit for bit, exact cycles, and 16-bit storage.
+"""The transcendental unary kernels (exp, expm1, tanh, log, sigmoid, rsqrt, sqrt and gelu in
+both forms) and those with parameters (elu, SELU and CELU as elus, pow): accuracy over
+dense sweeps, special values against eager PyTorch, the fabric against its numpy mirror bit
+for bit, exact cycles, and 16-bit storage.
 
 - Sweeps (host): `mathlib_numpy.emulate` runs each kernel's instruction list in numpy as the
   fabric computes it, over a few hundred thousand points per function in both fma modes
@@ -35,6 +36,7 @@ from fabric.instructions import Mem
 from fabric.kernels import activations as act
 from fabric.kernels import mathlib as ml
 from fabric.kernels import mathlib_numpy as mn
+from fabric.kernels import unary_params as up
 from fabric.kernels.base import run_kernel
 from fabric.kernels.unary import FUNCTIONS, build_unary
 from fabric.numerics import round_to, to_half
@@ -86,6 +88,29 @@ def _gelu(approximate):
             "cycles": lambda c, e: act.gelu_cycles(c, e, approximate)}
 
 
+def _elu(alpha=1.0, scale=1.0, input_scale=1.0):
+    code = up.elu_code(alpha, scale, input_scale)
+    return {"build": lambda dt: up.build_elu(CONFIG, RECT, M, N, alpha, scale, input_scale,
+                                             dtype=dt),
+            "code": code, "cycles": up._cycles_of(code, 5),
+            "exact": lambda x: up.elu_reference(x, alpha, scale, input_scale).astype(np.float64),
+            "torch_fn": lambda t: torch.ops.aten.elu(t, alpha, scale, input_scale),
+            "sweep": np.concatenate([np.linspace(-30, 5, SWEEP), np.linspace(-0.6, 0, 30_000),
+                                     -_log2_sweep(-120, 4, 30_000)]),
+            "ulps": _const(up.ELU_ULPS), "zero_sign": False}
+
+
+def _pow(p):
+    code, scratch = up.pow_code(p), up.pow_scratch(p)
+    positive = np.concatenate([np.exp(np.linspace(-20, 20, SWEEP)), np.linspace(0.5, 2, 30_000)])
+    return {"build": lambda dt: up.build_pow(CONFIG, RECT, M, N, p, dtype=dt), "code": code,
+            "cycles": up._cycles_of(code, scratch), "torch_fn": lambda t: torch.pow(t, p),
+            "exact": lambda x: np.power(x, p),
+            # negative x: odd and even powers of an integer p, NaN for the others
+            "sweep": np.concatenate([positive, -positive[::20]]),
+            "ulps": lambda x: up.pow_ulps(x, p)}
+
+
 def _const(bound):
     return lambda x: np.full(np.shape(x), float(bound))
 
@@ -104,6 +129,10 @@ FNS = {
     "exp": Fn(**_unary("exp"), torch_fn=torch.exp, exact=np.exp,
               sweep=np.concatenate([np.linspace(-88, 89.5, SWEEP), RNG.uniform(-1, 1, 30_000)]),
               ulps=_const(ml.EXP_ULPS)),
+    "expm1": Fn(**_unary("expm1"), torch_fn=torch.expm1, exact=np.expm1,
+                sweep=np.concatenate([np.linspace(-90, 89.5, SWEEP), np.linspace(-1, 1, 30_000),
+                                      _both_signs(_log2_sweep(-125, 0, 30_000))]),
+                ulps=_const(ml.EXPM1_ULPS)),
     "tanh": Fn(**_unary("tanh"), torch_fn=torch.tanh, exact=np.tanh,
                sweep=np.concatenate([np.linspace(-10, 10, SWEEP),
                                      _both_signs(_log2_sweep(-126, 3.4, 30_000))]),
@@ -134,6 +163,13 @@ FNS = {
                     sweep=np.concatenate([np.linspace(-14, 14, SWEEP),
                                           _both_signs(_log2_sweep(-125, 7, 30_000))]),
                     ulps=_const(act.GELU_ERF_ULPS), zero_sign=False),
+    "elu": Fn(**_elu()),
+    "selu": Fn(**_elu(1.6732632423543772, 1.0507009873554805)),  # F.selu's
+    "celu_2": Fn(**_elu(2.0, 1.0, 0.5)),  # F.celu(alpha=2)
+    "pow_1.5": Fn(**_pow(1.5)),
+    "pow_-1.3": Fn(**_pow(-1.3)),
+    "pow_3": Fn(**_pow(3.0)),
+    "pow_-2": Fn(**_pow(-2.0)),
 }
 
 
@@ -170,6 +206,11 @@ def _domain(name, x, ref):
             return (mag >= TINY) & (sig >= TINY * (1 + 1e-3)), sig < TINY * (1 - 1e-3)
         if name == "gelu_none":  # within FLT_MIN for |x| < 2^-125
             return (mag >= TINY) & (np.abs(x) >= 2.0**-125), mag < TINY * (1 - 1e-3)
+        if name.startswith("pow"):  # exp's domain
+            return mag >= ml.EXP_TINY * (1 + 1e-6), mag < ml.EXP_TINY * (1 - 1e-6)
+        if name == "celu_2":  # x / 2 below FLT_MIN flushes to 0 first
+            tiny = np.abs(x) < 2 * TINY
+            return (mag >= TINY) & ~tiny, np.where(tiny, x <= 0, mag < TINY)
         return mag >= TINY, mag < TINY
 
 
@@ -281,7 +322,9 @@ def test_cycle_formulas_match_instruction_lists(generation):
     config = FabricConfig.small(1, 1, generation=generation)
     # integer ops and fp32 max/min at width 1, fp32 add/sub/mov at 2 (docs/engine.md)
     per_element = {"exp": 16, "tanh": 32, "log": 48, "sigmoid": 30.5, "rsqrt": 25,
-                   "sqrt": 19, "gelu_tanh": 34.5, "gelu_none": 51.5}
+                   "sqrt": 19, "gelu_tanh": 34.5, "gelu_none": 51.5, "expm1": 38, "elu": 38.5,
+                   "selu": 39.5, "celu_2": 39.5, "pow_1.5": 77.5, "pow_-1.3": 77.5, "pow_3": 72,
+                   "pow_-2": 67.5}
     for name, fn in FNS.items():
         code = fn.code(Mem("y"), Mem("x"), [Mem(f"s{i}") for i in range(6)])
         for e in (1, 2, 7, 100, 4097):
@@ -294,7 +337,8 @@ def test_cycle_formulas_match_instruction_lists(generation):
 
 
 # ---- 16-bit storage -----------------------------------------------------------------------
-HALF_NAMES = ("sigmoid", "rsqrt", "sqrt", "gelu_none")  # exp, tanh, gelu_tanh: test_pointwise_half
+# exp, tanh, gelu_tanh: test_pointwise_half
+HALF_NAMES = ("sigmoid", "rsqrt", "sqrt", "gelu_none", "elu", "pow_3")
 TORCH_HALF = {"f16": torch.float16, "bf16": torch.bfloat16}
 
 
