@@ -18,6 +18,7 @@ import torch
 import torch.fx
 
 from frontend.errors import FrontendError
+from frontend.sources import describe
 
 
 @dataclasses.dataclass
@@ -30,6 +31,21 @@ class Captured:
     constants: dict[str, torch.Tensor]
     user_inputs: list[str]
     out_spec: object
+    # {buffer name: the output node of its new value}: buffers the model updates in place
+    # (the graph returns them before its outputs), refused once the lowering has run
+    # (`refuse_buffer_updates`; the lowering refuses the usual ones with a better message)
+    buffer_updates: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def refuse_buffer_updates(self) -> None:
+        """Raises FrontendError naming every buffer the model updates in place."""
+        if self.buffer_updates:
+            nodes = {n.name: n for n in self.graph.nodes}
+            listed = "; ".join(f"{name!r} by {describe(nodes[node])}"
+                               for name, node in self.buffer_updates.items())
+            raise FrontendError(f"the model updates its buffers in place ({listed}): a "
+                                "compiled model computes outputs from fixed weights and "
+                                "buffers; put the model in eval mode or return the new "
+                                "value instead")
 
     @property
     def graph(self) -> torch.fx.Graph:
@@ -117,7 +133,20 @@ def from_exported(exported) -> Captured:
             constants[name] = lifted[spec.target].detach()
         else:
             raise FrontendError(f"input {name!r} of kind {kind} is not supported")
-    return Captured(exported.graph_module, constants, users, exported.call_spec.out_spec)
+    nodes = {n.name: n for n in exported.graph_module.graph.nodes}
+    updates = {}
+    for spec in sig.output_specs:
+        kind = spec.kind.name
+        if kind == "USER_INPUT_MUTATION":
+            raise FrontendError(
+                f"the model changes its input {spec.target!r} in place "
+                f"({describe(nodes[spec.arg.name])}): a compiled model returns its outputs "
+                "and leaves its inputs as they were; use the out-of-place op or clone the "
+                "input first")
+        if kind in ("BUFFER_MUTATION", "PARAMETER_MUTATION"):
+            updates[spec.target] = spec.arg.name
+    return Captured(exported.graph_module, constants, users, exported.call_spec.out_spec,
+                    updates)
 
 
 def from_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Captured:

@@ -35,7 +35,7 @@ from frontend.tile_shapes import kernel_fit, pack
 # (`Blocks.of`): maps, binary ops, affine and clamp, gelu, the unary functions, maximum /
 # minimum / leaky_relu
 LAYOUT_FREE = frozenset({"map", "elementwise", "affine", "clamp", "gelu", "gelu_erf",
-                         *UNARY_WORDS, "maximum", "minimum", "leaky_relu"})
+                         *UNARY_WORDS, "maximum", "minimum", "leaky_relu", "elu", "pow"})
 # kernels whose output blocks a rider's match: rows over the tile's rows, columns over its
 # columns (a chain rooted at an elementwise stage fed by a relayout gains no matched move)
 ROOT_KINDS = frozenset({"gemm_summa"})

@@ -158,6 +158,7 @@ class CompiledModel:
         self.lowered = lower(captured, self.formats,
                              column_parts(config) if self.mode == "pipelined" else None,
                              self.lookups, self.gemm_orientation, self.experts)
+        captured.refuse_buffer_updates()
         self.edges = stage_edges(self.lowered.stages, self.lowered.tensors)
         # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
         # at a time, their sum: shares that follow the work

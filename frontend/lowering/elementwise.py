@@ -1,8 +1,8 @@
 """Elementwise ops: tensor-tensor (add, sub, mul, div by a constant) with PyTorch
 broadcasting, tensor-scalar maps, relu, gelu (both forms), the unary math of `build_unary`
-(tanh, exp, sigmoid, rsqrt, sqrt, log, log1p, abs), and the order-based ops of
+(tanh, exp, expm1, sigmoid, rsqrt, sqrt, log, log1p, abs), and the order-based ops of
 `build_extremum`: maximum and minimum of two tensors (broadcast), clamp with tensor
-bounds, leaky_relu.
+bounds, leaky_relu; ELU (SELU and CELU too) and powers by `fabric.kernels.unary_params`.
 
 SiLU (nn.SiLU, F.silu) reaches the lowering as aten.sigmoid and aten.mul (core ATen
 decomposes aten.silu), RMSNorm as pow, mean, add, aten.rsqrt and mul; hardswish and
@@ -19,9 +19,12 @@ from fabric.kernels import (
     GELU_WORDS,
     UNARY_WORDS,
     build_clamp,
+    build_elu,
     build_extremum,
     build_gelu,
+    build_pow,
     build_unary,
+    pow_scratch,
 )
 from frontend.lowering.common import (
     CYCLES_PER_ELEMENT,
@@ -160,13 +163,15 @@ def gelu(low, node, x, approximate="none"):
     return Ref(ref.index.reshape(x.shape))
 
 
-UNARY = {aten.tanh.default: "tanh", aten.exp.default: "exp", aten.sigmoid.default: "sigmoid",
+UNARY = {aten.tanh.default: "tanh", aten.exp.default: "exp", aten.expm1.default: "expm1",
+         aten.sigmoid.default: "sigmoid",
          aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt", aten.log.default: "log",
          aten.log1p.default: "log1p", aten.abs.default: "abs"}
 # single-PE cycles per element of `build_extremum` (WSE-2: maximum and minimum one max,
-# leaky_relu a mul and a max), beside the unary kernels' (`common.CYCLES_PER_ELEMENT`): what
-# sizes their tiles
-CYCLES = {**CYCLES_PER_ELEMENT, "maximum": 1, "minimum": 1, "leaky_relu": 2}
+# leaky_relu a mul and a max) and of `unary_params` (elu; pow, at most), beside the unary
+# kernels' (`common.CYCLES_PER_ELEMENT`): what sizes their tiles
+CYCLES = {**CYCLES_PER_ELEMENT, "maximum": 1, "minimum": 1, "leaky_relu": 2, "elu": 38,
+          "pow": 78}
 
 
 @rule(*UNARY)
@@ -283,13 +288,51 @@ def leaky_relu(low, node, x, negative_slope=0.01):
 
 @rule(aten.pow.Tensor_Scalar)
 def pow_(low, node, x, exponent):
-    """x ** k for a small positive integer k: k - 1 multiplications (x * x * ...)."""
-    if not (float(exponent).is_integer() and 1 <= exponent <= 4):
-        raise low.unsupported(f"pow with exponent {exponent} (integers 1..4)")
-    y = x
-    for _ in range(int(exponent) - 1):
-        y = binary(low, y, x, "mul", x.shape)
-    return y
+    """x ** p as eager PyTorch computes the common exponents: p = 1..4 by p - 1
+    multiplications (x * x * ...), -1..-4 the reciprocal of that product, 0.5 and -0.5
+    sqrt and rsqrt, 0 ones; any other finite p exp(p log x) (`build_pow`: its error grows
+    with |p log x|, `fabric.kernels.unary_params`)."""
+    p = float(exponent)
+    if p == 0:
+        return Const(torch.ones(out_shape(node), dtype=node.meta["val"].dtype))
+    if p.is_integer() and 1 <= abs(p) <= 4:
+        y = x
+        for _ in range(int(abs(p)) - 1):
+            y = binary(low, y, x, "mul", x.shape)
+        return y if p > 0 else unary_stage(low, y, "reciprocal")
+    if abs(p) == 0.5:
+        return unary_stage(low, x, "sqrt" if p > 0 else "rsqrt")
+    if not math.isfinite(p):
+        raise low.unsupported(f"pow with exponent {exponent}")
+    return parametric_stage(low, x, "pow", lambda m, n, cfg, rect, **fmt: build_pow(
+        cfg, rect, m, n, p, **fmt), 2 + pow_scratch(p))
+
+
+@rule(aten.elu.default)
+def elu(low, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """ELU, and SELU and CELU, which PyTorch writes as ELUs (`build_elu`)."""
+    if not float(input_scale) > 0:
+        raise low.unsupported(f"elu with input_scale {input_scale} (positive only)")
+    return parametric_stage(low, x, "elu", lambda m, n, cfg, rect, **fmt: build_elu(
+        cfg, rect, m, n, float(alpha), float(scale), float(input_scale), **fmt), 6)
+
+
+def parametric_stage(low, x, kind: str, build, words: int) -> Ref:
+    """One stage of a blockwise kernel with parameters (`unary_params`) over a runtime float
+    tensor x: build(m, n, cfg, rect, **fmt) makes it for x seen as the (m, n) matrix;
+    `words` fp32 words per element (x, y and the scratch vectors)."""
+    if not isinstance(x, Ref) or not x.dtype.is_floating_point:
+        what = type(x).__name__ if not isinstance(x, Ref) else f"a {x.dtype} tensor"
+        raise low.unsupported(f"{kind} of {what} (a runtime float tensor)")
+    split = per_column_block(low, [x], x.shape,
+                             lambda b, s: parametric_stage(low, b, kind, build, words))
+    if split is not None:
+        return split
+    m, n = as2d(x.shape)
+    ref = low.stage(kind, (m, n), lambda cfg, rect, **fmt: build(m, n, cfg, rect, **fmt),
+                    [low.operand("x", x, (m, n))], m * n * CYCLES[kind], Limits(m, n),
+                    words_per_element=words, suffix=f"_{kind}")
+    return Ref(ref.index.reshape(x.shape))
 
 
 @rule(aten._assert_tensor_metadata.default)

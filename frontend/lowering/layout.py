@@ -40,6 +40,18 @@ def expand(low, node, x, shape, implicit=False):
     return relayout(x, lambda t: t.expand(shape))
 
 
+@rule(aten.flip.default)
+def flip(low, node, x, dims):
+    return relayout(x, lambda t: t.flip(dims))
+
+
+@rule(aten.repeat.default)
+def repeat(low, node, x, repeats):
+    """Tiled copies (torch.tile too): the index map repeated, its elements moved to every
+    copy's place when a kernel reads them."""
+    return relayout(x, lambda t: t.repeat(repeats))
+
+
 @rule(aten.clone.default, aten.alias.default, aten.detach.default, aten.lift_fresh_copy.default)
 def identity(low, node, x, **kwargs):
     return x

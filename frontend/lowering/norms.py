@@ -1,6 +1,8 @@
 """Softmax and layer norm over the last dimension(s) (`fabric.kernels.rownorm`), group norm
 (the layer norm kernel over each group's elements, then the per-channel affine), batch norm
-in eval mode (a per-channel scale and shift, one `affine` stage)."""
+in eval mode (a per-channel scale and shift, one `affine` stage) and by the batch's own
+statistics (instance norm: the layer norm kernel over each channel's elements, then the
+per-channel affine)."""
 
 from __future__ import annotations
 
@@ -64,6 +66,32 @@ def batch_norm(low, node, x, weight, bias, mean, var, momentum, eps):
     return y, Unavailable("batch norm's saved mean"), Unavailable("batch norm's saved rstd")
 
 
+@rule(aten._native_batch_norm_legit.no_stats)
+def batch_statistics_norm(low, node, x, weight, bias, training, momentum, eps):
+    """Batch norm by the batch's own statistics, without running ones (InstanceNorm, which
+    PyTorch writes as this op on x seen as (1, N C, *), and BatchNorm with
+    track_running_stats=False): each channel's elements over the batch and the positions
+    are one row of the layer norm kernel (its own mean and biased variance, as PyTorch
+    normalizes), then the per-channel weight and bias as one `affine` stage."""
+    for name, v in (("weight", weight), ("bias", bias)):
+        if v is not None and not isinstance(v, Const):
+            raise low.unsupported(f"batch norm with a runtime {name}")
+    channels = x.shape[1]
+    rows = x.index.movedim(1, 0)  # (C, N, *)
+    width = rows[0].numel()
+    ref = low.stage("layernorm", (channels, width),
+                    lambda cfg, rect, **fmt: build_layernorm(cfg, rect, channels, width,
+                                                             eps=float(eps), **fmt),
+                    [low.operand("x", Ref(rows.reshape(channels, width)), (channels, width)),
+                     low.operand("gamma", Const(torch.ones(width)), (width,)),
+                     low.operand("beta", Const(torch.zeros(width)), (width,))],
+                    channels * width * CYCLES_PER_ELEMENT["layernorm"], Limits(channels, width),
+                    words_per_element=2)
+    y = Ref(ref.index.reshape(rows.shape).movedim(0, 1))
+    y = _channel_affine(low, y, weight, bias, channels, out_shape(node))
+    return y, Unavailable("batch norm's mean"), Unavailable("batch norm's rstd")
+
+
 @rule(aten.native_group_norm.default)
 def group_norm(low, node, x, weight, bias, n, channels, hw, groups, eps):
     """GroupNorm: each (sample, group) of x (N, C, *) is one row of C / G * HxW elements,
@@ -82,14 +110,20 @@ def group_norm(low, node, x, weight, bias, n, channels, hw, groups, eps):
                      low.operand("beta", Const(torch.zeros(width)), (width,))],
                     m * width * CYCLES_PER_ELEMENT["layernorm"], Limits(m, width),
                     words_per_element=2)
-    y = Ref(ref.index.reshape(x.shape))
-    shape = out_shape(node)
-    view = (1, channels) + (1,) * (len(x.shape) - 2)
-    if weight is not None and bias is not None:
-        y = affine(low, y, Const(weight.value.reshape(view)), Const(bias.value.reshape(view)),
-                   shape)
-    elif weight is not None:
-        y = binary(low, y, Const(weight.value.reshape(view)), "mul", shape)
-    elif bias is not None:
-        y = binary(low, y, Const(bias.value.reshape(view)), "add", shape)
+    y = _channel_affine(low, Ref(ref.index.reshape(x.shape)), weight, bias, channels,
+                        out_shape(node))
     return y, Unavailable("group norm's mean"), Unavailable("group norm's rstd")
+
+
+def _channel_affine(low, y: Ref, weight, bias, channels: int, shape) -> Ref:
+    """y (N, C, *) times the per-channel `weight` plus `bias` (Consts or None), PyTorch's
+    order: one `affine` stage, or a product or a sum for one of them."""
+    view = (1, channels) + (1,) * (len(shape) - 2)
+    if weight is not None and bias is not None:
+        return affine(low, y, Const(weight.value.reshape(view)),
+                      Const(bias.value.reshape(view)), shape)
+    if weight is not None:
+        return binary(low, y, Const(weight.value.reshape(view)), "mul", shape)
+    if bias is not None:
+        return binary(low, y, Const(bias.value.reshape(view)), "add", shape)
+    return y

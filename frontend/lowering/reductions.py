@@ -1,8 +1,8 @@
 """Reductions over dimensions (mean.dim, sum.dim_IntList, amax, var and var_mean, max.dim
-and argmax with their indices), cumulative sums (cumsum, `fabric.kernels.scan` on a column
-of PEs) and 2D pooling (max_pool2d,
-avg_pool2d, adaptive average and max pooling): the reduced elements of every output are laid
-out as one row and reduced by `fabric.kernels.rowreduce` on a column of PEs.
+and argmax with their indices, vector norms of order 2, 1 and inf), cumulative sums
+(cumsum, `fabric.kernels.scan` on a column of PEs) and 2D pooling (max_pool2d, avg_pool2d,
+adaptive average and max pooling): the reduced elements of every output are laid out as one
+row and reduced by `fabric.kernels.rowreduce` on a column of PEs.
 
 A window's positions outside the input (padding, ceil_mode's last windows) are filled by
 index alone: a max pool's with an element of the same window (max is idempotent, and
@@ -28,6 +28,7 @@ from frontend.lowering.common import (
     windows,
 )
 from frontend.lowering.core import Unavailable, rule
+from frontend.lowering.elementwise import unary_stage
 from frontend.lowering.embedding import compare_mask
 from frontend.stages import Limits
 from frontend.values import Const, Ref
@@ -55,6 +56,23 @@ def amax(low, node, x, dims=(), keepdim=False):
     return reduce(low, node, x, list(dims) or None, keepdim, "max")
 
 
+
+
+@rule(aten.linalg_vector_norm.default)
+def vector_norm(low, node, x, ord=2, dims=None, keepdim=False, dtype=None):
+    """The 2-norm sqrt(sum(x * x)) (F.normalize, cosine similarity), the 1-norm sum(|x|)
+    and the max norm max(|x|) over `dims`: a product or an abs, one row reduction
+    (`common.reduce`) and, for the 2-norm, a sqrt."""
+    if not isinstance(x, Ref) or not x.dtype.is_floating_point:
+        raise low.unsupported("vector_norm of a runtime float tensor only")
+    order = float(ord)
+    if order == 2:
+        return unary_stage(low, reduce(low, node, binary(low, x, x, "mul", x.shape), dims,
+                                       keepdim, "sum"), "sqrt")
+    if order in (1, math.inf):
+        return reduce(low, node, unary_stage(low, x, "abs"), dims, keepdim,
+                      "sum" if order == 1 else "max")
+    raise low.unsupported(f"vector_norm of order {ord} (2, 1 and inf)")
 
 
 def _rows(x: Ref, dims) -> torch.Tensor:

@@ -98,7 +98,7 @@ DERIVED = (
 # aten.arange, on constants) or the rule refuses the variant (div's rounding modes: by a
 # runtime divisor).
 # Not claimed, every sample refused: nll_loss (aten.scalar_tensor), bilinear
-# (aten._trilinear), flip, index_select
+# (aten._trilinear)
 BY_HAND = ("div.trunc_rounding", "div.floor_rounding", "clamp", "pow",
            "nn.functional.interpolate.nearest", "nn.functional.upsample_nearest")
 # rules added after DERIVED was taken (each checked with this harness's samples)
@@ -109,6 +109,11 @@ ADDED = (
     "isfinite", "sign", "signbit", "cumsum", "nn.functional.group_norm", "var", "var_mean",
     "argmax", "max.reduction_with_dim", "index_select", "as_strided",
     "trunc", "floor", "topk", "sort", "argsort", "msort", "histc",
+    "flip", "fliplr", "flipud", "rot90", "repeat", "tile",
+    "nn.functional.elu", "nn.functional.selu", "nn.functional.celu", "expm1",
+    "linalg.vector_norm", "linalg.norm", "norm", "nn.functional.normalize",
+    "nn.functional.cosine_similarity", "nn.functional.pairwise_distance",
+    "nn.functional.instance_norm",
 )
 CLAIMED = DERIVED + BY_HAND + ADDED
 # one OpInfo or more for every op family with a rule: the default test run
@@ -118,7 +123,7 @@ CORE = (
     "nn.functional.hardtanh", "nn.functional.relu", "pow",
     # transcendentals
     "exp", "sigmoid", "tanh", "rsqrt", "sqrt", "nn.functional.gelu", "nn.functional.silu",
-    "log", "log1p", "abs", "maximum", "nn.functional.leaky_relu",
+    "log", "log1p", "abs", "maximum", "nn.functional.leaky_relu", "expm1", "nn.functional.elu",
     # masks
     "eq", "gt", "logical_or", "isnan",
     # rows
@@ -127,6 +132,7 @@ CORE = (
     "mm", "addmm", "bmm", "matmul", "nn.functional.linear",
     # reductions
     "mean", "sum", "amax", "var", "argmax", "cumsum", "nn.functional.group_norm",
+    "linalg.vector_norm",
     # pooling, convolution, resampling, embedding
     "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
     "nn.functional.adaptive_avg_pool2d", "nn.functional.adaptive_max_pool2d",
@@ -135,7 +141,8 @@ CORE = (
     "nn.functional.embedding",
     # views and layout
     "permute", "transpose", "reshape", "view", "expand", "squeeze", "unsqueeze", "narrow",
-    "select", "split", "cat", "nn.functional.pad.constant", "where", "index_select",
+    "select", "split", "cat", "nn.functional.pad.constant", "where", "index_select", "flip",
+    "repeat",
     # losses
     "nn.functional.cross_entropy",
 )

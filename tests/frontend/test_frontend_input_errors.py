@@ -1,6 +1,6 @@
 """What eager PyTorch refuses, the fabric refuses with the same message class, named by its
-FX node and the user's source line; a model left in training mode or an empty batch gets a
-message that says what to do."""
+FX node and the user's source line; a model left in training mode, an empty batch, a model
+changing its input or a buffer in place gets a message that says what to do."""
 
 import pytest
 import torch
@@ -53,3 +53,32 @@ def test_error_inside_a_library_module_points_at_the_users_line(monkeypatch):
     assert user in message and "return self.act(x * 2.0)" in message
     # the user's frame first, torch's own frame after it in parentheses
     assert message.index(user) < message.index("(in torch: ") < message.index("activation.py")
+
+
+class ChangesItsInput(nn.Module):
+    def forward(self, x):
+        return x.mul_(2.0)  # the line the error must point at
+
+
+class CountsItsCalls(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x):
+        self.calls.add_(1.0)  # the line the error must point at
+        return x * 2.0
+
+
+def test_a_model_changing_its_input_in_place_is_refused_with_its_line():
+    x = torch.randn(2, 4)
+    with pytest.raises(frontend.FrontendError, match=r"changes its input 'x' in place") as err:
+        frontend.compile(ChangesItsInput(), (x,), config=CONFIG)
+    assert "return x.mul_(2.0)" in str(err.value)
+
+
+def test_a_model_updating_a_buffer_is_refused_with_its_line():
+    with pytest.raises(frontend.FrontendError, match=r"updates its buffers in place \('calls'"
+                       ) as err:
+        frontend.compile(CountsItsCalls(), (torch.randn(2, 4),), config=CONFIG)
+    assert "self.calls.add_(1.0)" in str(err.value)
