@@ -17,6 +17,8 @@ tile can serve PEs holding different numbers of elements.
 | exp, hi=None (x <= 0) | 2 | yes | 1 ulp | [EXP_LO, 0] = [-87.33, 0] | 13.5 n |
 | expm1 | 4 | yes | 2 ulps | normal results | 38 n |
 | expm1, nonpositive (x <= 0) | 4 | yes | 2 ulps | normal results | 35 n |
+| erf | 6 | yes | 4 ulps | every x | 75.5 n |
+| sin, cos | 6 | yes | 3 ulps | abs(x) < TRIG_MAX = 65536 (NaN beyond) | 42 n |
 | sigmoid | 4 | yes | 3 ulps | sigmoid(x) >= FLT_MIN (x >= -87.33) | 26.5 n |
 | tanh | 4 | yes | 3 ulps | all finite x | 27.5 n |
 | log | 4 | yes | 1 ulp | every x > 0, subnormals included | 34 n |
@@ -73,6 +75,9 @@ from fabric.kernels.mathlib_cycles import (  # noqa: F401  (the routines' costs)
     tanh_cycles,
 )
 from fabric.kernels.mathlib_exp import (  # noqa: F401  (exp, sigmoid, tanh, gauss_tail)
+    ERF_COEFFS,
+    ERF_SPLIT,
+    ERF_ULPS,
     EXP2_COEFFS,
     EXP_CLAMP_HI,
     EXP_CLAMP_LO,
@@ -97,6 +102,7 @@ from fabric.kernels.mathlib_exp import (  # noqa: F401  (exp, sigmoid, tanh, gau
     TANH_CLAMP,
     TANH_COEFFS,
     TANH_ULPS,
+    erf,
     exp,
     expm1,
     gauss_tail,
@@ -128,4 +134,14 @@ from fabric.kernels.mathlib_roots import (  # noqa: F401  (reciprocal, rsqrt, sq
     reciprocal,
     rsqrt,
     sqrt,
+)
+from fabric.kernels.mathlib_trig import (  # noqa: F401  (sin, cos)
+    COS_COEFFS,
+    PIO2_PARTS,
+    SIN_COEFFS,
+    TRIG_MAX,
+    TRIG_ULPS,
+    TWO_OVER_PI,
+    cos,
+    sin,
 )

@@ -18,6 +18,8 @@ Methods:
   x is added back.
 - expm1: |x| < 1/2: a degree-8 Taylor polynomial; beyond, exp(x) - 1; picked per element
   by a 0/1 mask (see the function).
+- erf: |x| < 1/2: x times a Taylor polynomial in x^2; beyond, 1 - 2 Phi(-|x| sqrt 2) with
+  x's sign; picked per element by a 0/1 mask.
 - gauss_tail: Phi(-b) = exp(-b^2 / 2) Q(1 / (1 + K b)) with b^2 split exactly enough
   (see the function).
 """
@@ -292,6 +294,45 @@ def gauss_tail(dst: Mem, b: Mem, scratch: Sequence[Mem], times_b: bool = False) 
         *q,
         ins.mul(dst, h, e),
     ]
+
+
+ERF_SPLIT = 0.5  # erf's Taylor polynomial below |x| = 1/2, 1 - 2 Phi(-|x| sqrt 2) beyond
+# erf(x) / x = sum_n c_n x^(2n), c_n = 2 / sqrt(pi) (-1)^n / (n! (2n + 1)), highest first
+# (n = 6 .. 0): the remainder below 2^-30 of erf(x) for |x| < 1/2
+ERF_COEFFS = tuple(_f32(2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)))
+                   for n in range(6, -1, -1))
+ERF_ULPS = 4  # measured over dense sweeps (tests/kernels/test_unary_functions.py)
+
+
+def erf(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
+    """dst = erf(src), within ERF_ULPS ulps for every x (relative: small |x| included).
+
+    Args:
+        dst, src: memory DSDs of n elements (dst may be src).
+        scratch: six memory DSDs of n elements.
+
+    Method: |x| >= ERF_SPLIT: 1 - 2 Phi(-b) (`gauss_tail`) at b = |x| sqrt 2 (clamped to
+    GAUSS_MAX, where Phi(-b) is below 2^-129), with x's sign (a factor 1 - 2 signbit(x));
+    erf is at least 0.52 there, so the tail's absolute error of (2 GAUSS_ULPS + 1) 2^-25 is
+    a few ulps of it. |x| < ERF_SPLIT: x P(x^2), P the Taylor polynomial of erf(x) / x,
+    odd in x, -0 kept. A 0/1 mask from the sign bit of |x| - ERF_SPLIT picks one, as in
+    `expm1`. Edge values as torch.erf: +-inf give +-1, NaN NaN.
+    """
+    _check("erf", dst, src, scratch, 6, True)
+    b, q, *rest = scratch[:6]
+    code = [ins.shl(b, src, 1), ins.shr(b, b, 1), ins.mul(b, b, _f32(math.sqrt(2))),
+            ins.min_(b, b, GAUSS_MAX), *gauss_tail(q, b, rest),
+            ins.mul(q, q, -2.0), ins.add(q, q, 1.0)]  # erf(|x|), beyond the split
+    sign, m, x2, p = rest
+    code += [ins.shr(sign, src, 31), ins.itof(sign, sign), ins.mul(sign, sign, -2.0),
+             ins.add(sign, sign, 1.0), ins.mul(q, q, sign)]  # with x's sign
+    code += [ins.shl(m, src, 1), ins.shr(m, m, 1), ins.add(m, m, -ERF_SPLIT),
+             ins.shr(m, m, 31), ins.itof(m, m)]  # 1 where |x| < split
+    # x clamped to the split (an infinite x would give inf times 0 below), in sign's place
+    code += [ins.min_(sign, src, ERF_SPLIT), ins.max_(sign, sign, -ERF_SPLIT),
+             ins.mul(x2, sign, sign), *_horner(p, x2, ERF_COEFFS), ins.mul(p, p, sign)]
+    # dst = m p - (m q - q), as `expm1` picks (q is finite)
+    return code + [ins.mul(p, p, m), ins.mul(m, m, q), ins.sub(m, m, q), ins.sub(dst, p, m)]
 
 
 def tanh(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:

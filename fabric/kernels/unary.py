@@ -11,6 +11,8 @@ tile's bank-aware layout, `fabric.banks.read_pair_stalls`):
 | fn | fn_cycles | WSE-2, even e | fp32 error | special values |
 |---|---|---|---|---|
 | tanh | tanh_cycles | 32 e | TANH_ULPS (3) | +-inf: +-1 |
+| erf | sequence_cycles | 75.5 e | ERF_ULPS (4) | +-inf: +-1 |
+| sin, cos | sequence_cycles | 42 e | TRIG_ULPS (3) where abs(x) < TRIG_MAX (65536) | NaN beyond |
 | exp | exp_cycles | 16 e | EXP_ULPS (1) where exp(x) >= EXP_TINY | +inf: inf, -inf: 0 |
 | expm1 | sequence_cycles | 38 e | EXPM1_ULPS (2) where the result is normal | +inf: inf, -inf: -1 |
 | log | log_cycles | 48 e | LOG_ULPS (1) | 0: -inf, x < 0: NaN |
@@ -94,19 +96,19 @@ def floor_code(y, x, s) -> list:
             ins.sub(y, t, f)]
 
 
-def _code_cycles(code_of, scratch: int):
+def code_cycles(code_of, scratch: int):
     """cycles_of(config, e) of a straight code sequence (`mathlib.sequence_cycles`)."""
-    d = Mem("d")
-    code = code_of(d, d, [d] * scratch)
+    code = code_of(Mem("y"), Mem("x"), [Mem(f"s{i}") for i in range(scratch)])
     return lambda config, e: ml.sequence_cycles(config, code, e)
 
 
 FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(config, e))
     "tanh": (lambda y, x, s: ml.tanh(y, x, s), 4, ml.tanh_cycles),
+    "erf": (ml.erf, 6, code_cycles(ml.erf, 6)),
     "exp": (lambda y, x, s: ml.exp(y, x, s), 2, ml.exp_cycles),
-    "expm1": (lambda y, x, s: ml.expm1(y, x, s), 4,
-              lambda config, e: ml.sequence_cycles(config, ml.expm1(
-                  Mem("y"), Mem("x"), [Mem(f"s{i}") for i in range(4)]), e)),
+    "sin": (ml.sin, 6, code_cycles(ml.sin, 6)),
+    "cos": (ml.cos, 6, code_cycles(ml.cos, 6)),
+    "expm1": (ml.expm1, 4, code_cycles(ml.expm1, 4)),
     "log": (lambda y, x, s: ml.log(y, x, s), 4, ml.log_cycles),
     # with specials, x is read into scratch first, so y may be x (as the 16-bit path runs it)
     "reciprocal": (lambda y, x, s: ml.reciprocal(y, x, s, refined=True, specials=True), 5,
@@ -128,8 +130,8 @@ FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(confi
     "abs": (lambda y, x, s: [ins.shl(y, x, 1), ins.shr(y, y, 1)], 0,
             lambda config, e: 2 * math.ceil(e / config.simd_width(*SIMD_NAME[Op.SHL]))),
     # x's fraction bits cleared, exact (module docstring); floor from it, exact
-    "trunc": (trunc_code, 2, _code_cycles(trunc_code, 2)),
-    "floor": (floor_code, 3, _code_cycles(floor_code, 3)),
+    "trunc": (trunc_code, 2, code_cycles(trunc_code, 2)),
+    "floor": (floor_code, 3, code_cycles(floor_code, 3)),
 }
 # fp32 words per element of each function's kernel: x, y and the scratch vectors
 UNARY_WORDS = {fn: 2 + scratch for fn, (_, scratch, _) in FUNCTIONS.items()}
@@ -143,7 +145,8 @@ def unary_cycles(config, fn: str, e: int) -> int:
 
 def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tanh",
                 dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
-    """y = fn(x) for x of shape (m, n); fn one of FUNCTIONS ("tanh", "exp", "expm1", "log",
+    """y = fn(x) for x of shape (m, n); fn one of FUNCTIONS ("tanh", "erf", "sin", "cos", "exp",
+    "expm1", "log",
     "log1p", "reciprocal", "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit", "trunc",
     "floor").
     Inputs {"x"}; output (m, n).

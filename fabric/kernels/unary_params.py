@@ -43,7 +43,7 @@ from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.kernels import mathlib as ml
 from fabric.kernels.base import Kernel, check_dtypes
-from fabric.kernels.unary import build_blockwise
+from fabric.kernels.unary import build_blockwise, code_cycles
 from fabric.program import Rect
 
 ELU_ULPS = 2  # measured over dense sweeps (tests/kernels/test_unary_functions.py)
@@ -155,7 +155,7 @@ def build_elu(config: FabricConfig, rect: Rect, m: int, n: int, alpha: float = 1
         raise ValueError(f"elu: input_scale must be positive, got {input_scale!r}")
     check_dtypes("elu", dtype, acc_dtype, half_acc=False)
     code = elu_code(alpha, scale, input_scale)
-    k = build_blockwise(config, rect, m, n, "elu", code, 5, _cycles_of(code, 5), dtype)
+    k = build_blockwise(config, rect, m, n, "elu", code, 5, code_cycles(code, 5), dtype)
     k.info.update(alpha=alpha, scale=scale, input_scale=input_scale)
     return k
 
@@ -171,13 +171,7 @@ def build_pow(config: FabricConfig, rect: Rect, m: int, n: int, exponent: float,
         raise ValueError(f"pow: exponent must be finite and nonzero, got {exponent!r}")
     check_dtypes("pow", dtype, acc_dtype, half_acc=False)
     code, scratch = pow_code(exponent), pow_scratch(exponent)
-    k = build_blockwise(config, rect, m, n, "pow", code, scratch, _cycles_of(code, scratch),
+    k = build_blockwise(config, rect, m, n, "pow", code, scratch, code_cycles(code, scratch),
                         dtype)
     k.info.update(exponent=float(exponent))
     return k
-
-
-def _cycles_of(code_of, scratch: int):
-    """cycles_of(config, e) of a straight code sequence (`mathlib.sequence_cycles`)."""
-    code = code_of(ins.Mem("y"), ins.Mem("x"), [ins.Mem(f"s{i}") for i in range(scratch)])
-    return lambda config, e: ml.sequence_cycles(config, code, e)

@@ -1,7 +1,7 @@
-"""The transcendental unary kernels (exp, expm1, tanh, log, sigmoid, rsqrt, sqrt and gelu in
-both forms) and those with parameters (elu, SELU and CELU as elus, pow): accuracy over
-dense sweeps, special values against eager PyTorch, the fabric against its numpy mirror bit
-for bit, exact cycles, and 16-bit storage.
+"""The transcendental unary kernels (exp, expm1, erf, sin, cos, tanh, log, sigmoid, rsqrt,
+sqrt and gelu in both forms) and those with parameters (elu, SELU and CELU as elus, pow):
+accuracy over dense sweeps, special values against eager PyTorch, the fabric against its
+numpy mirror bit for bit, exact cycles, and 16-bit storage.
 
 - Sweeps (host): `mathlib_numpy.emulate` runs each kernel's instruction list in numpy as the
   fabric computes it, over a few hundred thousand points per function in both fma modes
@@ -38,7 +38,7 @@ from fabric.kernels import mathlib as ml
 from fabric.kernels import mathlib_numpy as mn
 from fabric.kernels import unary_params as up
 from fabric.kernels.base import run_kernel
-from fabric.kernels.unary import FUNCTIONS, build_unary
+from fabric.kernels.unary import FUNCTIONS, build_unary, code_cycles
 from fabric.numerics import round_to, to_half
 
 CONFIG = FabricConfig.small(4, 4)
@@ -73,6 +73,7 @@ class Fn:
     ulps: Callable  # x (float64) -> allowed ulps per point
     zero_sign: bool = True  # compare the sign of zero results with torch's
     reads_subnormals: bool = False  # log reads its input's bits: subnormals are values
+    max_x: float = math.inf  # |x| below which the bound holds (sin, cos: NaN from there on)
 
 
 def _unary(fn):
@@ -92,7 +93,7 @@ def _elu(alpha=1.0, scale=1.0, input_scale=1.0):
     code = up.elu_code(alpha, scale, input_scale)
     return {"build": lambda dt: up.build_elu(CONFIG, RECT, M, N, alpha, scale, input_scale,
                                              dtype=dt),
-            "code": code, "cycles": up._cycles_of(code, 5),
+            "code": code, "cycles": code_cycles(code, 5),
             "exact": lambda x: up.elu_reference(x, alpha, scale, input_scale).astype(np.float64),
             "torch_fn": lambda t: torch.ops.aten.elu(t, alpha, scale, input_scale),
             "sweep": np.concatenate([np.linspace(-30, 5, SWEEP), np.linspace(-0.6, 0, 30_000),
@@ -104,7 +105,7 @@ def _pow(p):
     code, scratch = up.pow_code(p), up.pow_scratch(p)
     positive = np.concatenate([np.exp(np.linspace(-20, 20, SWEEP)), np.linspace(0.5, 2, 30_000)])
     return {"build": lambda dt: up.build_pow(CONFIG, RECT, M, N, p, dtype=dt), "code": code,
-            "cycles": up._cycles_of(code, scratch), "torch_fn": lambda t: torch.pow(t, p),
+            "cycles": code_cycles(code, scratch), "torch_fn": lambda t: torch.pow(t, p),
             "exact": lambda x: np.power(x, p),
             # negative x: odd and even powers of an integer p, NaN for the others
             "sweep": np.concatenate([positive, -positive[::20]]),
@@ -129,6 +130,21 @@ FNS = {
     "exp": Fn(**_unary("exp"), torch_fn=torch.exp, exact=np.exp,
               sweep=np.concatenate([np.linspace(-88, 89.5, SWEEP), RNG.uniform(-1, 1, 30_000)]),
               ulps=_const(ml.EXP_ULPS)),
+    "erf": Fn(**_unary("erf"), torch_fn=torch.erf,
+              exact=lambda x: np.vectorize(math.erf, otypes=[np.float64])(x),
+              sweep=np.concatenate([np.linspace(-10, 10, SWEEP), np.linspace(-1, 1, 30_000),
+                                    _both_signs(_log2_sweep(-125, 0, 30_000))]),
+              ulps=_const(ml.ERF_ULPS)),
+    "sin": Fn(**_unary("sin"), torch_fn=torch.sin, exact=np.sin,
+              sweep=np.concatenate([np.linspace(1 - ml.TRIG_MAX, ml.TRIG_MAX - 1, SWEEP),
+                                    np.linspace(-7, 7, 30_000), np.arange(1, 20_000) * np.pi,
+                                    _both_signs(_log2_sweep(-125, 0, 30_000))]),
+              ulps=_const(ml.TRIG_ULPS), max_x=ml.TRIG_MAX),
+    "cos": Fn(**_unary("cos"), torch_fn=torch.cos, exact=np.cos,
+              sweep=np.concatenate([np.linspace(1 - ml.TRIG_MAX, ml.TRIG_MAX - 1, SWEEP),
+                                    np.linspace(-7, 7, 30_000),
+                                    (np.arange(1, 20_000) - 0.5) * np.pi]),
+              ulps=_const(ml.TRIG_ULPS), max_x=ml.TRIG_MAX),
     "expm1": Fn(**_unary("expm1"), torch_fn=torch.expm1, exact=np.expm1,
                 sweep=np.concatenate([np.linspace(-90, 89.5, SWEEP), np.linspace(-1, 1, 30_000),
                                       _both_signs(_log2_sweep(-125, 0, 30_000))]),
@@ -312,6 +328,8 @@ def test_special_values_as_torch(fabric_runs, name):
             assert g == w, (name, xi, g, w)
             if fn.zero_sign:
                 assert np.signbit(g) == np.signbit(w), (name, xi, g, w)
+        elif math.isfinite(xi) and abs(xi) >= fn.max_x:  # beyond the domain: NaN, no value
+            assert np.isnan(g), (name, xi, g)
         else:  # finite: torch's value is itself within an ulp of the exact one
             ulps = fn.ulps(np.float64(xi)) + 1
             assert ulp_error(np.float32(g), np.float64(w)) <= ulps, (name, xi, g, w)
@@ -322,9 +340,10 @@ def test_cycle_formulas_match_instruction_lists(generation):
     config = FabricConfig.small(1, 1, generation=generation)
     # integer ops and fp32 max/min at width 1, fp32 add/sub/mov at 2 (docs/engine.md)
     per_element = {"exp": 16, "tanh": 32, "log": 48, "sigmoid": 30.5, "rsqrt": 25,
-                   "sqrt": 19, "gelu_tanh": 34.5, "gelu_none": 51.5, "expm1": 38, "elu": 38.5,
-                   "selu": 39.5, "celu_2": 39.5, "pow_1.5": 77.5, "pow_-1.3": 77.5, "pow_3": 72,
-                   "pow_-2": 67.5}
+                   "sqrt": 19, "gelu_tanh": 34.5, "gelu_none": 51.5, "erf": 75.5, "sin": 42,
+                   "cos": 42, "expm1": 38,
+                   "elu": 38.5, "selu": 39.5, "celu_2": 39.5, "pow_1.5": 77.5, "pow_-1.3": 77.5,
+                   "pow_3": 72, "pow_-2": 67.5}
     for name, fn in FNS.items():
         code = fn.code(Mem("y"), Mem("x"), [Mem(f"s{i}") for i in range(6)])
         for e in (1, 2, 7, 100, 4097):
