@@ -50,8 +50,8 @@ CYCLES_PER_ELEMENT = {
     "gelu": _per_element(gelu_cycles(_WSE2_PE, _E, "tanh")),
     "gelu_erf": _per_element(gelu_cycles(_WSE2_PE, _E, "none")),
     **{fn: _per_element(unary_cycles(_WSE2_PE, fn, _E))
-       for fn in ("tanh", "exp", "expm1", "log", "log1p", "reciprocal", "sigmoid", "rsqrt", "sqrt",
-                  "abs", "itof", "signbit", "trunc", "floor")},
+       for fn in ("tanh", "erf", "sin", "cos", "exp", "expm1", "log", "log1p", "reciprocal",
+                  "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit", "trunc", "floor")},
 }
 
 

@@ -1,6 +1,6 @@
 """Elementwise ops: tensor-tensor (add, sub, mul, div by a constant) with PyTorch
 broadcasting, tensor-scalar maps, relu, gelu (both forms), the unary math of `build_unary`
-(tanh, exp, expm1, sigmoid, rsqrt, sqrt, log, log1p, abs), and the order-based ops of
+(tanh, exp, expm1, erf, sin, cos, sigmoid, rsqrt, sqrt, log, log1p, abs), and the order-based ops of
 `build_extremum`: maximum and minimum of two tensors (broadcast), clamp with tensor
 bounds, leaky_relu; ELU (SELU and CELU too) and powers by `fabric.kernels.unary_params`.
 
@@ -164,6 +164,7 @@ def gelu(low, node, x, approximate="none"):
 
 
 UNARY = {aten.tanh.default: "tanh", aten.exp.default: "exp", aten.expm1.default: "expm1",
+         aten.erf.default: "erf", aten.sin.default: "sin", aten.cos.default: "cos",
          aten.sigmoid.default: "sigmoid",
          aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt", aten.log.default: "log",
          aten.log1p.default: "log1p", aten.abs.default: "abs"}

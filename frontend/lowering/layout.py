@@ -130,17 +130,48 @@ def where(low, node, cond, a, b):
     reads as zero (index -1); another constant's elements are held on a resident tile
     (`common.constant`)."""
     shape = out_shape(node)
-
-    def index(v, suffix):
-        if isinstance(v, Ref):
-            return v.index.expand(shape)
-        if bool((v.value == 0).all()):
-            return torch.full(shape, -1, dtype=torch.int64)
-        return constant(low, Const(v.value.to(torch.float32).expand(shape)), suffix).index
-
     keep = cond.value.to(torch.bool).expand(shape)
     dtype = next(v.dtype for v in (a, b) if isinstance(v, Ref))
-    return Ref(torch.where(keep, index(a, "_then"), index(b, "_else")), dtype)
+    return Ref(torch.where(keep, _index(low, a, shape, "_then"), _index(low, b, shape, "_else")),
+               dtype)
+
+
+def _index(low, v, shape, suffix: str) -> torch.Tensor:
+    """The index map of a Ref or Const `v` broadcast to `shape`: a Ref's own; a constant of
+    zeros reads as zero (index -1); another constant's elements held on a resident tile
+    (`common.constant`)."""
+    if isinstance(v, Ref):
+        return v.index.expand(shape)
+    if bool((v.value == 0).all()):
+        return torch.full(shape, -1, dtype=torch.int64)
+    return constant(low, Const(v.value.to(torch.float32).expand(shape)), suffix).index
+
+
+def _scatter_case(low, node, x, src, *args) -> bool:
+    """slice_scatter and copy with a runtime tensor among their two."""
+    return (all(isinstance(v, (Ref, Const)) for v in (x, src))
+            and any(isinstance(v, Ref) for v in (x, src)))
+
+
+@rule(aten.slice_scatter.default, case=_scatter_case)
+def slice_scatter(low, node, x, src, *args):
+    """x with a slice along a dimension replaced by src (an assignment into a slice,
+    functionalized: Funnel's attention shift): an index map, both as indices."""
+    base, part = shape_of(x), shape_of(src)
+    index = node.target(_index(low, x, base, "_base"), _index(low, src, part, "_src"), *args)
+    return Ref(index, next(v.dtype for v in (x, src) if isinstance(v, Ref)))
+
+
+@rule(aten.copy.default, case=_scatter_case)
+def copy(low, node, x, src, non_blocking=False):
+    """x's shape filled with src, broadcast (an assignment x[...] = src functionalized:
+    BART's shift of the decoder's tokens); src's values in x's dtype, refused where that
+    changes them (a float src into an integer x)."""
+    dtype = node.meta["val"].dtype
+    src_dtype = src.dtype if isinstance(src, Ref) else src.value.dtype
+    if src_dtype.is_floating_point and not dtype.is_floating_point:
+        raise low.unsupported(f"a copy of a {src_dtype} tensor into a {dtype} one")
+    return Ref(_index(low, src, shape_of(x), "_src").contiguous(), dtype)
 
 
 @rule(aten.constant_pad_nd.default)

@@ -110,8 +110,8 @@ ADDED = (
     "argmax", "max.reduction_with_dim", "index_select", "as_strided",
     "trunc", "floor", "topk", "sort", "argsort", "msort", "histc",
     "flip", "fliplr", "flipud", "rot90", "repeat", "tile",
-    "nn.functional.elu", "nn.functional.selu", "nn.functional.celu", "expm1",
-    "linalg.vector_norm", "linalg.norm", "norm", "nn.functional.normalize",
+    "nn.functional.elu", "nn.functional.selu", "nn.functional.celu", "expm1", "erf",
+    "sin", "cos", "linalg.vector_norm", "linalg.norm", "norm", "nn.functional.normalize",
     "nn.functional.cosine_similarity", "nn.functional.pairwise_distance",
     "nn.functional.instance_norm",
 )
@@ -124,6 +124,7 @@ CORE = (
     # transcendentals
     "exp", "sigmoid", "tanh", "rsqrt", "sqrt", "nn.functional.gelu", "nn.functional.silu",
     "log", "log1p", "abs", "maximum", "nn.functional.leaky_relu", "expm1", "nn.functional.elu",
+    "erf",
     # masks
     "eq", "gt", "logical_or", "isnan",
     # rows

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 import frontend
 from frontend import amp
+from frontend.capture import capture_module
 from tests.frontend.models import CONFIG
 
 
@@ -145,3 +146,29 @@ def test_where_with_a_constant_condition_is_an_index_map():
     for got, want in zip(cm(x), ConstantSelect()(x)):
         torch.testing.assert_close(got, want, rtol=0.0, atol=0.0)
     assert {s.kind for s in cm.lowered.stages} <= {"resident", "map", "elementwise"}
+
+
+class Assignments(nn.Module):
+    """Assignments into slices and indices, functionalized to slice_scatter, copy and (an
+    index replaced) a where by a constant mask (Funnel's attention shift, a token shifted
+    into a buffer of zeros)."""
+
+    def forward(self, x):  # (2, 5)
+        y = torch.relu(x)
+        z = torch.zeros(2, 6)
+        z[:, 1:] = y  # into a constant: the zeros read as zero
+        w = torch.select_scatter(y * 2.0, y[:, 4], 1, 0)  # one index replaced
+        v = torch.full((2, 5), 0.5)
+        v.copy_(y[:, :1])  # broadcast over a constant
+        return z * 2.0, w * 1.0, v * 3.0
+
+
+def test_assignments_into_slices_are_index_maps():
+    x = torch.randn(2, 5, generator=torch.Generator().manual_seed(7))
+    captured = capture_module(Assignments(), (x,))
+    targets = {n.target for n in captured.graph.nodes}
+    aten = torch.ops.aten
+    assert {aten.slice_scatter.default, aten.copy.default} <= targets
+    cm = frontend.compile(Assignments(), (x,), config=CONFIG)
+    for got, want in zip(cm(x), Assignments()(x)):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

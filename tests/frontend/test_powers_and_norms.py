@@ -1,6 +1,7 @@
-"""Powers, ELUs, vector norms, instance norm and flips through the whole frontend, against
-eager PyTorch (`elementwise.pow_`, `elementwise.elu`, `reductions.vector_norm`,
-`norms.batch_statistics_norm`, `layout.flip` and `layout.repeat`).
+"""Powers, ELUs, sin, cos, erf, vector norms, instance norm and flips through the whole
+frontend, against eager PyTorch (`elementwise.pow_`, `elementwise.elu`, `elementwise.unary`,
+`reductions.vector_norm`, `norms.batch_statistics_norm`, `layout.flip` and
+`layout.repeat`).
 
 Tolerances: x ** p by exp(p log x) is within `unary_params.pow_ulps` of the exact power, a
 few ulps where |p log x| stays below 1/2 (the inputs here: x in [0.6, 1.6], |p| <= 1.5), so
@@ -112,3 +113,21 @@ def test_flip_and_repeat_move_words_only():
     torch.testing.assert_close(a, torch.relu(x).flip(-1) * 2, **EXACT)
     torch.testing.assert_close(b, torch.relu(x).repeat(2, 3) * 2, **EXACT)
     torch.testing.assert_close(c, torch.relu(x).tile((2,)) * 2, **EXACT)
+
+
+def test_sin_cos_erf_as_eager_and_nan_beyond_the_reduction():
+    """sin and cos within 3 ulps below |x| = 65536 (mathlib's TRIG_MAX), NaN from there on
+    (eager reduces exactly at any size; the fabric says it cannot rather than drift); erf
+    within 4 ulps everywhere. Sinusoidal embeddings of runtime positions, as a diffusion
+    model's timestep embedding computes them."""
+    t = torch.tensor([[0.0, 1.0, 17.0, 999.0]]).T  # (4, 1) timesteps
+    freqs = torch.exp(-math.log(10_000.0) * torch.arange(4) / 4)
+    cm, (s, c, e) = _compiled(lambda x: (torch.sin(x * freqs), torch.cos(x * freqs),
+                                         torch.erf(x * freqs - 1.0)), t)
+    torch.testing.assert_close(s, torch.sin(t * freqs))
+    torch.testing.assert_close(c, torch.cos(t * freqs))
+    torch.testing.assert_close(e, torch.erf(t * freqs - 1.0))
+    big = torch.tensor([[1e5, -7e4, 65535.0, 0.5]])
+    _, (sb, cb) = _compiled(lambda x: (torch.sin(x), torch.cos(x)), big)
+    assert torch.isnan(sb[0, :2]).all() and torch.isnan(cb[0, :2]).all()
+    torch.testing.assert_close(sb[0, 2:], torch.sin(big[0, 2:]))
