@@ -130,6 +130,13 @@ _HF = [
                                     **_TEXT)),
     ("mpnet", "text encoder", _hf("MPNetConfig", "MPNetModel", _ids,
                                    **dict(_TEXT, max_position_embeddings=TOKENS + 4))),
+    ("deberta-v2", "text encoder", _hf("DebertaV2Config", "DebertaV2Model", _ids, **_TEXT)),
+    # a pooling encoder: blocks of attention at halving lengths, the shift of its relative
+    # attention an assignment into a slice (slice_scatter)
+    ("funnel", "text encoder", _hf("FunnelConfig", "FunnelModel", _ids, vocab_size=VOCAB,
+                                    d_model=WIDTH, n_head=HEADS, d_head=WIDTH // HEADS,
+                                    d_inner=2 * WIDTH, block_sizes=[1, 1],
+                                    num_decoder_layers=1)),
     ("t5-encoder", "text encoder", _hf(
         "T5Config", "T5EncoderModel", _ids, vocab_size=VOCAB, d_model=WIDTH, d_kv=16,
         d_ff=2 * WIDTH, num_layers=1, num_heads=HEADS)),
@@ -149,10 +156,17 @@ _HF = [
                             max_position_embeddings=2 * TOKENS, word_embed_proj_dim=WIDTH)),
     ("bloom", "decoder", _hf("BloomConfig", "BloomModel", _ids, vocab_size=VOCAB,
                               hidden_size=WIDTH, n_layer=1, n_head=HEADS)),
+    ("gpt-neox", "decoder", _hf("GPTNeoXConfig", "GPTNeoXModel", _ids, **_TEXT)),
+    ("falcon", "decoder", _hf("FalconConfig", "FalconModel", _ids, vocab_size=VOCAB,
+                              hidden_size=WIDTH, num_hidden_layers=1,
+                              num_attention_heads=HEADS)),
     ("llama", "decoder", _hf("LlamaConfig", "LlamaModel", _ids, **_DECODER)),
     ("mistral", "decoder", _hf("MistralConfig", "MistralModel", _ids, **_DECODER)),
     ("qwen2", "decoder", _hf("Qwen2Config", "Qwen2Model", _ids, **_DECODER)),
     ("gemma", "decoder", _hf("GemmaConfig", "GemmaModel", _ids, head_dim=16, **_DECODER)),
+    # attention logits soft-capped (tanh), norms before and after each sublayer
+    ("gemma2", "decoder", _hf("Gemma2Config", "Gemma2Model", _ids, head_dim=16, **_DECODER)),
+    ("olmo", "decoder", _hf("OlmoConfig", "OlmoModel", _ids, **_DECODER)),
     ("phi3", "decoder", _hf("Phi3Config", "Phi3Model", _ids, **_DECODER)),
     ("phi", "decoder", _hf("PhiConfig", "PhiModel", _ids, **_DECODER)),
     # mixture of experts: the router's softmax and topk, each token's 2 experts' weights
@@ -171,6 +185,17 @@ _HF = [
     ("vit", "vision", _hf("ViTConfig", "ViTModel", _image, **_VIT)),
     ("deit", "vision", _hf("DeiTConfig", "DeiTModel", _image, **_VIT)),
     ("clip-vision", "vision", _hf("CLIPVisionConfig", "CLIPVisionModel", _image, **_VIT)),
+    ("dinov2", "vision", _hf("Dinov2Config", "Dinov2Model", _image, **_VIT)),
+    ("beit", "vision", _hf("BeitConfig", "BeitModel", _image, **_VIT)),
+    # hierarchical: overlapping patch embeddings, attention over a reduced sequence
+    ("segformer", "vision", _hf("SegformerConfig", "SegformerModel", _image,
+                                num_encoder_blocks=1, depths=[1], sr_ratios=[2],
+                                hidden_sizes=[16], num_attention_heads=[2], patch_sizes=[4],
+                                strides=[4], mlp_ratios=[2])),
+    # attention replaced by average pooling, group norms
+    ("poolformer", "vision", _hf("PoolFormerConfig", "PoolFormerModel", _image,
+                                 hidden_sizes=[8, 16], depths=[1, 1], num_encoder_blocks=2,
+                                 patch_sizes=[4, 2], strides=[4, 2], padding=[1, 0])),
     ("swin", "vision", _hf("SwinConfig", "SwinModel", _image, image_size=IMAGE, patch_size=4,
                             embed_dim=16, depths=[1], num_heads=[HEADS], window_size=4)),
     ("resnet", "vision", _hf("ResNetConfig", "ResNetModel", _image, embedding_size=8,
@@ -183,6 +208,9 @@ _HF = [
                               hidden_sizes=[8, 16], depths=[1, 1], groups_width=8)),
     # audio
     ("wav2vec2", "audio", _hf("Wav2Vec2Config", "Wav2Vec2Model", _audio, **dict(
+        _TEXT, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2))),
+    ("hubert", "audio", _hf("HubertConfig", "HubertModel", _audio, **dict(
         _TEXT, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2))),
     ("whisper-encoder", "audio", _hf(

@@ -32,16 +32,22 @@ STOPS = {
     "roberta": None,  # position ids from the input ids: cumsum, one-hot lookup
     "albert": None,
     "mpnet": None,
+    "deberta-v2": None,
+    "funnel": None,  # its relative attention's shift: slice_scatter
     "t5-encoder": None,
     "gpt2": None,
     "gpt-neo": None,
     "gptj": None,
     "opt": None,
     "bloom": None,
+    "gpt-neox": None,
+    "falcon": None,
     "llama": None,
     "mistral": None,
     "qwen2": None,
     "gemma": None,
+    "gemma2": None,
+    "olmo": None,
     "phi3": None,
     "phi": None,
     "mixtral": None,  # router topk; experts' weights picked by computed ids
@@ -49,12 +55,17 @@ STOPS = {
     "vit": None,
     "deit": None,
     "clip-vision": None,
+    "dinov2": None,
+    "beit": None,
+    "segformer": None,
+    "poolformer": None,
     "swin": None,  # as_strided after the adaptive pool
     "resnet": None,
     "convnext": None,
     "mobilenet-v2": None,  # 17 blocks, 150 stages: at least 188 PEs, on small(24, 16)
     "regnet": None,
     "wav2vec2": None,  # group norm in the feature encoder
+    "hubert": None,
     "whisper-encoder": None,
     "lstm": None,
     "gru": None,
