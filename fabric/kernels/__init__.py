@@ -77,6 +77,7 @@ from fabric.kernels.traffic import (
 )
 from fabric.kernels.unary import UNARY_WORDS, build_blockwise, build_unary, unary_cycles
 from fabric.kernels.unary_params import (
+    ELU_SCRATCH,
     build_elu,
     build_pow,
     elu_reference,
@@ -88,7 +89,7 @@ __all__ = [
     "affine_reference", "build_affine", "build_clamp", "clamp_reference",
     "build_adamw", "build_allreduce", "build_blockwise", "build_broadcast", "build_broadcast_op",
     "build_compare", "build_cumsum", "build_elementwise", "build_extremum", "build_gather",
-    "clear_model_caches", "build_elu", "build_pow", "elu_reference", "pow_reference",
+    "clear_model_caches", "ELU_SCRATCH", "build_elu", "build_pow", "elu_reference", "pow_reference",
     "pow_scratch",
     "build_gelu", "build_gemm_cannon", "build_gemm_summa", "build_gemv", "build_layernorm",
     "build_map", "build_multicast", "build_neighbour_exchange", "build_reduce", "build_relation",

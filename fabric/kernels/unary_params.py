@@ -47,10 +47,11 @@ from fabric.kernels.unary import build_blockwise, code_cycles
 from fabric.program import Rect
 
 ELU_ULPS = 2  # measured over dense sweeps (tests/kernels/test_unary_functions.py)
+ELU_SCRATCH = 5  # scratch vectors of `elu_code`: x's negative part and expm1's four
 
 
 def elu_code(alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0):
-    """code_of(y, x, scratch) of ELU (5 scratch vectors; y may be x): x's negative part n =
+    """code_of(y, x, scratch) of ELU (ELU_SCRATCH vectors; y may be x): x's negative part n =
     min(x, 0) (times input_scale), its expm1 (`mathlib.expm1`, nonpositive) times alpha
     scale, plus max(x, 0) times scale (one of the two terms is zero)."""
     neg = float(np.float32(alpha) * np.float32(scale))  # PyTorch's negcoef, in fp32
@@ -155,7 +156,8 @@ def build_elu(config: FabricConfig, rect: Rect, m: int, n: int, alpha: float = 1
         raise ValueError(f"elu: input_scale must be positive, got {input_scale!r}")
     check_dtypes("elu", dtype, acc_dtype, half_acc=False)
     code = elu_code(alpha, scale, input_scale)
-    k = build_blockwise(config, rect, m, n, "elu", code, 5, code_cycles(code, 5), dtype)
+    k = build_blockwise(config, rect, m, n, "elu", code, ELU_SCRATCH,
+                        code_cycles(code, ELU_SCRATCH), dtype)
     k.info.update(alpha=alpha, scale=scale, input_scale=input_scale)
     return k
 

@@ -16,6 +16,7 @@ import math
 import torch
 
 from fabric.kernels import (
+    ELU_SCRATCH,
     GELU_WORDS,
     UNARY_WORDS,
     build_clamp,
@@ -315,7 +316,7 @@ def elu(low, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
     if not float(input_scale) > 0:
         raise low.unsupported(f"elu with input_scale {input_scale} (positive only)")
     return parametric_stage(low, x, "elu", lambda m, n, cfg, rect, **fmt: build_elu(
-        cfg, rect, m, n, float(alpha), float(scale), float(input_scale), **fmt), 6)
+        cfg, rect, m, n, float(alpha), float(scale), float(input_scale), **fmt), 2 + ELU_SCRATCH)
 
 
 def parametric_stage(low, x, kind: str, build, words: int) -> Ref:
