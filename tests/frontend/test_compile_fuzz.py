@@ -2,14 +2,14 @@
 
 A graph is an nn.Module built from a menu, on one or two inputs of tiny shapes (1-D to 3-D,
 dims of at most 5): Linear (with or without bias), relu, tanh, sigmoid, gelu (both forms),
-neg, abs, log1p (of |x|), a scalar times / plus / minus / divided, a square; add, sub, mul and div
-(x / (y * y + 1)) of two branches of one shape; layer_norm (with or without affine) and
-softmax over the last dim; sum, mean and amax over the last dim (keepdim or not);
-transpose of the last two dims, view (of a contiguous value) and reshape; matmul of two
-activations (2-D or batched 3-D, a value times another or another's transpose); cat and
-slices along the last dim. Each op takes any earlier value as input, so graphs branch and
-join; the model returns every value no op reads (sometimes an earlier one too). Now and
-then an op the lowering does not support (expm1, cumprod) is mixed in.
+neg, abs, log1p (of |x|), expm1, a scalar times / plus / minus / divided, a square; add,
+sub, mul and div (x / (y * y + 1)) of two branches of one shape; layer_norm (with or
+without affine) and softmax over the last dim; sum, mean and amax over the last dim
+(keepdim or not); transpose of the last two dims, view (of a contiguous value) and reshape;
+matmul of two activations (2-D or batched 3-D, a value times another or another's
+transpose); cat and slices along the last dim. Each op takes any earlier value as input, so
+graphs branch and join; the model returns every value no op reads (sometimes an earlier one
+too). Now and then an op the lowering does not support (tan, cumprod) is mixed in.
 
 Properties, for every graph, compiled on `tests.frontend.models.CONFIG` (one compiled
 engine for every frontend test):
@@ -38,11 +38,12 @@ import frontend
 from tests.frontend.models import CONFIG
 
 MAX_DIM = 5
-UNARY = ("relu", "tanh", "gelu", "neg", "square", "sigmoid", "gelu_erf", "abs", "log1p")
+UNARY = ("relu", "tanh", "gelu", "neg", "square", "sigmoid", "gelu_erf", "abs", "log1p",
+         "expm1")
 SCALAR = ("scale", "shift", "rsub", "div")
 BINARY = ("add", "sub", "mul", "div_by")
 REDUCE = ("sum", "mean", "amax")
-UNSUPPORTED = ("expm1", "cumprod")
+UNSUPPORTED = ("tan", "cumprod")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +120,7 @@ class GraphModel(torch.nn.Module):
                  "softmax": lambda v: torch.softmax(v, -1),
                  "transpose": lambda v: v.transpose(-1, -2),
                  "sigmoid": torch.sigmoid, "abs": torch.abs, "gelu_erf": F.gelu,
-                 "log1p": lambda v: torch.log1p(v.abs()), "expm1": torch.expm1,
+                 "log1p": lambda v: torch.log1p(v.abs()), "expm1": torch.expm1, "tan": torch.tan,
                  "cumprod": lambda v: torch.cumprod(v, -1)}
         if op in unary:
             return unary[op](a[0])
