@@ -72,3 +72,25 @@ def _horner(dst: Mem, r: Mem, coeffs: Sequence[float]) -> list:
         if c != 0.0:
             code.append(ins.add(dst, dst, c))
     return code
+
+
+def _abs_below(m: Mem, src: Mem, bound: float) -> list:
+    """m = 1.0 where |src| < bound, else 0.0: the sign bit of |src| - bound (|src| with its
+    sign bit cleared)."""
+    return [ins.shl(m, src, 1), ins.shr(m, m, 1), ins.add(m, m, -bound), ins.shr(m, m, 31),
+            ins.itof(m, m)]
+
+
+def _sign_factor(dst: Mem, src: Mem) -> list:
+    """dst = 1 - 2 signbit(src): +1.0 or -1.0, src's sign (-0 and negative NaNs too)."""
+    return [ins.shr(dst, src, 31), ins.itof(dst, dst), ins.mul(dst, dst, -2.0),
+            ins.add(dst, dst, 1.0)]
+
+
+def _pick(dst: Mem, m: Mem, p: Mem, q: Mem, q_times_m: Mem | None = None) -> list:
+    """dst = m p + (1 - m) q for a 0/1 mask m, exactly: m p - (m q - q), one term zero; m q -
+    q is +0 where m is 1 (x - x), and p - +0 keeps p's sign (-0 too). m and p are
+    overwritten; `q_times_m`: q's stand-in in the product (q clamped where q may be
+    infinite and m 0, so that the product is 0, not NaN; default q)."""
+    return [ins.mul(p, p, m), ins.mul(m, m, q if q_times_m is None else q_times_m),
+            ins.sub(m, m, q), ins.sub(dst, p, m)]

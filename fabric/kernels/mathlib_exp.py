@@ -36,9 +36,12 @@ from fabric.kernels.mathlib_common import (
     LN2_HI,
     LN2_LO,
     ONE_BITS,
+    _abs_below,
     _check,
     _f32,
     _horner,
+    _pick,
+    _sign_factor,
 )
 from fabric.kernels.mathlib_roots import reciprocal
 
@@ -165,8 +168,8 @@ def expm1(dst: Mem, src: Mem, scratch: Sequence[Mem], nonpositive: bool = False)
 
     Method: |x| < EXPM1_SPLIT: c (c^7 / 8! + ... + 1/2) + c by Horner on c = x clamped to
     the split; beyond: exp(x) - 1 (exp's 1 ulp is at most 2.6 ulps of exp(x) - 1 there,
-    the subtraction exact or half an ulp). A 0/1 mask m from the sign bit of |x| - split
-    picks one: m p - (m q - q), one term zero, so the result is exact. Edge values as
+    the subtraction exact or half an ulp). A 0/1 mask from the sign bit of |x| - split
+    picks one, exactly (`_pick`). Edge values as
     torch.expm1: +inf gives inf, -inf -1, NaN NaN, +-0 +-0.
     """
     _check("expm1", dst, src, scratch, 4, True)
@@ -174,21 +177,14 @@ def expm1(dst: Mem, src: Mem, scratch: Sequence[Mem], nonpositive: bool = False)
     code = [ins.max_(c, src, -EXPM1_SPLIT)]
     if not nonpositive:
         code.append(ins.min_(c, c, EXPM1_SPLIT))
-    code += [*_horner(p, c, EXPM1_COEFFS), ins.mul(p, p, c)]
-    # m = 1 where |x| < split (the sign bit of |x| - split), else 0
-    code += [ins.shl(m, src, 1), ins.shr(m, m, 1), ins.add(m, m, -EXPM1_SPLIT),
-             ins.shr(m, m, 31), ins.itof(m, m)]
-    code += [*exp(dst, src, (c, e), hi=None if nonpositive else EXP_CLAMP_HI),
+    code += [*_horner(p, c, EXPM1_COEFFS), ins.mul(p, p, c),
+             *_abs_below(m, src, EXPM1_SPLIT),
+             *exp(dst, src, (c, e), hi=None if nonpositive else EXP_CLAMP_HI),
              ins.add(dst, dst, -1.0)]
-    # dst = m p - (m dst - dst): one term is zero, so the result is exact; m dst - dst is
-    # +0 where m is 1 (x - x), and p - +0 keeps p's sign (-0 at x = -0); an infinite dst,
-    # where m is 0, is clamped in the product, which is then 0, not NaN
-    code.append(ins.mul(p, p, m))
     if nonpositive:  # dst is in [-1, 0]
-        code.append(ins.mul(m, m, dst))
-    else:
-        code += [ins.min_(e, dst, F32_MAX), ins.mul(m, m, e)]
-    return code + [ins.sub(m, m, dst), ins.sub(dst, p, m)]
+        return code + _pick(dst, m, p, dst)
+    # an infinite dst (where m is 0) clamped in the pick's product
+    return code + [ins.min_(e, dst, F32_MAX), *_pick(dst, m, p, dst, q_times_m=e)]
 
 
 def _exp_neg(dst: Mem, src: Mem, t: Mem, k: Mem) -> list:
@@ -324,15 +320,12 @@ def erf(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:
             ins.min_(b, b, GAUSS_MAX), *gauss_tail(q, b, rest),
             ins.mul(q, q, -2.0), ins.add(q, q, 1.0)]  # erf(|x|), beyond the split
     sign, m, x2, p = rest
-    code += [ins.shr(sign, src, 31), ins.itof(sign, sign), ins.mul(sign, sign, -2.0),
-             ins.add(sign, sign, 1.0), ins.mul(q, q, sign)]  # with x's sign
-    code += [ins.shl(m, src, 1), ins.shr(m, m, 1), ins.add(m, m, -ERF_SPLIT),
-             ins.shr(m, m, 31), ins.itof(m, m)]  # 1 where |x| < split
+    code += [*_sign_factor(sign, src), ins.mul(q, q, sign),  # with x's sign
+             *_abs_below(m, src, ERF_SPLIT)]
     # x clamped to the split (an infinite x would give inf times 0 below), in sign's place
     code += [ins.min_(sign, src, ERF_SPLIT), ins.max_(sign, sign, -ERF_SPLIT),
              ins.mul(x2, sign, sign), *_horner(p, x2, ERF_COEFFS), ins.mul(p, p, sign)]
-    # dst = m p - (m q - q), as `expm1` picks (q is finite)
-    return code + [ins.mul(p, p, m), ins.mul(m, m, q), ins.sub(m, m, q), ins.sub(dst, p, m)]
+    return code + _pick(dst, m, p, q)  # q is finite
 
 
 def tanh(dst: Mem, src: Mem, scratch: Sequence[Mem]) -> list:

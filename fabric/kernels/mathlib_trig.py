@@ -16,11 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from fabric import instructions as ins
 from fabric.instructions import Mem
-from fabric.kernels.mathlib_common import _check, _f32, _horner
+from fabric.kernels.mathlib_common import F32_MAX, _check, _f32, _horner, _pick
 from fabric.kernels.mathlib_exp import SHIFTER
 
 TWO_OVER_PI = _f32(0.6366197723675814)
@@ -34,7 +32,6 @@ SIN_COEFFS = (_f32(-1.9515295891e-4), _f32(8.3321608736e-3), _f32(-1.6666654611e
 COS_COEFFS = (_f32(2.443315711809948e-5), _f32(-1.388731625493765e-3),
               _f32(4.166664568298827e-2))
 TRIG_MAX = 65536.0  # |x| below which the bounds hold; NaN from there on
-F32_MAX = float(np.finfo(np.float32).max)
 TRIG_ULPS = 3  # measured over dense sweeps (tests/kernels/test_unary_functions.py)
 
 
@@ -72,9 +69,8 @@ def _sin_quadrant(dst: Mem, src: Mem, scratch: Sequence[Mem], name: str, offset:
         # the sign: 1 - 2 (the quadrant's second bit)
         ins.shl(r, k, 30), ins.shr(r, r, 31), ins.itof(r, r), ins.mul(r, r, -2.0),
         ins.add(r, r, 1.0),
-        # m sin r - (m cos r - cos r): exact, sin r's -0 kept (as `expm1` picks), signed
-        ins.mul(s, s, q), ins.mul(q, q, c), ins.sub(q, q, c), ins.sub(s, s, q),
-        ins.mul(s, s, r),
+        # sin r or cos r, exactly (sin r's -0 kept), signed
+        *_pick(s, q, s, c), ins.mul(s, s, r),
         # NaN where |x| >= TRIG_MAX: the sign bit of |x| - TRIG_MAX (0 there), 1 - it scaled
         # past FLT_MAX to inf, then inf - inf; +0 elsewhere, subtracted (-0 - +0 is -0)
         ins.shl(q, src, 1), ins.shr(q, q, 1), ins.add(q, q, -TRIG_MAX), ins.shr(q, q, 31),

@@ -43,6 +43,7 @@ from fabric import instructions as ins
 from fabric.config import FabricConfig
 from fabric.kernels import mathlib as ml
 from fabric.kernels.base import Kernel, check_dtypes
+from fabric.kernels.mathlib_common import F32_MAX, _sign_factor
 from fabric.kernels.unary import build_blockwise, code_cycles
 from fabric.program import Rect
 
@@ -82,8 +83,7 @@ def pow_code(exponent: float):
         # every fp32 op reads it), so that x is read as the other kernels read it
         out = [ins.shl(t, x, 1), ins.shr(t, t, 1), ins.add(t, t, 0.0)]
         if odd:  # 1 - 2 signbit(x): the sign an odd power keeps
-            out += [ins.shr(extra, x, 31), ins.itof(extra, extra),
-                    ins.mul(extra, extra, -2.0), ins.add(extra, extra, 1.0)]
+            out += _sign_factor(extra, x)
         elif not p.is_integer():  # NaN where x is negative and finite (not -0, not -inf)
             out += _nan_where_negative_finite(extra, x, t, logs[0])
         out += [*ml.log(t, t, logs[:4]), ins.mul(t, t, p)]
@@ -100,10 +100,9 @@ def _nan_where_negative_finite(dst, x, abs_x, s) -> list:
     makes those NaN as PyTorch does; -0 and -inf keep their powers of abs(x)): the product
     of two 0/1 sign bits, that of x + 0 (-0 + 0 is +0) and that of abs(x) / 2 - FLT_MAX
     (negative for every finite x), scaled past FLT_MAX to inf, then inf - inf."""
-    big = float(np.finfo(np.float32).max)
     return [ins.add(dst, x, 0.0), ins.shr(dst, dst, 31), ins.itof(dst, dst),
-            ins.mul(s, abs_x, 0.5), ins.add(s, s, -big), ins.shr(s, s, 31), ins.itof(s, s),
-            ins.mul(dst, dst, s), ins.mul(dst, dst, big), ins.mul(dst, dst, 2.0),
+            ins.mul(s, abs_x, 0.5), ins.add(s, s, -F32_MAX), ins.shr(s, s, 31), ins.itof(s, s),
+            ins.mul(dst, dst, s), ins.mul(dst, dst, F32_MAX), ins.mul(dst, dst, 2.0),
             ins.sub(dst, dst, dst)]
 
 

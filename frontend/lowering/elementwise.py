@@ -186,23 +186,13 @@ def unary(low, node, x):
 def unary_stage(low, x, fn: str) -> Ref:
     """fn(x) for a runtime float tensor x (`build_unary`; "itof": x holds int32 words, an
     integer input, read as numbers), a Ref of x's shape."""
-    if not isinstance(x, Ref) or (fn != "itof" and not x.dtype.is_floating_point):
-        what = type(x).__name__ if not isinstance(x, Ref) else f"a {x.dtype} tensor"
-        raise low.unsupported(f"{fn} of {what} (a runtime float tensor)")
-    split = per_column_block(low, [x], x.shape, lambda b, s: unary_stage(low, b, fn))
-    if split is not None:
-        return split
-    m, n = as2d(x.shape)
     if fn == "itof":  # int32 words have no 16-bit form: fp32 storage in every format
-        def build(cfg, rect, **fmt):
+        def build(m, n, cfg, rect, **fmt):
             return build_unary(cfg, rect, m, n, fn)
     else:
-        def build(cfg, rect, **fmt):
+        def build(m, n, cfg, rect, **fmt):
             return build_unary(cfg, rect, m, n, fn, **fmt)
-    ref = low.stage(fn, (m, n), build,
-                    [low.operand("x", x, (m, n), int_words=fn == "itof")], m * n * CYCLES[fn],
-                    Limits(m, n), words_per_element=UNARY_WORDS[fn], suffix=f"_{fn}")
-    return Ref(ref.index.reshape(x.shape))
+    return blockwise_stage(low, x, fn, build, UNARY_WORDS[fn], int_words=fn == "itof")
 
 
 @int_words_converter
@@ -306,7 +296,7 @@ def pow_(low, node, x, exponent):
         return unary_stage(low, x, "sqrt" if p > 0 else "rsqrt")
     if not math.isfinite(p):
         raise low.unsupported(f"pow with exponent {exponent}")
-    return parametric_stage(low, x, "pow", lambda m, n, cfg, rect, **fmt: build_pow(
+    return blockwise_stage(low, x, "pow", lambda m, n, cfg, rect, **fmt: build_pow(
         cfg, rect, m, n, p, **fmt), 2 + pow_scratch(p))
 
 
@@ -315,25 +305,27 @@ def elu(low, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
     """ELU, and SELU and CELU, which PyTorch writes as ELUs (`build_elu`)."""
     if not float(input_scale) > 0:
         raise low.unsupported(f"elu with input_scale {input_scale} (positive only)")
-    return parametric_stage(low, x, "elu", lambda m, n, cfg, rect, **fmt: build_elu(
+    return blockwise_stage(low, x, "elu", lambda m, n, cfg, rect, **fmt: build_elu(
         cfg, rect, m, n, float(alpha), float(scale), float(input_scale), **fmt), 2 + ELU_SCRATCH)
 
 
-def parametric_stage(low, x, kind: str, build, words: int) -> Ref:
-    """One stage of a blockwise kernel with parameters (`unary_params`) over a runtime float
-    tensor x: build(m, n, cfg, rect, **fmt) makes it for x seen as the (m, n) matrix;
-    `words` fp32 words per element (x, y and the scratch vectors)."""
-    if not isinstance(x, Ref) or not x.dtype.is_floating_point:
+def blockwise_stage(low, x, kind: str, build, words: int, int_words: bool = False) -> Ref:
+    """One stage of a blockwise kernel (`unary.build_blockwise`: the unary functions, and
+    `unary_params`' with parameters) over a runtime float tensor x (int32 words of an
+    integer input with `int_words`): build(m, n, cfg, rect, **fmt) makes it for x seen as
+    the (m, n) matrix; `words` fp32 words per element (x, y and the scratch vectors). One
+    stage per block where x is side-by-side stages' outputs (`column_blocks`)."""
+    if not isinstance(x, Ref) or (not int_words and not x.dtype.is_floating_point):
         what = type(x).__name__ if not isinstance(x, Ref) else f"a {x.dtype} tensor"
         raise low.unsupported(f"{kind} of {what} (a runtime float tensor)")
-    split = per_column_block(low, [x], x.shape,
-                             lambda b, s: parametric_stage(low, b, kind, build, words))
+    split = per_column_block(low, [x], x.shape, lambda b, s: blockwise_stage(
+        low, b, kind, build, words, int_words))
     if split is not None:
         return split
     m, n = as2d(x.shape)
     ref = low.stage(kind, (m, n), lambda cfg, rect, **fmt: build(m, n, cfg, rect, **fmt),
-                    [low.operand("x", x, (m, n))], m * n * CYCLES[kind], Limits(m, n),
-                    words_per_element=words, suffix=f"_{kind}")
+                    [low.operand("x", x, (m, n), int_words=int_words)], m * n * CYCLES[kind],
+                    Limits(m, n), words_per_element=words, suffix=f"_{kind}")
     return Ref(ref.index.reshape(x.shape))
 
 
