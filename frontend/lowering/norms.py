@@ -78,16 +78,8 @@ def batch_statistics_norm(low, node, x, weight, bias, training, momentum, eps):
             raise low.unsupported(f"batch norm with a runtime {name}")
     channels = x.shape[1]
     rows = x.index.movedim(1, 0)  # (C, N, *)
-    width = rows[0].numel()
-    ref = low.stage("layernorm", (channels, width),
-                    lambda cfg, rect, **fmt: build_layernorm(cfg, rect, channels, width,
-                                                             eps=float(eps), **fmt),
-                    [low.operand("x", Ref(rows.reshape(channels, width)), (channels, width)),
-                     low.operand("gamma", Const(torch.ones(width)), (width,)),
-                     low.operand("beta", Const(torch.zeros(width)), (width,))],
-                    channels * width * CYCLES_PER_ELEMENT["layernorm"], Limits(channels, width),
-                    words_per_element=2)
-    y = Ref(ref.index.reshape(rows.shape).movedim(0, 1))
+    normalized = _normalized_rows(low, rows.reshape(channels, -1), eps)
+    y = Ref(normalized.index.reshape(rows.shape).movedim(0, 1))
     y = _channel_affine(low, y, weight, bias, channels, out_shape(node))
     return y, Unavailable("batch norm's mean"), Unavailable("batch norm's rstd")
 
@@ -102,17 +94,24 @@ def group_norm(low, node, x, weight, bias, n, channels, hw, groups, eps):
         if v is not None and not isinstance(v, Const):
             raise low.unsupported(f"group norm with a runtime {name}")
     m, width = n * groups, (channels // groups) * hw
-    ref = low.stage("layernorm", (m, width),
-                    lambda cfg, rect, **fmt: build_layernorm(cfg, rect, m, width,
-                                                             eps=float(eps), **fmt),
-                    [low.operand("x", Ref(x.index.reshape(m, width)), (m, width)),
-                     low.operand("gamma", Const(torch.ones(width)), (width,)),
-                     low.operand("beta", Const(torch.zeros(width)), (width,))],
-                    m * width * CYCLES_PER_ELEMENT["layernorm"], Limits(m, width),
-                    words_per_element=2)
-    y = _channel_affine(low, Ref(ref.index.reshape(x.shape)), weight, bias, channels,
+    normalized = _normalized_rows(low, x.index.reshape(m, width), eps)
+    y = _channel_affine(low, Ref(normalized.index.reshape(x.shape)), weight, bias, channels,
                         out_shape(node))
     return y, Unavailable("group norm's mean"), Unavailable("group norm's rstd")
+
+
+def _normalized_rows(low, rows: torch.Tensor, eps) -> Ref:
+    """Every row of the index map `rows` (m, width) normalized by its own mean and biased
+    variance, no affine: one layer norm stage (weight 1, bias 0); a Ref (m, width)."""
+    m, width = rows.shape
+    return low.stage("layernorm", (m, width),
+                     lambda cfg, rect, **fmt: build_layernorm(cfg, rect, m, width,
+                                                              eps=float(eps), **fmt),
+                     [low.operand("x", Ref(rows), (m, width)),
+                      low.operand("gamma", Const(torch.ones(width)), (width,)),
+                      low.operand("beta", Const(torch.zeros(width)), (width,))],
+                     m * width * CYCLES_PER_ELEMENT["layernorm"], Limits(m, width),
+                     words_per_element=2)
 
 
 def _channel_affine(low, y: Ref, weight, bias, channels: int, shape) -> Ref:
