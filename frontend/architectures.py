@@ -1,6 +1,7 @@
 """Tiny random-weight configurations of common architectures: Hugging Face `transformers`
-models (text encoders, decoders, vision and audio models) and plain torch models (recurrent
-nets, a depthwise-separable CNN, an MLP-Mixer), for the model-zoo test and benchmark.
+models (text encoders, decoders, encoder-decoders, vision and audio models) and plain
+torch models (recurrent nets, a depthwise-separable CNN, an MLP-Mixer), for the model-zoo
+test and benchmark.
 
 Sizes follow one rule: one layer (or one stage per level), width 32, two heads, vocabulary
 64, 8 tokens, images 32 x 32 (3 channels), audio 400 samples; weights are seeded, so a
@@ -36,9 +37,9 @@ LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
 
 @dataclasses.dataclass(frozen=True)
 class Architecture:
-    """name; family ("text encoder", "decoder", "vision", "audio", "recurrent", "cnn",
-    "mlp"); source ("transformers" or "torch"); make() -> (model in eval mode, example
-    inputs); fabric: the (rows, cols) of the small fabric it runs on."""
+    """name; family ("text encoder", "decoder", "encoder-decoder", "vision", "audio",
+    "recurrent", "cnn", "mlp"); source ("transformers" or "torch"); make() -> (model in
+    eval mode, example inputs); fabric: the (rows, cols) of the small fabric it runs on."""
 
     name: str
     family: str
@@ -77,6 +78,12 @@ def _ids() -> tuple:
     return (torch.randint(0, VOCAB, (1, TOKENS), generator=torch.Generator().manual_seed(1)),)
 
 
+def _ids_and_targets() -> tuple:
+    """An encoder-decoder's source ids, no attention mask (None) and its decoder's ids."""
+    target = torch.randint(0, VOCAB, (1, TOKENS), generator=torch.Generator().manual_seed(2))
+    return (*_ids(), None, target)
+
+
 def _image() -> tuple:
     return (torch.randn(1, 3, IMAGE, IMAGE, generator=torch.Generator().manual_seed(1)),)
 
@@ -113,6 +120,11 @@ _TEXT = dict(vocab_size=VOCAB, hidden_size=WIDTH, num_hidden_layers=1,
              max_position_embeddings=2 * TOKENS)
 _DECODER = dict(_TEXT, num_key_value_heads=HEADS, bos_token_id=0, eos_token_id=0,
                 pad_token_id=0)
+_SEQ2SEQ = dict(vocab_size=VOCAB, d_model=WIDTH, encoder_layers=1, decoder_layers=1,
+                encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
+                encoder_ffn_dim=2 * WIDTH, decoder_ffn_dim=2 * WIDTH,
+                max_position_embeddings=2 * TOKENS, pad_token_id=0, bos_token_id=0,
+                eos_token_id=2, decoder_start_token_id=2)
 _VIT = dict(hidden_size=WIDTH, num_hidden_layers=1, num_attention_heads=HEADS,
             intermediate_size=2 * WIDTH, image_size=IMAGE, patch_size=8)
 
@@ -181,6 +193,18 @@ _HF = [
                                   num_experts_per_tok=2, moe_intermediate_size=WIDTH,
                                   shared_expert_intermediate_size=WIDTH,
                                   experts_implementation="batched_mm", **_DECODER)),
+    # encoder-decoders: the decoder's self-attention causal, its cross-attention over the
+    # encoder's output
+    # BART makes its decoder's ids from the source's, shifted right behind the start
+    # token (a constant beside the input's ids: both as numbers, a one-hot lookup)
+    ("bart", "encoder-decoder", _hf("BartConfig", "BartModel", _ids, **_SEQ2SEQ)),
+    ("t5", "encoder-decoder", _hf(
+        "T5Config", "T5Model", _ids_and_targets, vocab_size=VOCAB, d_model=WIDTH, d_kv=16,
+        d_ff=2 * WIDTH, num_layers=1, num_decoder_layers=1, num_heads=HEADS)),
+    ("marian", "encoder-decoder", _hf("MarianConfig", "MarianModel", _ids_and_targets,
+                                      **_SEQ2SEQ)),
+    ("pegasus", "encoder-decoder", _hf("PegasusConfig", "PegasusModel", _ids_and_targets,
+                                       **_SEQ2SEQ)),
     # vision
     ("vit", "vision", _hf("ViTConfig", "ViTModel", _image, **_VIT)),
     ("deit", "vision", _hf("DeiTConfig", "DeiTModel", _image, **_VIT)),

@@ -24,8 +24,8 @@ from frontend.sources import describe
 @dataclasses.dataclass
 class Captured:
     """graph_module: the ATen graph; constants: placeholder name -> tensor (parameters,
-    buffers, lifted constants); user_inputs: placeholder names of the user's inputs, in
-    call order; out_spec: the pytree spec of the model's outputs (to rebuild the structure)."""
+    buffers, lifted constants); user_inputs: placeholder names of the user's input tensors,
+    in call order; out_spec: the pytree spec of the model's outputs (to rebuild the structure)."""
 
     graph_module: torch.fx.GraphModule
     constants: dict[str, torch.Tensor]
@@ -35,6 +35,15 @@ class Captured:
     # (the graph returns them before its outputs), refused once the lowering has run
     # (`refuse_buffer_updates`; the lowering refuses the usual ones with a better message)
     buffer_updates: dict[str, str] = dataclasses.field(default_factory=dict)
+    # {placeholder name: value}: inputs given as other than tensors (None for an optional
+    # argument, a number), which export fixes in the graph; a call must pass the same
+    fixed_inputs: dict[str, object] = dataclasses.field(default_factory=dict)
+    # every input's placeholder name in call order, tensors and fixed ones (default: the
+    # tensors, `user_inputs`)
+    call_order: list[str] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self):
+        self.call_order = self.call_order or list(self.user_inputs)
 
     def refuse_buffer_updates(self) -> None:
         """Raises FrontendError naming every buffer the model updates in place."""
@@ -121,11 +130,17 @@ def from_exported(exported) -> Captured:
     lifted = dict(exported.constants)
     constants: dict[str, torch.Tensor] = {}
     users: list[str] = []
+    fixed: dict[str, object] = {}
+    order: list[str] = []
     for spec in sig.input_specs:
         name = spec.arg.name
         kind = spec.kind.name
         if kind == "USER_INPUT":
-            users.append(name)
+            order.append(name)
+            if isinstance(spec.arg, torch.export.graph_signature.ConstantArgument):
+                fixed[name] = spec.arg.value
+            else:
+                users.append(name)
         elif kind in ("PARAMETER", "BUFFER"):
             constants[name] = state[spec.target].detach() if spec.target in state \
                 else lifted[spec.target].detach()
@@ -146,7 +161,7 @@ def from_exported(exported) -> Captured:
         if kind in ("BUFFER_MUTATION", "PARAMETER_MUTATION"):
             updates[spec.target] = spec.arg.name
     return Captured(exported.graph_module, constants, users, exported.call_spec.out_spec,
-                    updates)
+                    updates, fixed, order)
 
 
 def from_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Captured:

@@ -238,14 +238,37 @@ class CompiledModel:
                 "need fewer colors")
 
     # ---- running ---------------------------------------------------------------------------
-    def _named_inputs(self, args) -> dict[str, torch.Tensor]:
-        names = [n for n in self.captured.user_inputs if n not in self.resident_inputs]
+    def _tensor_args(self, args) -> list:
+        """The call's inputs (`args` flattened), less those the model was compiled with as
+        other than tensors (`Captured.fixed_inputs`: None for an optional argument), each
+        checked to be what it was then."""
+        fixed = self.captured.fixed_inputs
+        names = [n for n in self.captured.call_order if n not in self.resident_inputs]
         flat, _ = torch.utils._pytree.tree_flatten(list(args))
         if len(flat) != len(names):
-            raise FrontendError(f"the model was compiled for {len(names)} input tensors "
+            raise FrontendError(f"the model was compiled for {len(names)} inputs "
                                 f"({', '.join(names)}), got {len(flat)}")
-        out = {}
         for name, value in zip(names, flat):
+            if name in fixed and not (value is fixed[name] or (
+                    not isinstance(value, torch.Tensor) and value == fixed[name])):
+                raise FrontendError(f"input {name!r} was {fixed[name]!r} when the model was "
+                                    f"compiled, got {_describe_value(value)}: export fixes "
+                                    "inputs other than tensors in the graph; compile "
+                                    "again with the new value")
+        return [value for name, value in zip(names, flat) if name not in fixed]
+
+    def _with_fixed(self, tensors) -> tuple:
+        """A call's inputs in call order from its input tensors (resident ones left out),
+        the fixed inputs put back where the model takes them."""
+        tensors = iter(tensors)
+        fixed = self.captured.fixed_inputs
+        return tuple(fixed[n] if n in fixed else next(tensors)
+                     for n in self.captured.call_order if n not in self.resident_inputs)
+
+    def _named_inputs(self, args) -> dict[str, torch.Tensor]:
+        names = [n for n in self.captured.user_inputs if n not in self.resident_inputs]
+        out = {}
+        for name, value in zip(names, self._tensor_args(args)):
             want = self.captured.graph.find_nodes(op="placeholder", target=name)[0].meta["val"]
             if not isinstance(value, torch.Tensor):
                 raise FrontendError(f"input {name!r} must be a tensor, got {type(value)}")
@@ -289,11 +312,11 @@ class CompiledModel:
         names = [n for n in self.captured.user_inputs if n not in self.resident_inputs]
         shapes = [tuple(self.captured.graph.find_nodes(op="placeholder", target=n)[0]
                         .meta["val"].shape) for n in names]
-        batches = split(args, shapes) if not resident else None
+        batches = split(self._tensor_args(args), shapes) if not resident else None
         if batches is None:
             self.run(*args, resident=resident)
             return self.outputs()
-        return join(self.stream(batches), shapes[0][0])
+        return join(self.stream([self._with_fixed(b) for b in batches]), shapes[0][0])
 
     def one_program(self, *args, overlap: bool = False) -> ProgramStream:
         """Run once on `args` as one fabric program (pipelined mode; `frontend.model_program`,
@@ -467,6 +490,12 @@ class CompiledModel:
         from frontend.report import plot_placement
 
         return plot_placement(self, path)
+
+
+def _describe_value(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a {tuple(value.shape)} {value.dtype} tensor"
+    return repr(value)
 
 
 def _output_args(captured: Captured) -> list:

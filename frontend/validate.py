@@ -79,10 +79,9 @@ def golden_values(captured, inputs: dict[str, torch.Tensor],
             values[n.name] = out
             return out
 
-    args = []
-    for node in captured.graph.find_nodes(op="placeholder"):
-        args.append(captured.constants[node.name] if node.name in captured.constants
-                    else inputs[node.name])
+    known = {**captured.constants, **captured.fixed_inputs}
+    args = [known[node.name] if node.name in known else inputs[node.name]
+            for node in captured.graph.find_nodes(op="placeholder")]
     with torch.no_grad():
         Recorder(captured.graph_module).run(*args)
     return values

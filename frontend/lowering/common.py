@@ -442,10 +442,15 @@ def constant(low, value: Const, suffix: str = "_const") -> Ref:
     runtime ones by index alone (cat with a class token, a pad value): a Ref of the value's
     shape. All +0.0 (zeros): the index -1, no stage. Otherwise its elements are held on a
     `resident` tile in the node's format (loaded with the weights, like every constant); a
-    broadcast dimension (stride 0: a parameter expanded to the batch) is held once."""
+    broadcast dimension (stride 0: a parameter expanded to the batch) is held once. An
+    integer constant (a start token before token ids) is held as fp32 numbers, as computed
+    integers are, exact below 2^24."""
     v = value.value.detach()
     if not v.is_floating_point():
-        raise low.unsupported(f"a {v.dtype} constant among runtime tensors")
+        if v.numel() and int(v.abs().max()) >= 2 ** 24:
+            raise low.unsupported(f"a {v.dtype} constant among runtime tensors with values "
+                                  "beyond 2^24 (not exact as fp32)")
+        v = v.to(torch.float32)
     if v.numel() == 0 or not bool((v != 0).any() or torch.signbit(v).any()):
         return Ref(torch.full(v.shape, -1, dtype=torch.int64))
     held = v[tuple(slice(0, 1) if st == 0 else slice(None) for st in v.stride())]

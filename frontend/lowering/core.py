@@ -308,6 +308,8 @@ def lower(captured: Captured, formats: dict[str, str] | None = None,
         if node.op == "placeholder":
             if node.name in captured.constants:
                 env[node.name] = Const(captured.constants[node.name])
+            elif node.name in captured.fixed_inputs:  # None or a number, fixed by export
+                env[node.name] = captured.fixed_inputs[node.name]
             else:
                 val = node.meta.get("val")
                 env[node.name] = low.new_tensor(node.name, tuple(val.shape), "input").ref()

@@ -9,6 +9,7 @@ import torch
 
 from frontend.lowering.common import constant, out_shape, relayout, shape_of
 from frontend.lowering.core import rule
+from frontend.lowering.elementwise import numbers_of_int_words
 from frontend.lowering.embedding import lookup
 from frontend.values import Const, Ref
 
@@ -112,7 +113,7 @@ def cat(low, node, tensors, dim=0):
         raise low.unsupported("cat of values other than tensors and constants")
     dtype = next(v.dtype for v in tensors if isinstance(v, Ref))
     parts = [v if isinstance(v, Ref) else constant(low, v, f"_const{i}")
-             for i, v in enumerate(tensors)]
+             for i, v in enumerate(_words_alike(low, tensors))]
     return Ref(torch.cat([v.index for v in parts], dim), dtype)
 
 
@@ -132,8 +133,29 @@ def where(low, node, cond, a, b):
     shape = out_shape(node)
     keep = cond.value.to(torch.bool).expand(shape)
     dtype = next(v.dtype for v in (a, b) if isinstance(v, Ref))
+    a, b = _words_alike(low, (a, b))
     return Ref(torch.where(keep, _index(low, a, shape, "_then"), _index(low, b, shape, "_else")),
                dtype)
+
+
+def _words_alike(low, values) -> list:
+    """`values` (Refs and Consts) about to be joined into one tensor by index, with every
+    integer input's elements among them as fp32 numbers (`numbers_of_int_words`, exact
+    below 2^24) where fp32 words would sit beside their int32 words: a constant other than
+    zeros (held as fp32 numbers) or a computed value (BART's decoder tokens, the input's
+    ids shifted right beside the start token). Zeros read alike either way."""
+    values = list(values)
+
+    def kind(v):  # True: int32 words, False: fp32 words, None: zeros only
+        if isinstance(v, Const):
+            zeros = not bool((v.value != 0).any() or torch.signbit(v.value.float()).any())
+            return None if zeros else False
+        return low.int_words(v) if bool((v.index >= 0).any()) else None
+
+    kinds = [kind(v) for v in values]
+    if True not in kinds or False not in kinds:
+        return values
+    return [numbers_of_int_words(low, v) if k else v for v, k in zip(values, kinds)]
 
 
 def _index(low, v, shape, suffix: str) -> torch.Tensor:
@@ -158,6 +180,7 @@ def slice_scatter(low, node, x, src, *args):
     """x with a slice along a dimension replaced by src (an assignment into a slice,
     functionalized: Funnel's attention shift): an index map, both as indices."""
     base, part = shape_of(x), shape_of(src)
+    x, src = _words_alike(low, (x, src))
     index = node.target(_index(low, x, base, "_base"), _index(low, src, part, "_src"), *args)
     return Ref(index, next(v.dtype for v in (x, src) if isinstance(v, Ref)))
 
@@ -180,6 +203,7 @@ def constant_pad_nd(low, node, x, pad, value=0.0):
     one element held on a resident tile that every padding position indexes."""
     fill = -1
     if any(p > 0 for p in pad) and (value != 0 or math.copysign(1.0, value) < 0):
+        x = _words_alike(low, (x, Const(torch.tensor(float(value)))))[0]
         fill = int(constant(low, Const(torch.tensor(float(value))), "_value").index)
     return Ref(aten.constant_pad_nd.default(x.index, list(pad), fill), x.dtype)
 

@@ -53,7 +53,7 @@ from frontend.lowering.common import (
     scalar,
 )
 from frontend.lowering.core import materializer, rule
-from frontend.lowering.elementwise import extremum, unary_stage
+from frontend.lowering.elementwise import extremum, numbers_of_int_words, unary_stage
 from frontend.stages import Limits
 from frontend.values import Const, Ref, Symbolic
 
@@ -308,7 +308,11 @@ def where(low, node, cond, a, b):
     shape = out_shape(node)
     dtype = node.meta["val"].dtype
     if not dtype.is_floating_point and dtype != torch.bool:
-        raise low.unsupported(f"where with {dtype} branches (float or bool)")
+        # integer branches (BART's decoder tokens with -100 replaced): the select's words
+        # are computed values, fp32 numbers, so an integer input's int32 words become
+        # numbers first (exact below 2^24)
+        a, b = (numbers_of_int_words(low, v) if isinstance(v, Ref) and low.int_words(v)
+                else v for v in (a, b))
     branches, names, values = {}, [], []
     for name, v in (("a", a), ("b", b)):
         if scalar(v):
@@ -319,7 +323,8 @@ def where(low, node, cond, a, b):
         elif isinstance(v, (Compare, Pred, IndexPred)) or (
                 isinstance(v, Ref) and v.dtype == torch.bool):
             v = float_mask(low, v)
-        elif not isinstance(v, Ref) or not v.dtype.is_floating_point:
+        elif not isinstance(v, Ref) or (not v.dtype.is_floating_point
+                                        and dtype.is_floating_point):
             raise low.unsupported(f"where with a branch of type {type(v).__name__}")
         names.append(name)
         values.append(v)

@@ -52,6 +52,10 @@ STOPS = {
     "phi": None,
     "mixtral": None,  # router topk; experts' weights picked by computed ids
     "qwen2-moe": None,  # the same, and a gated shared expert
+    "bart": None,  # decoder ids shifted from the source's beside a start token
+    "t5": None,  # called with attention_mask None (an input fixed in the graph)
+    "marian": None,
+    "pegasus": None,
     "vit": None,
     "deit": None,
     "clip-vision": None,

@@ -1,0 +1,125 @@
+"""Token ids beside constants and optional inputs left out, as encoder-decoders take them.
+
+An integer input's elements are int32 words on the fabric (the host writes them so); where
+a model joins them with a constant other than zeros (a start token, shifted ids) or picks
+between them and a number, they become fp32 numbers first, so the joined tensor holds one
+kind of word. Inputs given as None (an optional attention mask) are fixed in the graph: the
+compiled model takes them, checks they are the same, and refuses another value by name.
+Every output is compared with eager exactly: token ids are small integers, exact as fp32,
+and the lookups are exact products with one-hot rows (fp32, one nonzero term per sum).
+"""
+
+import pytest
+import torch
+import torch.nn as nn
+
+import frontend
+from tests.frontend.models import CONFIG
+
+VOCAB, DIM, START = 16, 8, 3
+
+
+def _ids(seed: int, shape=(2, 6)) -> torch.Tensor:
+    return torch.randint(0, VOCAB, shape, generator=torch.Generator().manual_seed(seed))
+
+
+class Lookup(nn.Module):
+    """A seeded embedding that the models below look their token ids up in."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(VOCAB, DIM)
+
+
+class ShiftedTokens(Lookup):
+    """BART's decoder ids: the source's ids shifted right behind a start token, -100
+    replaced by the pad id 0, then looked up."""
+
+    def forward(self, ids):
+        shifted = ids.new_zeros(ids.shape)
+        shifted[:, 1:] = ids[:, :-1].clone()
+        shifted[:, 0] = START
+        shifted.masked_fill_(shifted == -100, 0)
+        return self.embed(shifted)
+
+
+class StartTokenCat(Lookup):
+    """A start token put before the ids by cat, then looked up."""
+
+    def forward(self, ids):
+        start = torch.full((ids.shape[0], 1), START, dtype=ids.dtype)
+        return self.embed(torch.cat([start, ids], dim=1))
+
+
+class PaddedIds(Lookup):
+    """The start token put before the ids by padding with it."""
+
+    def forward(self, ids):
+        return self.embed(nn.functional.pad(ids, (1, 0), value=START))
+
+
+class ClampedIds(Lookup):
+    """Ids at or above a limit replaced by a constant (a runtime select of integers)."""
+
+    def forward(self, ids):
+        return self.embed(torch.where(ids >= 12, torch.full_like(ids, 1), ids))
+
+
+@pytest.mark.parametrize("model_cls", [ShiftedTokens, StartTokenCat, PaddedIds,
+                                       ClampedIds])
+def test_ids_joined_with_constants_look_up_the_rows_eager_does(model_cls):
+    model = model_cls().eval()
+    ids = _ids(1)
+    cm = frontend.compile(model, (ids,), config=CONFIG)
+    other = _ids(2)  # the compiled model on ids it was not compiled on
+    with torch.no_grad():
+        torch.testing.assert_close(cm(other), model(other), rtol=0, atol=0)
+
+
+class OptionalMask(nn.Module):
+    """forward(x, mask=None, bias=None): the optional mask left out, as a Hugging Face
+    encoder-decoder is called with attention_mask None."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x, mask=None, bias=None):
+        y = self.linear(x)
+        if mask is not None:
+            y = y * mask
+        return y + bias
+
+
+@pytest.fixture(scope="module")
+def optional_mask():
+    model = OptionalMask().eval()
+    x, bias = torch.randn(2, 4), torch.randn(2, 4)
+    return model, frontend.compile(model, (x, None, bias), config=CONFIG)
+
+
+def test_an_input_given_as_none_is_taken_as_none(optional_mask):
+    model, cm = optional_mask
+    x, bias = torch.randn(2, 4), torch.randn(2, 4)
+    with torch.no_grad():
+        want = model(x, None, bias)
+    torch.testing.assert_close(cm(x, None, bias), want, rtol=1e-6, atol=1e-6)
+    assert all(row.ok for row in cm.validate(x, None, bias))
+    # three micro-batches of the compiled batch, the None put back in each
+    xs, biases = torch.randn(6, 4), torch.randn(6, 4)
+    with torch.no_grad():
+        want = model(xs, None, biases)
+    torch.testing.assert_close(cm(xs, None, biases), want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_tensor_where_the_model_was_compiled_with_none_is_refused_by_name(optional_mask):
+    _, cm = optional_mask
+    x = torch.randn(2, 4)
+    with pytest.raises(frontend.FrontendError,
+                       match=r"input 'mask' was None when the model was compiled, got a "
+                             r"\(2, 4\) torch.float32 tensor.*compile again"):
+        cm(x, torch.ones(2, 4), x)
+    with pytest.raises(frontend.FrontendError, match=r"compiled for 3 inputs \(x, mask, bias\)"):
+        cm(x, x)
