@@ -50,10 +50,8 @@ def layer_norm(low, node, x, normalized_shape, weight, bias, eps):
 
 @rule(aten._native_batch_norm_legit_no_training.default)
 def batch_norm(low, node, x, weight, bias, mean, var, momentum, eps):
-    for name, v in (("weight", weight), ("bias", bias), ("running_mean", mean),
-                    ("running_var", var)):
-        if v is not None and not isinstance(v, Const):
-            raise low.unsupported(f"batch norm with a runtime {name}")
+    _refuse_runtime(low, "batch norm", weight=weight, bias=bias, running_mean=mean,
+                    running_var=var)
     channels = x.shape[1]
     w = weight.value if weight is not None else torch.ones(channels)
     b = bias.value if bias is not None else torch.zeros(channels)
@@ -73,9 +71,7 @@ def batch_statistics_norm(low, node, x, weight, bias, training, momentum, eps):
     track_running_stats=False): each channel's elements over the batch and the positions
     are one row of the layer norm kernel (its own mean and biased variance, as PyTorch
     normalizes), then the per-channel weight and bias as one `affine` stage."""
-    for name, v in (("weight", weight), ("bias", bias)):
-        if v is not None and not isinstance(v, Const):
-            raise low.unsupported(f"batch norm with a runtime {name}")
+    _refuse_runtime(low, "batch norm", weight=weight, bias=bias)
     channels = x.shape[1]
     rows = x.index.movedim(1, 0)  # (C, N, *)
     normalized = _normalized_rows(low, rows.reshape(channels, -1), eps)
@@ -90,14 +86,20 @@ def group_norm(low, node, x, weight, bias, n, channels, hw, groups, eps):
     normalized by the layer norm kernel (its own mean and variance, no affine), then the
     per-channel weight and bias as one `affine` stage (PyTorch's order: normalize, times
     weight, plus bias, each rounded)."""
-    for name, v in (("weight", weight), ("bias", bias)):
-        if v is not None and not isinstance(v, Const):
-            raise low.unsupported(f"group norm with a runtime {name}")
+    _refuse_runtime(low, "group norm", weight=weight, bias=bias)
     m, width = n * groups, (channels // groups) * hw
     normalized = _normalized_rows(low, x.index.reshape(m, width), eps)
     y = _channel_affine(low, Ref(normalized.index.reshape(x.shape)), weight, bias, channels,
                         out_shape(node))
     return y, Unavailable("group norm's mean"), Unavailable("group norm's rstd")
+
+
+def _refuse_runtime(low, what: str, **params) -> None:
+    """UnsupportedOpError naming the first of `params` (a norm's weight, bias, running
+    statistics) computed at run time: the norms fold them on the host as constants."""
+    for name, v in params.items():
+        if v is not None and not isinstance(v, Const):
+            raise low.unsupported(f"{what} with a runtime {name}")
 
 
 def _normalized_rows(low, rows: torch.Tensor, eps) -> Ref:

@@ -105,6 +105,18 @@ def test_instance_norm_by_each_samples_statistics(affine):
     cm.validate(x)
 
 
+@pytest.mark.parametrize("fn, message", [
+    (lambda x, w: F.group_norm(x, 3, weight=w), "group norm with a runtime weight"),
+    (lambda x, w: F.instance_norm(x, bias=w), "batch norm with a runtime bias"),
+    (lambda x, w: F.batch_norm(x, w, torch.ones(3), training=False),
+     "batch norm with a runtime running_mean"),
+])
+def test_norms_name_a_runtime_parameter_they_refuse(fn, message):
+    x, w = torch.randn(2, 3, 4, 5), torch.randn(3)
+    with pytest.raises(frontend.UnsupportedOpError, match=message):
+        frontend.compile(Fn(fn).eval(), (x, w), config=CONFIG)
+
+
 def test_flip_and_repeat_move_words_only():
     x = torch.randn(3, 4, generator=torch.Generator().manual_seed(6))
     cm, (a, b, c) = _compiled(lambda t: (torch.relu(t).flip(-1) * 2,
