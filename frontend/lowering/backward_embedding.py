@@ -46,8 +46,10 @@ from frontend.values import Const, Gather, Ref, Symbolic
 aten = torch.ops.aten
 
 
-def _is_index(x) -> bool:
-    return isinstance(x, Ref) and not x.dtype.is_floating_point
+def _is_index(low, x) -> bool:
+    """x holds an integer input's int32 words (token ids the host checks); integers
+    computed on the fabric (fp32 numbers) are compared and clamped as numbers instead."""
+    return isinstance(x, Ref) and not x.dtype.is_floating_point and low.int_words(x)
 
 
 @dataclasses.dataclass
@@ -104,7 +106,7 @@ def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
 # ---- index checks ------------------------------------------------------------------------
 def _index_check(low, node, x, other) -> bool:
     """A comparison of an integer input with a number (on floats: `backward`'s compares)."""
-    return _is_index(x) and isinstance(other, (int, float))
+    return _is_index(low, x) and isinstance(other, (int, float))
 
 
 def _compare_rule(op):
@@ -148,7 +150,7 @@ def unsqueeze(low, node, x, dim):
     return x  # elementwise on the indices: its shape follows `where`
 
 
-@rule(aten.clamp.default, case=lambda low, node, x, *args, **kwargs: _is_index(x))
+@rule(aten.clamp.default, case=lambda low, node, x, *args, **kwargs: _is_index(low, x))
 def clamp(low, node, x, lo=None, hi=None):
     """clamp of integer indices: symbolic (a float tensor's clamp: `elementwise.clamp`)."""
     return Clamped(x, float("-inf") if lo is None else lo, float("inf") if hi is None else hi)
@@ -222,7 +224,7 @@ def index_put(low, node, base, indices, values, accumulate=False):
     g = Ref(values.index.expand(*idx_shape, dim).reshape(tokens, dim))  # row t: token t
     if isinstance(idx, Const):
         return _static_scatter(low, idx.value.reshape(-1).to(torch.int64), g, vocab)
-    if not _is_index(idx):
+    if not _is_index(low, idx):
         raise low.unsupported("index_put with indices that are not an integer input")
     return _runtime_scatter(low, idx, g, vocab)
 

@@ -72,9 +72,12 @@ def out_shape(node) -> tuple[int, ...]:
     return tuple(val.shape)
 
 
-def relayout(value, fn):
+def relayout(value, fn, low=None):
     """Apply a layout function (view, permute, expand, ...) to a Const's tensor or a Ref's
-    index map."""
+    index map. With `low`, a Symbolic value that has a runtime form (a comparison,
+    `Lowering.materialized`) is computed first, so `(x > 0).t()` is a mask's layout."""
+    if low is not None:
+        value = low.materialized(value)
     if isinstance(value, Const):
         return Const(fn(value.value))
     if isinstance(value, Ref):
@@ -198,7 +201,7 @@ def binary(low, x, y, op: str, shape) -> Ref:
     computed as the matrix as2d(shape); a Ref of `shape`. One stage per block where x or y
     is side-by-side stages' outputs (`column_blocks`)."""
     m, n = as2d(shape)
-    x, y = expand_to(x, shape), expand_to(y, shape)
+    x, y = (expand_to(low.materialized(v), shape) for v in (x, y))
     split = per_column_block(low, [x, y], shape,
                              lambda xb, yb, s: binary(low, xb, yb, op, s))
     if split is not None:
@@ -265,7 +268,9 @@ def reduce_rows(low, rows: torch.Tensor, op: str, scale: float = 1.0) -> Ref:
 def reduce(low, node, x: Ref, dims, keepdim, op: str) -> Ref:
     """op ("sum" | "mean" | "max") of x over `dims` (None or empty: every dimension) as one
     `reduce_rows`: x's kept dimensions are the rows, its reduced ones the r = prod(their
-    sizes) columns of a row; a Ref of `node`'s output shape (which has `keepdim`'s ones)."""
+    sizes) columns of a row; a Ref of `node`'s output shape (which has `keepdim`'s ones).
+    A comparison (`(x > 0).sum(1)`, a count) is reduced as its 0/1 mask."""
+    x = low.materialized(x)
     nd = len(x.shape)
     dims = sorted({d % nd for d in (dims or range(nd))}) if nd else []
     kept = [d for d in range(nd) if d not in dims]

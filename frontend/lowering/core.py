@@ -284,8 +284,15 @@ class Lowering:
         if isinstance(value, Ref):
             return Operand(name, shape, index=value.index.reshape(shape))
         if type(value) in MATERIALIZERS:
-            return self.operand(name, MATERIALIZERS[type(value)](self, value), shape)
+            return self.operand(name, self.materialized(value), shape)
         raise self.unsupported(f"an input of type {type(value).__name__}")
+
+    def materialized(self, value):
+        """`value` with a Symbolic one that has a runtime form (a comparison's 0/1 mask,
+        `materializer`) computed as a Ref; any other value as it is."""
+        if type(value) in MATERIALIZERS:
+            return MATERIALIZERS[type(value)](self, value)
+        return value
 
     def unsupported(self, what: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{describe(self.node)}: {what} is not supported")

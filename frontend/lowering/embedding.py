@@ -37,6 +37,7 @@ from frontend.lowering.common import (
     gemm,
     index_source,
     map_,
+    reduce_rows,
     resident,
 )
 from frontend.lowering.core import INT_WORDS_AS_NUMBERS, rule
@@ -89,9 +90,7 @@ def one_hot_lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
     else:
         extended = Ref(torch.cat([table.index, constant(low, ones, "_ones").index], 1))
     rows = gemm(low, onehot, extended, suffix="_onehot")  # (tokens, dim + 1)
-    hits = Ref(rows.index[:, dim])
-    poison = map_(low, map_(low, map_(low, hits, "add", -1.0, (tokens,)), "mul", 3e38,
-                            (tokens,)), "mul", 4.0, (tokens,))
+    poison = _poison(low, Ref(rows.index[:, dim]), tokens)
     if column_blocks(low, [rows], (tokens, dim + 1)) is None:
         out = binary(low, Ref(rows.index[:, :dim]), Ref(poison.index[:, None]), "add",
                      (tokens, dim))
@@ -101,6 +100,13 @@ def one_hot_lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
         out = Ref(binary(low, rows, Ref(poison.index[:, None]), "add",
                          (tokens, dim + 1)).index[:, :dim])
     return Ref(out.index.reshape(*indices.shape, dim))
+
+
+def _poison(low, hits: Ref, n: int) -> Ref:
+    """(hits - 1) * 3e38 * 4 for the n hit counts of one-hot rows: -0 for a hit, -inf for
+    none (an index outside the rows), to be added to what the row picked."""
+    return map_(low, map_(low, map_(low, hits, "add", -1.0, (n,)), "mul", 3e38, (n,)),
+                "mul", 4.0, (n,))
 
 
 def lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
@@ -152,3 +158,40 @@ def gather_constant(low, node, x, dim, index, sparse_grad=False):
     moved = Ref(index.index.movedim(d, -1))
     out = one_hot_lookup(low, table, lines.shape[1], 1, moved)
     return Ref(out.index[..., 0].movedim(-1, d), node.meta["val"].dtype)
+
+
+def _runtime_by_computed_indices(low, node, x, dim, index, sparse_grad=False) -> bool:
+    """gather from a runtime tensor by indices computed on the fabric (by an integer
+    input's elements: `losses.gather`)."""
+    return isinstance(x, Ref) and isinstance(index, Ref) and not low.int_words(index)
+
+
+@rule(aten.gather.default, case=_runtime_by_computed_indices)
+def gather_runtime(low, node, x, dim, index, sparse_grad=False):
+    """out[..., j, ...] = x[..., index[..., j, ...], ...] along `dim` for a runtime x by
+    indices computed on the fabric (mBART's decoder start token: the ids' last one before
+    the padding, picked by a count of them). No host sees them, so each output element is
+    the one-hot row of its index against the line of x it reads:
+
+        onehot[j, t] = (index[j] - t == 0)        (J, T): a subtraction, an `eq` mask
+        out[j] = sum_t onehot[j, t] * line_j[t]   a product, a row sum
+
+    exact for finite x (one nonzero term); an index outside [0, T) hits nothing and gives
+    -inf, as the one-hot lookup does."""
+    d = dim % len(x.shape)
+    t = x.shape[d]
+    if t > EXACT_INTEGERS:
+        raise low.unsupported(f"a gather by computed indices along {t} elements (fp32 "
+                              f"carries integers exactly up to {EXACT_INTEGERS})")
+    picks = index.index.movedim(d, -1)  # (*other, k): the index's lines along dim
+    other, k = picks.shape[:-1], picks.shape[-1]
+    lines = x.index.movedim(d, -1)[tuple(slice(0, s) for s in other)]  # (*other, t)
+    n = picks.numel()
+    rows = Ref(lines.unsqueeze(-2).expand(*other, k, t).reshape(n, t))
+    ids = Ref(picks.reshape(n, 1).expand(n, t))
+    columns = Const(torch.arange(t, dtype=torch.float32).expand(n, t))
+    onehot = compare_mask(low, binary(low, ids, columns, "sub", (n, t)), 0.0, (n, t))
+    picked = reduce_rows(low, binary(low, onehot, rows, "mul", (n, t)).index, "sum")
+    hits = reduce_rows(low, onehot.index, "sum")
+    out = binary(low, picked, _poison(low, hits, n), "add", (n,))
+    return Ref(out.index.reshape(picks.shape).movedim(-1, d), node.meta["val"].dtype)

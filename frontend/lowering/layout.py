@@ -18,39 +18,39 @@ aten = torch.ops.aten
 
 @rule(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 def view(low, node, x, shape):
-    return relayout(x, lambda t: t.reshape(shape))
+    return relayout(x, lambda t: t.reshape(shape), low)
 
 
 @rule(aten.permute.default)
 def permute(low, node, x, dims):
-    return relayout(x, lambda t: t.permute(dims))
+    return relayout(x, lambda t: t.permute(dims), low)
 
 
 @rule(aten.t.default)
 def t(low, node, x):
-    return relayout(x, lambda v: v.t())
+    return relayout(x, lambda v: v.t(), low)
 
 
 @rule(aten.transpose.int)
 def transpose(low, node, x, d0, d1):
-    return relayout(x, lambda t: t.transpose(d0, d1))
+    return relayout(x, lambda t: t.transpose(d0, d1), low)
 
 
 @rule(aten.expand.default)
 def expand(low, node, x, shape, implicit=False):
-    return relayout(x, lambda t: t.expand(shape))
+    return relayout(x, lambda t: t.expand(shape), low)
 
 
 @rule(aten.flip.default)
 def flip(low, node, x, dims):
-    return relayout(x, lambda t: t.flip(dims))
+    return relayout(x, lambda t: t.flip(dims), low)
 
 
 @rule(aten.repeat.default)
 def repeat(low, node, x, repeats):
     """Tiled copies (torch.tile too): the index map repeated, its elements moved to every
     copy's place when a kernel reads them."""
-    return relayout(x, lambda t: t.repeat(repeats))
+    return relayout(x, lambda t: t.repeat(repeats), low)
 
 
 @rule(aten.clone.default, aten.alias.default, aten.detach.default, aten.lift_fresh_copy.default)
@@ -65,7 +65,9 @@ def to_copy(low, node, x, dtype=None, **kwargs):
     elementwise results of integers are fp32 Refs): the identity on values a kernel
     computed (fp32 words that hold integers, exact up to 2^24), now of `dtype`; an integer
     input's int32 words stay integers (a cast to float is refused: no kernel converts
-    them there)."""
+    them there). A comparison cast to an integer dtype is its 0/1 mask."""
+    if dtype is not None:
+        x = low.materialized(x)
     if not isinstance(x, Ref) or dtype is None:
         return x
     source = node.args[0].meta["val"].dtype
@@ -80,22 +82,22 @@ def to_copy(low, node, x, dtype=None, **kwargs):
 
 @rule(aten.slice.Tensor)
 def slice_(low, node, x, dim=0, start=None, end=None, step=1):
-    return relayout(x, lambda t: aten.slice.Tensor(t, dim, start, end, step))
+    return relayout(x, lambda t: aten.slice.Tensor(t, dim, start, end, step), low)
 
 
 @rule(aten.select.int)
 def select(low, node, x, dim, index):
-    return relayout(x, lambda t: t.select(dim, index))
+    return relayout(x, lambda t: t.select(dim, index), low)
 
 
 @rule(aten.unsqueeze.default)
 def unsqueeze(low, node, x, dim):
-    return relayout(x, lambda t: t.unsqueeze(dim))
+    return relayout(x, lambda t: t.unsqueeze(dim), low)
 
 
 @rule(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
 def squeeze(low, node, x, dim=None):
-    return relayout(x, lambda t: node.target(t) if dim is None else node.target(t, dim))
+    return relayout(x, lambda t: node.target(t) if dim is None else node.target(t, dim), low)
 
 
 @rule(aten.split_with_sizes.default, aten.split.Tensor)
@@ -109,6 +111,7 @@ def split(low, node, x, sizes, dim=0):
 def cat(low, node, tensors, dim=0):
     """Runtime tensors and constants (a class token): each constant's elements are held on
     a resident tile (`common.constant`), so the result is an index map over runtime ones."""
+    tensors = [low.materialized(v) for v in tensors]  # comparisons as their masks
     if not all(isinstance(v, (Ref, Const)) for v in tensors):
         raise low.unsupported("cat of values other than tensors and constants")
     dtype = next(v.dtype for v in tensors if isinstance(v, Ref))
@@ -234,7 +237,7 @@ def index_select(low, node, x, dim, index):
         raise low.unsupported("index_select of a 0-d tensor")
     d = dim % len(shape_of(x))
     if isinstance(index, Const):
-        return relayout(x, lambda t: t.index_select(d, index.value.to(torch.int64)))
+        return relayout(x, lambda t: t.index_select(d, index.value.to(torch.int64)), low)
     return take_along(low, node, x, d, index)
 
 

@@ -154,7 +154,9 @@ def cumsum(low, node, x, dim, dtype=None):
     """Running sums along `dim`: x's other dimensions are the rows, `dim` the r columns of
     a row, scanned by `build_cumsum` (rows over a column of PEs). Integer values (a token
     mask's counts) are exact up to 2^24 in the fp32 words kernels compute in; an integer
-    input's int32 words would need a conversion first, and are refused."""
+    input's int32 words would need a conversion first, and are refused. A comparison's
+    running count is the cumsum of its 0/1 mask."""
+    x = low.materialized(x)
     if low.int_words(x):
         raise low.unsupported("cumsum of an integer input (its int32 words; a cumsum of a "
                               "mask of it runs)")

@@ -4,7 +4,8 @@ An integer input's elements are int32 words on the fabric (the host writes them 
 a model joins them with a constant other than zeros (a start token, shifted ids) or picks
 between them and a number, they become fp32 numbers first, so the joined tensor holds one
 kind of word. Inputs given as None (an optional attention mask) are fixed in the graph: the
-compiled model takes them, checks they are the same, and refuses another value by name.
+compiled model takes them, checks they are the same, and refuses another value by name. A
+gather by indices computed on the fabric (mBART's start token) is a one-hot product.
 Every output is compared with eager exactly: token ids are small integers, exact as fp32,
 and the lookups are exact products with one-hot rows (fp32, one nonzero term per sum).
 """
@@ -75,6 +76,40 @@ def test_ids_joined_with_constants_look_up_the_rows_eager_does(model_cls):
     other = _ids(2)  # the compiled model on ids it was not compiled on
     with torch.no_grad():
         torch.testing.assert_close(cm(other), model(other), rtol=0, atol=0)
+
+
+class PickLast(nn.Module):
+    """mBART's start token: each row's last id before the padding (pad id 0), gathered by
+    a count of the ids computed on the fabric."""
+
+    def forward(self, ids):
+        return ids.gather(1, (ids.ne(0).sum(dim=1) - 1).unsqueeze(-1))
+
+
+class PickByCount(nn.Module):
+    """x (B, T, D) gathered along T by each column's count of positive entries."""
+
+    def forward(self, x):
+        return x.gather(1, (x > 0).sum(dim=1, keepdim=True))
+
+
+def test_gather_of_a_runtime_tensor_by_computed_indices_as_eager():
+    ids = torch.tensor([[5, 9, 2, 0, 0, 0], [1, 2, 3, 4, 5, 6]])
+    cm = frontend.compile(PickLast().eval(), (ids,), config=CONFIG)
+    other = torch.tensor([[7, 0, 0, 0, 0, 0], [3, 3, 8, 1, 0, 0]])
+    torch.testing.assert_close(cm(other), PickLast()(other), rtol=0, atol=0)
+    assert cm(other).dtype == torch.int64
+
+    x = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(3))
+    x[:, 4] = -1.0  # every count below 5: in range
+    cm = frontend.compile(PickByCount().eval(), (x,), config=CONFIG)
+    torch.testing.assert_close(cm(x), PickByCount()(x), rtol=0, atol=0)
+    assert all(row.ok for row in cm.validate(x))
+    x[0, :, 1] = 1.0  # column 1 of sample 0 counts 5: outside the 5 rows, which eager
+    with pytest.raises(RuntimeError):  # refuses and the fabric marks with -inf
+        PickByCount()(x)
+    out = cm(x)
+    assert out[0, 0, 1] == float("-inf") and torch.isfinite(out[0, 0, [0, 2]]).all()
 
 
 class OptionalMask(nn.Module):
