@@ -106,3 +106,15 @@ def write_json(path: str | os.PathLike, payload: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**payload, "machine": machine_info()}, indent=2) + "\n")
+
+
+def with_kept_rows(path: str | os.PathLike, measured: list[dict], order) -> list[dict]:
+    """`measured` (result dicts keyed by "model") joined with the other models' results of
+    the JSON file at `path` (a run with --update: a few models measured again), in the
+    order of the names `order`; `measured` alone where there is no file yet."""
+    path = Path(path)
+    if not path.exists():
+        return measured
+    new = {r["model"]: r for r in measured}
+    kept = {r["model"]: r for r in json.loads(path.read_text())["results"]}
+    return [new.get(name) or kept[name] for name in order if name in new or name in kept]

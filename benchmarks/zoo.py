@@ -13,6 +13,10 @@ with --grid.
 
     python benchmarks/zoo.py --json benchmarks/results/zoo.json [--only gpt2 llama]
                              [--mode pipelined|sequential] [--gemm-orientation rows|auto]
+                             [--update]
+
+`--update` measures the models named and keeps the other rows of the JSON file already
+there (its headline and table made again over all of them).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from harness import write_json  # noqa: E402
+from harness import with_kept_rows, write_json  # noqa: E402
 
 import frontend  # noqa: E402
 from fabric import FabricConfig  # noqa: E402
@@ -124,6 +128,8 @@ def main(argv=None) -> int:
                     help="which way SUMMA tiles run their fmas (frontend.compile's)")
     ap.add_argument("--quick", action="store_true",
                     help="the same (every model is tiny); kept for run_all's modes")
+    ap.add_argument("--update", action="store_true",
+                    help="keep the other models' rows of the --json file already there")
     args = ap.parse_args(argv)
     results = []
     for name in args.only or list(ARCHITECTURES):
@@ -135,6 +141,8 @@ def main(argv=None) -> int:
               + (f"{r['cycles']} cycles, {r['pes_used']} PEs, output error "
                  f"{r['output_error']:.1e}" if "cycles" in r else r["stopped_by"]),
               flush=True)
+    if args.update:
+        results = with_kept_rows(args.json, results, ARCHITECTURES)
     runs = [r for r in results if r["status"] == "runs"]
     stops: dict[str, list[str]] = {}
     for r in results:

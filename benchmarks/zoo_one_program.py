@@ -25,7 +25,6 @@ change without the whole zoo's 74 minutes.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -34,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from harness import write_json  # noqa: E402
+from harness import with_kept_rows, write_json  # noqa: E402
 
 import frontend  # noqa: E402
 from frontend.architectures import ARCHITECTURES, build, fabric_config  # noqa: E402
@@ -122,11 +121,8 @@ def main(argv=None) -> int:
               + (f"{r['parts']} parts, {r['cycles_per_sample']:.0f} cycles per sample "
                  f"({r['period_vs_timeline']:.2f} x the timeline), latency "
                  f"{r['latency_cycles']}" if "parts" in r else r["stopped_by"]), flush=True)
-    if args.update and Path(args.json).exists():
-        measured = {r["model"]: r for r in results}
-        kept = {r["model"]: r for r in json.loads(Path(args.json).read_text())["results"]}
-        results = [measured.get(name) or kept[name] for name in ARCHITECTURES
-                   if name in measured or name in kept]
+    if args.update:
+        results = with_kept_rows(args.json, results, ARCHITECTURES)
     streams = [r for r in results if r["status"] == "streams"]
     stops: dict[str, list[str]] = {}
     for r in results:

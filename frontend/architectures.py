@@ -37,8 +37,8 @@ LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
 
 @dataclasses.dataclass(frozen=True)
 class Architecture:
-    """name; family ("text encoder", "decoder", "encoder-decoder", "vision", "audio",
-    "recurrent", "cnn", "mlp"); source ("transformers" or "torch"); make() -> (model in
+    """name; family ("text encoder", "decoder", "encoder-decoder", "state space", "vision",
+    "audio", "recurrent", "cnn", "mlp"); source ("transformers" or "torch"); make() -> (model in
     eval mode, example inputs); fabric: the (rows, cols) of the small fabric it runs on."""
 
     name: str
@@ -82,6 +82,11 @@ def _ids_and_targets() -> tuple:
     """An encoder-decoder's source ids, no attention mask (None) and its decoder's ids."""
     target = torch.randint(0, VOCAB, (1, TOKENS), generator=torch.Generator().manual_seed(2))
     return (*_ids(), None, target)
+
+
+def _mel() -> tuple:
+    """Log-mel frames: 16 bins x 16 frames (two per position of the encoder's 8)."""
+    return (torch.randn(1, 16, 2 * TOKENS, generator=torch.Generator().manual_seed(1)),)
 
 
 def _image() -> tuple:
@@ -179,6 +184,8 @@ _HF = [
     # attention logits soft-capped (tanh), norms before and after each sublayer
     ("gemma2", "decoder", _hf("Gemma2Config", "Gemma2Model", _ids, head_dim=16, **_DECODER)),
     ("olmo", "decoder", _hf("OlmoConfig", "OlmoModel", _ids, **_DECODER)),
+    # norms on each head's queries and keys
+    ("qwen3", "decoder", _hf("Qwen3Config", "Qwen3Model", _ids, head_dim=16, **_DECODER)),
     ("phi3", "decoder", _hf("Phi3Config", "Phi3Model", _ids, **_DECODER)),
     ("phi", "decoder", _hf("PhiConfig", "PhiModel", _ids, **_DECODER)),
     # mixture of experts: the router's softmax and topk, each token's 2 experts' weights
@@ -205,6 +212,22 @@ _HF = [
                                       **_SEQ2SEQ)),
     ("pegasus", "encoder-decoder", _hf("PegasusConfig", "PegasusModel", _ids_and_targets,
                                        **_SEQ2SEQ)),
+    # mBART's decoder starts with the source's last id before the padding: a gather by a
+    # count computed on the fabric
+    ("mbart", "encoder-decoder", _hf("MBartConfig", "MBartModel", _ids, **_SEQ2SEQ)),
+    # speech to text: the encoder over log-mel frames, the decoder over token ids
+    ("whisper", "encoder-decoder", _hf(
+        "WhisperConfig", "WhisperModel", lambda: (*_mel(), None, _ids_and_targets()[2]),
+        vocab_size=VOCAB, d_model=WIDTH, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=2 * WIDTH,
+        decoder_ffn_dim=2 * WIDTH, num_mel_bins=16, max_source_positions=TOKENS,
+        max_target_positions=2 * TOKENS, pad_token_id=0, bos_token_id=0, eos_token_id=2,
+        decoder_start_token_id=2)),
+    # state space: a selective scan (input-dependent decay and gates) after a causal
+    # depthwise convolution, no attention
+    ("mamba", "state space", _hf("MambaConfig", "MambaModel", _ids, vocab_size=VOCAB,
+                                 hidden_size=WIDTH, state_size=4, num_hidden_layers=1, expand=2,
+                                 conv_kernel=4, use_mambapy=False)),
     # vision
     ("vit", "vision", _hf("ViTConfig", "ViTModel", _image, **_VIT)),
     ("deit", "vision", _hf("DeiTConfig", "DeiTModel", _image, **_VIT)),
@@ -238,8 +261,7 @@ _HF = [
         _TEXT, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2))),
     ("whisper-encoder", "audio", _hf(
-        "WhisperConfig", "models.whisper.modeling_whisper.WhisperEncoder", lambda: (torch.randn(
-            1, 16, 2 * TOKENS, generator=torch.Generator().manual_seed(1)),),
+        "WhisperConfig", "models.whisper.modeling_whisper.WhisperEncoder", _mel,
         vocab_size=VOCAB, d_model=WIDTH, encoder_layers=1, decoder_layers=1,
         encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=2 * WIDTH,
         decoder_ffn_dim=2 * WIDTH, num_mel_bins=16, max_source_positions=TOKENS)),

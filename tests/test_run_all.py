@@ -212,3 +212,14 @@ def test_run_all_and_harness_load_without_jax():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"
+
+
+def test_with_kept_rows_measures_again_and_keeps_the_rest_in_order(tmp_path):
+    path = tmp_path / "zoo.json"
+    assert harness.with_kept_rows(path, [{"model": "b", "v": 2}], "abc") == [
+        {"model": "b", "v": 2}]  # no file yet: what was measured
+    path.write_text(json.dumps({"results": [{"model": "a", "v": 1}, {"model": "b", "v": 0},
+                                            {"model": "d", "v": 4}]}))
+    rows = harness.with_kept_rows(path, [{"model": "c", "v": 3}, {"model": "b", "v": 2}],
+                                  "abcd")
+    assert rows == [{"model": m, "v": v} for m, v in zip("abcd", (1, 2, 3, 4))]

@@ -48,6 +48,7 @@ STOPS = {
     "gemma": None,
     "gemma2": None,
     "olmo": None,
+    "qwen3": None,  # query and key norms per head
     "phi3": None,
     "phi": None,
     "mixtral": None,  # router topk; experts' weights picked by computed ids
@@ -56,6 +57,9 @@ STOPS = {
     "t5": None,  # called with attention_mask None (an input fixed in the graph)
     "marian": None,
     "pegasus": None,
+    "mbart": None,  # its start token gathered by a count computed on the fabric
+    "whisper": None,
+    "mamba": None,  # a selective scan, a causal depthwise convolution
     "vit": None,
     "deit": None,
     "clip-vision": None,
