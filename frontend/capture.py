@@ -129,6 +129,7 @@ def from_exported(exported) -> Captured:
     state = exported.state_dict
     lifted = dict(exported.constants)
     constants: dict[str, torch.Tensor] = {}
+    nodes = {n.name: n for n in exported.graph_module.graph.nodes}
     users: list[str] = []
     fixed: dict[str, object] = {}
     order: list[str] = []
@@ -145,10 +146,16 @@ def from_exported(exported) -> Captured:
             constants[name] = state[spec.target].detach() if spec.target in state \
                 else lifted[spec.target].detach()
         elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ"):
-            constants[name] = lifted[spec.target].detach()
+            value = lifted[spec.target]
+            if not isinstance(value, torch.Tensor):  # a Generator made in forward, say
+                users_of = [describe(u) for u in nodes[name].users] or [name]
+                raise FrontendError(
+                    f"the model's graph holds a {type(value).__name__} object as a constant "
+                    f"(used by {users_of[0]}): only tensors, numbers and None can be "
+                    "constants of a compiled model")
+            constants[name] = value.detach()
         else:
             raise FrontendError(f"input {name!r} of kind {kind} is not supported")
-    nodes = {n.name: n for n in exported.graph_module.graph.nodes}
     updates = {}
     for spec in sig.output_specs:
         kind = spec.kind.name

@@ -168,7 +168,11 @@ UNARY = {aten.tanh.default: "tanh", aten.exp.default: "exp", aten.expm1.default:
          aten.erf.default: "erf", aten.sin.default: "sin", aten.cos.default: "cos",
          aten.sigmoid.default: "sigmoid",
          aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt", aten.log.default: "log",
-         aten.log1p.default: "log1p", aten.abs.default: "abs"}
+         aten.log1p.default: "log1p", aten.abs.default: "abs",
+         aten.reciprocal.default: "reciprocal"}
+# log2 and log10: log(x) times the constant 1 / ln(base), rounded (within LOG_ULPS + 1 of
+# the exact value: the product's rounding, and the constant's relative 2^-25)
+LOG_BASES = {aten.log2.default: 1 / math.log(2.0), aten.log10.default: 1 / math.log(10.0)}
 # single-PE cycles per element of `build_extremum` (WSE-2: maximum and minimum one max,
 # leaky_relu a mul and a max) and of `unary_params` (elu; pow, at most), beside the unary
 # kernels' (`common.CYCLES_PER_ELEMENT`): what sizes their tiles
@@ -181,6 +185,12 @@ def unary(low, node, x):
     """fn(x) elementwise (`build_unary`): its fp32 code, or widened from and rounded to the
     node's 16-bit format in mixed precision."""
     return unary_stage(low, x, UNARY[node.target])
+
+
+@rule(*LOG_BASES)
+def log_base(low, node, x):
+    """log2(x), log10(x): log(x) * (1 / ln base) (LOG_BASES)."""
+    return map_(low, unary_stage(low, x, "log"), "mul", LOG_BASES[node.target], x.shape)
 
 
 def unary_stage(low, x, fn: str) -> Ref:

@@ -90,6 +90,11 @@ def select(low, node, x, dim, index):
     return relayout(x, lambda t: t.select(dim, index), low)
 
 
+@rule(aten.diagonal.default)
+def diagonal(low, node, x, offset=0, dim1=0, dim2=1):
+    return relayout(x, lambda t: torch.diagonal(t, offset, dim1, dim2), low)
+
+
 @rule(aten.unsqueeze.default)
 def unsqueeze(low, node, x, dim):
     return relayout(x, lambda t: t.unsqueeze(dim), low)

@@ -56,6 +56,18 @@ def amax(low, node, x, dims=(), keepdim=False):
     return reduce(low, node, x, list(dims) or None, keepdim, "max")
 
 
+@rule(aten.amin.default)
+def amin(low, node, x, dims=(), keepdim=False):
+    """min = -max(-x), exact (negation is exact)."""
+    top = reduce(low, node, _negated(low, x), list(dims) or None, keepdim, "max")
+    return map_(low, top, "mul", -1.0, out_shape(node))
+
+
+def _negated(low, x) -> Ref:
+    x = low.materialized(x)
+    return map_(low, x, "mul", -1.0, tuple(x.shape))
+
+
 
 
 @rule(aten.linalg_vector_norm.default)
@@ -139,6 +151,13 @@ def max_dim(low, node, x, dim, keepdim=False):
     shape = out_shape(node)
     indices = _first_max_index(low, rows)
     return Ref(values.index.reshape(shape)), Ref(indices.index.reshape(shape), torch.int64)
+
+
+@rule(aten.min.dim)
+def min_dim(low, node, x, dim, keepdim=False):
+    """The minimum and its first index: `max_dim` of -x, the values negated back."""
+    values, indices = max_dim(low, node, _negated(low, x), dim, keepdim)
+    return map_(low, values, "mul", -1.0, out_shape(node)), indices
 
 
 @rule(aten.argmax.default)

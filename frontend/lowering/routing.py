@@ -58,6 +58,16 @@ def trunc_floor(low, node, x):
     return unary_stage(low, x, "trunc" if node.target is aten.trunc.default else "floor")
 
 
+@rule(aten.ceil.default)
+def ceil(low, node, x):
+    """ceil(x) = -floor(-x), exact (negation is exact; ceil(-0.5) is -0 as eager); of an
+    integer tensor, x."""
+    if not node.args[0].meta["val"].dtype.is_floating_point:
+        return x
+    negated = map_(low, x, "mul", -1.0, x.shape)
+    return map_(low, unary_stage(low, negated, "floor"), "mul", -1.0, x.shape)
+
+
 def _power_of_two(d: float) -> bool:
     m, e = torch.frexp(torch.tensor(abs(d), dtype=torch.float64))
     return float(m) == 0.5 and -125 <= int(e) - 1 <= 126

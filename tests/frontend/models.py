@@ -7,8 +7,19 @@ from frontend.zoo import MLP, Attention, Block, LeNet, TinyGPT
 
 CONFIG = FabricConfig.small(12, 12)  # one fabric for every frontend test (one compile)
 
-__all__ = ["CONFIG", "MLP", "Attention", "Block", "LeNet", "TinyGPT", "lenet_with_statistics",
-           "words_apart"]
+__all__ = ["CONFIG", "MLP", "Attention", "Block", "Fn", "LeNet", "TinyGPT",
+           "lenet_with_statistics", "words_apart"]
+
+
+class Fn(torch.nn.Module):
+    """A module whose forward is `fn` of its inputs: one op or a few, compiled alone."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
 
 
 def lenet_with_statistics() -> LeNet:

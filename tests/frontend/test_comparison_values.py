@@ -6,20 +6,9 @@ are exact, so every output equals eager's bit for bit, dtype included."""
 
 import pytest
 import torch
-import torch.nn as nn
 
 import frontend
-from tests.frontend.models import CONFIG
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
+from tests.frontend.models import CONFIG, Fn
 
 USES = {
     "view": lambda x: (x > 0).view(-1).float(),

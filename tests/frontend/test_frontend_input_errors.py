@@ -82,3 +82,15 @@ def test_a_model_updating_a_buffer_is_refused_with_its_line():
                        ) as err:
         frontend.compile(CountsItsCalls(), (torch.randn(2, 4),), config=CONFIG)
     assert "self.calls.add_(1.0)" in str(err.value)
+
+
+class DrawsWithItsOwnGenerator(nn.Module):
+    def forward(self, x):
+        return x + torch.randn(x.shape, generator=torch.Generator().manual_seed(0))
+
+
+def test_a_generator_object_in_the_graph_is_refused_by_its_node():
+    with pytest.raises(frontend.FrontendError,
+                       match=r"holds a Generator object as a constant \(used by FX node 'randn"
+                             r".*only tensors, numbers and None"):
+        frontend.compile(DrawsWithItsOwnGenerator(), (torch.randn(2, 3),), config=CONFIG)

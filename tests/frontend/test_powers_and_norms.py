@@ -18,18 +18,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import frontend
-from tests.frontend.models import CONFIG
+from tests.frontend.models import CONFIG, Fn
 
 EXACT = {"rtol": 0.0, "atol": 0.0, "equal_nan": True}
 
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
 
 
 def _compiled(fn, *xs):
