@@ -283,9 +283,12 @@ class CompiledModel:
         return out
 
     def _inputs(self, args) -> dict[str, torch.Tensor]:
-        """The runtime inputs of a call by name (`_named_inputs`), the indices that
-        embeddings read checked against their tables (IndexError, as eager)."""
+        """The runtime inputs of a call by name (`_named_inputs`), the model's assertions on
+        them held (RuntimeError, as eager: `asserts`) and the indices that embeddings read
+        checked against their tables (IndexError, as eager)."""
         inputs = self._named_inputs(args)
+        for assertion in self.lowered.input_assertions:
+            assertion.verify(inputs)
         for indices in self.lowered.index_ranges:
             indices.values(inputs)
         return inputs

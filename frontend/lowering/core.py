@@ -178,6 +178,8 @@ class Lowered:
     outputs: list[object]  # the graph's output values, flattened
     # the integer inputs' indices lookups on the fabric read, checked before every call
     index_ranges: list[IndexRange] = dataclasses.field(default_factory=list)
+    # assertions on integer inputs (`asserts.InputAssertion`), checked before every call
+    input_assertions: list = dataclasses.field(default_factory=list)
 
 
 class Lowering:
@@ -193,6 +195,7 @@ class Lowering:
         # which way SUMMA tiles run their fmas (`fabric.kernels.build_gemm_summa`)
         self.gemm_orientation = check_gemm_orientation(gemm_orientation)
         self.index_ranges: list[IndexRange] = []
+        self.input_assertions: list = []  # `asserts.InputAssertion`
         self.formats = dict(formats or {})  # node name -> fabric format (absent: "f32")
         # (m, k, n) -> tiles a GEMM's output columns spread over (`frontend.gemm_split`);
         # None: one tile each
@@ -327,7 +330,8 @@ def lower(captured: Captured, formats: dict[str, str] | None = None,
             outputs = _flatten_outputs(low, node.args[0], env, node)
         else:
             raise UnsupportedOpError(f"{describe(node)}: FX op {node.op!r} is not supported")
-    return Lowered(captured, low.stages, low.tensors, env, outputs, low.index_ranges)
+    return Lowered(captured, low.stages, low.tensors, env, outputs, low.index_ranges,
+                   low.input_assertions)
 
 
 def _flatten_outputs(low: Lowering, args, env, node) -> list:

@@ -10,6 +10,7 @@ cases).
 """
 
 from frontend.lowering import (
+    asserts,
     backward,
     backward_conv,
     backward_embedding,
@@ -30,6 +31,6 @@ from frontend.lowering import (
     routing,
 )
 
-FAMILIES = (backward, backward_conv, backward_embedding, backward_norms, backward_pool, conv,
-            elementwise, embedding, experts, layout, losses, masks, matmul, norms, ranking,
-            reductions, resample, routing)
+FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
+            backward_pool, conv, elementwise, embedding, experts, layout, losses, masks,
+            matmul, norms, ranking, reductions, resample, routing)

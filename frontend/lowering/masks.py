@@ -89,8 +89,8 @@ def relation(low, x, other, op: str, shape=None) -> Ref:
                 raise low.unsupported(f"{op} of an integer tensor with {s}")
             s = int(s)
     elif isinstance(other, Const):
-        if kind == "int":
-            raise low.unsupported(f"{op} of an integer input with a constant tensor")
+        if kind == "int":  # compared as numbers (one_hot's ids == arange), exact below 2^24
+            x, kind = numbers_of_int_words(low, x), "float"
         other = constant(low, Const(other.value.to(torch.float32)))
     m, n = as2d(shape)
     ints = kind == "int"

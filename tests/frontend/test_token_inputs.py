@@ -5,7 +5,8 @@ a model joins them with a constant other than zeros (a start token, shifted ids)
 between them and a number, they become fp32 numbers first, so the joined tensor holds one
 kind of word. Inputs given as None (an optional attention mask) are fixed in the graph: the
 compiled model takes them, checks they are the same, and refuses another value by name. A
-gather by indices computed on the fabric (mBART's start token) is a one-hot product.
+gather by indices computed on the fabric (mBART's start token) is a one-hot product. one_hot's
+assertions on its classes are held by the host before every call, with eager's message.
 Every output is compared with eager exactly: token ids are small integers, exact as fp32,
 and the lookups are exact products with one-hot rows (fp32, one nonzero term per sum).
 """
@@ -158,3 +159,34 @@ def test_a_tensor_where_the_model_was_compiled_with_none_is_refused_by_name(opti
         cm(x, torch.ones(2, 4), x)
     with pytest.raises(frontend.FrontendError, match=r"compiled for 3 inputs \(x, mask, bias\)"):
         cm(x, x)
+
+
+class OneHot(nn.Module):
+    def forward(self, ids):
+        return nn.functional.one_hot(ids, VOCAB).float()
+
+
+def test_one_hot_checks_its_classes_on_the_host_as_eager():
+    ids = _ids(1)
+    cm = frontend.compile(OneHot().eval(), (ids,), config=CONFIG)
+    other = _ids(2)
+    torch.testing.assert_close(cm(other), OneHot()(other), rtol=0, atol=0)
+    for bad, message in ((-1, "non-negative"), (VOCAB, "smaller than num_classes")):
+        ids = other.clone()
+        ids[1, 3] = bad
+        with pytest.raises(RuntimeError, match=message):
+            OneHot()(ids)
+        with pytest.raises(RuntimeError, match=f"one_hot: Class values must be {message}"):
+            cm(ids)
+
+
+class AssertsOnComputedValues(nn.Module):
+    def forward(self, x):
+        torch._assert_async(x.sum() > 0, "the sum must be positive")
+        return x * 2
+
+
+def test_an_assertion_on_computed_values_is_refused_by_its_message():
+    with pytest.raises(frontend.UnsupportedOpError,
+                       match=r"an assertion on values computed on the fabric \('the sum must"):
+        frontend.compile(AssertsOnComputedValues().eval(), (torch.ones(2, 3),), config=CONFIG)
