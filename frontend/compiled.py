@@ -411,6 +411,8 @@ class CompiledModel:
                 outs.append(ex.value(v.index).to(dtype))
             elif hasattr(v, "value"):
                 outs.append(v.value.clone())
+            elif v is None or isinstance(v, (bool, int, float)):  # (x, None), as returned
+                outs.append(v)
             else:
                 raise FrontendError(f"output of type {type(v).__name__} is not supported")
         return torch.utils._pytree.tree_unflatten(outs, self.captured.out_spec)
@@ -529,7 +531,8 @@ def _check_integer_range(name: str, value: torch.Tensor) -> None:
     that computes with it: refuse values those cannot hold exactly, rather than round them."""
     if value.dtype.is_floating_point or value.dtype == torch.bool or not value.numel():
         return
-    big = value.abs() > INTEGER_LIMIT
+    # in int64: a uint8 or int16 tensor compared with 2^24 would wrap the bound to 0
+    big = value.to(torch.int64).abs() > INTEGER_LIMIT
     if bool(big.any()):
         at = tuple(int(i) for i in big.nonzero()[0])
         raise FrontendError(f"input {name!r} holds {int(value[at])} at {at}: integer inputs "

@@ -8,7 +8,7 @@ import torch.nn as nn
 
 import frontend
 from frontend.lowering import core
-from tests.frontend.models import CONFIG
+from tests.frontend.models import CONFIG, Fn
 
 
 def test_integer_ids_to_a_float_layer_are_refused_as_eager_refuses_them():
@@ -94,3 +94,17 @@ def test_a_generator_object_in_the_graph_is_refused_by_its_node():
                        match=r"holds a Generator object as a constant \(used by FX node 'randn"
                              r".*only tensors, numbers and None"):
         frontend.compile(DrawsWithItsOwnGenerator(), (torch.randn(2, 3),), config=CONFIG)
+
+
+def test_small_integer_dtypes_are_range_checked_without_wrapping():
+    """uint8 pixels pass the +-2^24 check (compared in int64, not wrapped to uint8's 0),
+    and come out as eager's x / 255 within one rounding (a product by 1 / 255)."""
+    pixels = torch.tensor([[1, 200, 255]], dtype=torch.uint8)
+    model = Fn(lambda p: p.float() / 255).eval()
+    cm = frontend.compile(model, (pixels,), config=CONFIG)
+    torch.testing.assert_close(cm(pixels), model(pixels))
+    ids = torch.tensor([[2 ** 25]], dtype=torch.int32)
+    cm = frontend.compile(Fn(lambda i: i * 2).eval(), (torch.tensor([[1]], dtype=torch.int32),),
+                          config=CONFIG)
+    with pytest.raises(frontend.FrontendError, match=r"holds 33554432 at \(0, 0\)"):
+        cm(ids)

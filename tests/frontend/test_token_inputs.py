@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 
 import frontend
-from tests.frontend.models import CONFIG
+from tests.frontend.models import CONFIG, Fn
 
 VOCAB, DIM, START = 16, 8, 3
 
@@ -111,6 +111,15 @@ def test_gather_of_a_runtime_tensor_by_computed_indices_as_eager():
         PickByCount()(x)
     out = cm(x)
     assert out[0, 0, 1] == float("-inf") and torch.isfinite(out[0, 0, [0, 2]]).all()
+
+
+def test_none_and_numbers_among_the_outputs_come_back_as_returned():
+    model = Fn(lambda x: (x * 2, None, 3)).eval()
+    x = torch.randn(2, 4)
+    cm = frontend.compile(model, (x,), config=CONFIG)
+    doubled, none, three = cm(x)
+    torch.testing.assert_close(doubled, x * 2, rtol=0, atol=0)
+    assert none is None and three == 3
 
 
 class OptionalMask(nn.Module):
