@@ -148,11 +148,11 @@ def from_exported(exported) -> Captured:
         elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ"):
             value = lifted[spec.target]
             if not isinstance(value, torch.Tensor):  # a Generator made in forward, say
-                users_of = [describe(u) for u in nodes[name].users] or [name]
+                user = next(iter(nodes[name].users), None)
                 raise FrontendError(
                     f"the model's graph holds a {type(value).__name__} object as a constant "
-                    f"(used by {users_of[0]}): only tensors, numbers and None can be "
-                    "constants of a compiled model")
+                    f"(used by {describe(user) if user else name}): only tensors, numbers "
+                    "and None can be constants of a compiled model")
             constants[name] = value.detach()
         else:
             raise FrontendError(f"input {name!r} of kind {kind} is not supported")

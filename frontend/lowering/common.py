@@ -179,6 +179,13 @@ def map_(low, x: Ref, op: str, value: float, shape) -> Ref:
         lambda m, n: lambda cfg, rect, **fmt: build_map(cfg, rect, m, n, op, value, **fmt))
 
 
+def negated(low, x, shape=None) -> Ref:
+    """-x elementwise, exact (a `map_` by -1), of `shape` (default x's); a comparison is
+    negated as its 0/1 mask."""
+    x = low.materialized(x)
+    return map_(low, x, "mul", -1.0, tuple(x.shape) if shape is None else shape)
+
+
 def one_operand_stage(low, kind: str, x: Ref, shape, suffix: str, make) -> Ref:
     """A stage of `kind` (an elementwise kernel of one input "x" and output, two words per
     element) over a Ref x of `shape` seen as the matrix as2d(shape) = (m, n): make(m, n)
@@ -442,6 +449,13 @@ def resident(low, value, shape, suffix: str) -> Ref:
                      words_per_element=1, suffix=suffix)
 
 
+def positive_zeros(v: torch.Tensor) -> bool:
+    """Every element of v is +0 (or v is empty): words that read as zero whatever their
+    kind, the index -1 with no tile (`constant`)."""
+    v = v.to(torch.float32)
+    return not bool((v != 0).any() or torch.signbit(v).any())
+
+
 def constant(low, value: Const, suffix: str = "_const") -> Ref:
     """A compile-time constant as a runtime tensor, for the ops that mix its elements with
     runtime ones by index alone (cat with a class token, a pad value): a Ref of the value's
@@ -449,14 +463,14 @@ def constant(low, value: Const, suffix: str = "_const") -> Ref:
     `resident` tile in the node's format (loaded with the weights, like every constant); a
     broadcast dimension (stride 0: a parameter expanded to the batch) is held once. An
     integer constant (a start token before token ids) is held as fp32 numbers, as computed
-    integers are, exact below 2^24."""
+    integers are, exact below 2^24; a bool one as the 0.0 / 1.0 of a computed mask."""
     v = value.value.detach()
     if not v.is_floating_point():
-        if v.numel() and int(v.abs().max()) >= 2 ** 24:
+        if v.dtype != torch.bool and v.numel() and int(v.abs().max()) >= 2 ** 24:
             raise low.unsupported(f"a {v.dtype} constant among runtime tensors with values "
                                   "beyond 2^24 (not exact as fp32)")
         v = v.to(torch.float32)
-    if v.numel() == 0 or not bool((v != 0).any() or torch.signbit(v).any()):
+    if positive_zeros(v):
         return Ref(torch.full(v.shape, -1, dtype=torch.int64))
     held = v[tuple(slice(0, 1) if st == 0 else slice(None) for st in v.stride())]
     ref = resident(low, Const(held.contiguous()), as2d(held.shape), suffix)

@@ -341,7 +341,7 @@ def _flatten_outputs(low: Lowering, args, env, node) -> list:
         v = _value(a, env, node)
         if type(v) in MATERIALIZERS:  # a comparison's mask: computed as its node's
             low.node = a
-            v = MATERIALIZERS[type(v)](low, v)
+            v = low.materialized(v)
         if isinstance(v, Symbolic):  # a value rules only consume (a mask, pooling indices)
             raise UnsupportedOpError(f"{describe(a)}: {type(v).__name__} is not computed on "
                                      "the fabric, so it cannot be a model output")

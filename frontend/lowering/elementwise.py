@@ -34,6 +34,7 @@ from frontend.lowering.common import (
     constant,
     expand_to,
     map_,
+    negated,
     num,
     one_operand_stage,
     out_shape,
@@ -113,7 +114,7 @@ def div(low, node, x, y):
 
 @rule(aten.neg.default)
 def neg(low, node, x):
-    return map_(low, x, "mul", -1.0, x.shape)
+    return negated(low, x)
 
 
 @rule(aten.relu.default)

@@ -80,10 +80,7 @@ def one_hot_lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
         raise low.unsupported(f"a lookup by computed indices into {vocab} rows (fp32 carries "
                               f"integers exactly up to {EXACT_INTEGERS})")
     tokens = indices.index.numel()
-    ids = Ref(indices.index.reshape(tokens, 1).expand(tokens, vocab))
-    columns = Const(torch.arange(vocab, dtype=torch.float32).expand(tokens, vocab))
-    onehot = compare_mask(low, binary(low, ids, columns, "sub", (tokens, vocab)), 0.0,
-                     (tokens, vocab))
+    onehot = _one_hot(low, indices.index, vocab)
     ones = Const(torch.ones(vocab, 1))
     if isinstance(table, Const):
         extended = Const(torch.cat([table.value.to(torch.float32), ones.value], 1))
@@ -100,6 +97,15 @@ def one_hot_lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
         out = Ref(binary(low, rows, Ref(poison.index[:, None]), "add",
                          (tokens, dim + 1)).index[:, :dim])
     return Ref(out.index.reshape(*indices.shape, dim))
+
+
+def _one_hot(low, ids: torch.Tensor, width: int) -> Ref:
+    """onehot[t, v] = (ids[t] - v == 0) for the n elements of the index map `ids` (fp32
+    words holding integers): a subtraction and an `eq` mask, a Ref (n, width)."""
+    n = ids.numel()
+    columns = Const(torch.arange(width, dtype=torch.float32).expand(n, width))
+    diff = binary(low, Ref(ids.reshape(n, 1).expand(n, width)), columns, "sub", (n, width))
+    return compare_mask(low, diff, 0.0, (n, width))
 
 
 def _poison(low, hits: Ref, n: int) -> Ref:
@@ -188,9 +194,7 @@ def gather_runtime(low, node, x, dim, index, sparse_grad=False):
     lines = x.index.movedim(d, -1)[tuple(slice(0, s) for s in other)]  # (*other, t)
     n = picks.numel()
     rows = Ref(lines.unsqueeze(-2).expand(*other, k, t).reshape(n, t))
-    ids = Ref(picks.reshape(n, 1).expand(n, t))
-    columns = Const(torch.arange(t, dtype=torch.float32).expand(n, t))
-    onehot = compare_mask(low, binary(low, ids, columns, "sub", (n, t)), 0.0, (n, t))
+    onehot = _one_hot(low, picks, t)
     picked = reduce_rows(low, binary(low, onehot, rows, "mul", (n, t)).index, "sum")
     hits = reduce_rows(low, onehot.index, "sum")
     out = binary(low, picked, _poison(low, hits, n), "add", (n,))

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from frontend.lowering.common import constant, out_shape, relayout, shape_of
+from frontend.lowering.common import constant, out_shape, positive_zeros, relayout, shape_of
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import numbers_of_int_words
 from frontend.lowering.embedding import lookup
@@ -156,8 +156,7 @@ def _words_alike(low, values) -> list:
 
     def kind(v):  # True: int32 words, False: fp32 words, None: zeros only
         if isinstance(v, Const):
-            zeros = not bool((v.value != 0).any() or torch.signbit(v.value.float()).any())
-            return None if zeros else False
+            return None if positive_zeros(v.value) else False
         return low.int_words(v) if bool((v.index >= 0).any()) else None
 
     kinds = [kind(v) for v in values]

@@ -28,7 +28,7 @@ import math
 import torch
 
 from fabric.kernels import build_select
-from frontend.lowering.common import as2d, binary, map_, reduce_rows
+from frontend.lowering.common import as2d, binary, map_, negated, reduce_rows
 from frontend.lowering.core import rule
 from frontend.lowering.masks import CYCLES, not_, relation
 from frontend.stages import Limits
@@ -63,7 +63,7 @@ def rank(low, x: Ref, dim: int, k: int, largest: bool) -> tuple[Ref, Ref]:
     m = moved.numel() // max(1, r)
     rows = Ref(moved.reshape(m, r))
     if not largest:
-        rows = map_(low, rows, "mul", -1.0, (m, r))
+        rows = negated(low, rows, (m, r))
     ranks = torch.arange(r, 0, -1, dtype=torch.float32).expand(m, r)
     alive, values, bests = None, [], []
     for p in range(k):
@@ -88,7 +88,7 @@ def rank(low, x: Ref, dim: int, k: int, largest: bool) -> tuple[Ref, Ref]:
     # index = r - best and -(-x)'s values: one map each over all passes
     shape = out(bests).shape
     indices = map_(low, map_(low, out(bests), "mul", -1.0, shape), "add", float(r), shape)
-    values = out(values) if largest else map_(low, out(values), "mul", -1.0, shape)
+    values = out(values) if largest else negated(low, out(values), shape)
     return Ref(values.index, x.dtype), Ref(indices.index, torch.int64)
 
 

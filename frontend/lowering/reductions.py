@@ -20,6 +20,7 @@ from fabric.kernels import build_cumsum
 from frontend.lowering.common import (
     binary,
     map_,
+    negated,
     num,
     out_shape,
     pair,
@@ -59,13 +60,8 @@ def amax(low, node, x, dims=(), keepdim=False):
 @rule(aten.amin.default)
 def amin(low, node, x, dims=(), keepdim=False):
     """min = -max(-x), exact (negation is exact)."""
-    top = reduce(low, node, _negated(low, x), list(dims) or None, keepdim, "max")
-    return map_(low, top, "mul", -1.0, out_shape(node))
-
-
-def _negated(low, x) -> Ref:
-    x = low.materialized(x)
-    return map_(low, x, "mul", -1.0, tuple(x.shape))
+    top = reduce(low, node, negated(low, x), list(dims) or None, keepdim, "max")
+    return negated(low, top, out_shape(node))
 
 
 
@@ -156,8 +152,8 @@ def max_dim(low, node, x, dim, keepdim=False):
 @rule(aten.min.dim)
 def min_dim(low, node, x, dim, keepdim=False):
     """The minimum and its first index: `max_dim` of -x, the values negated back."""
-    values, indices = max_dim(low, node, _negated(low, x), dim, keepdim)
-    return map_(low, values, "mul", -1.0, out_shape(node)), indices
+    values, indices = max_dim(low, node, negated(low, x), dim, keepdim)
+    return negated(low, values, out_shape(node)), indices
 
 
 @rule(aten.argmax.default)

@@ -39,7 +39,15 @@ import math
 
 import torch
 
-from frontend.lowering.common import binary, map_, num, out_shape, reduce_rows, scalar
+from frontend.lowering.common import (
+    binary,
+    map_,
+    negated,
+    num,
+    out_shape,
+    reduce_rows,
+    scalar,
+)
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import div, numbers_of_int_words, unary_stage
 from frontend.lowering.losses import div as runtime_div
@@ -64,8 +72,7 @@ def ceil(low, node, x):
     integer tensor, x."""
     if not node.args[0].meta["val"].dtype.is_floating_point:
         return x
-    negated = map_(low, x, "mul", -1.0, x.shape)
-    return map_(low, unary_stage(low, negated, "floor"), "mul", -1.0, x.shape)
+    return negated(low, unary_stage(low, negated(low, x), "floor"))
 
 
 def _power_of_two(d: float) -> bool:

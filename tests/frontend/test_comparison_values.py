@@ -1,4 +1,4 @@
-"""A comparison used as a tensor: reshaped, transposed, flipped, joined by cat, counted by
+"""A comparison used as a tensor: reshaped, transposed, flipped, joined by cat (with a bool constant too), counted by
 sum and cumsum, cast to an integer dtype, multiplied with a float tensor. The lowering keeps
 a comparison symbolic until a kernel needs it (a select reads it inline); every other use
 computes its 0/1 mask first (`Lowering.materialized`). Masks, counts and products with them
@@ -15,6 +15,8 @@ USES = {
     "transpose": lambda x: (x > 0).t().float(),
     "flip": lambda x: (x > 0).flip(1).float(),
     "cat": lambda x: torch.cat([x > 0, x < 0], 1).float(),
+    "cat with a constant": lambda x: torch.cat([x > 0, torch.ones(4, 1, dtype=torch.bool)],
+                                               1).float(),
     "count": lambda x: (x > 0).sum(dim=1),
     "running count": lambda x: (x > 0).cumsum(1),
     "int cast": lambda x: (x > 0).int() + 1,
