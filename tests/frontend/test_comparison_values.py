@@ -1,5 +1,6 @@
-"""A comparison used as a tensor: reshaped, transposed, flipped, joined by cat (with a bool constant too), counted by
-sum and cumsum, cast to an integer dtype, multiplied with a float tensor. The lowering keeps
+"""A comparison used as a tensor: reshaped, transposed, flipped, joined by cat (with a bool
+constant too), counted by sum and cumsum, cast to an integer dtype, multiplied with a float
+tensor. The lowering keeps
 a comparison symbolic until a kernel needs it (a select reads it inline); every other use
 computes its 0/1 mask first (`Lowering.materialized`). Masks, counts and products with them
 are exact, so every output equals eager's bit for bit, dtype included."""
