@@ -43,7 +43,9 @@ from frontend.lowering.common import (
     index_source,
     out_shape,
     reduce_rows,
+    relayout,
     resident,
+    shape_of,
 )
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import mul
@@ -341,7 +343,11 @@ def where(low, node, cond, a, b):
 
 @rule(aten.gather.default)
 def gather(low, node, x, dim, index, sparse_grad=False):
+    """torch.gather by a runtime ClassIndex (`PickAlong`), or by a constant index (cross
+    entropy of targets fixed in the model): a re-indexing, its range checked here."""
     x = _check_float(low, x, "gather")
+    if isinstance(index, Const):
+        return _gather_constant(low, x, dim, index.value)
     idx = class_index(low, index)
     if len(idx.shape) != len(x.shape):
         raise low.unsupported(f"gather with an index of rank {len(idx.shape)} on a tensor of "
@@ -350,6 +356,14 @@ def gather(low, node, x, dim, index, sparse_grad=False):
     table, base = _single_table(low, x)
     pick = PickAlong(base, x.shape[d], 1, idx.name, idx.pick, idx.shape, table.index, d, idx)
     return _materialize(low, pick, idx.shape, "_gather")
+
+
+def _gather_constant(low, x, dim: int, index: torch.Tensor):
+    """x.gather(dim, index) for an index known at compile time: out[..] = x[.. index ..],
+    the picked elements' ids (an index outside is refused before, by eager's run of the
+    node on the example inputs)."""
+    d = dim % len(shape_of(x))
+    return relayout(x, lambda t: t.gather(d, index.to(torch.int64)), low)
 
 
 @rule(aten.scatter.value)

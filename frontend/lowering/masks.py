@@ -323,8 +323,11 @@ def where(low, node, cond, a, b):
         elif isinstance(v, (Compare, Pred, IndexPred)) or (
                 isinstance(v, Ref) and v.dtype == torch.bool):
             v = float_mask(low, v)
-        elif not isinstance(v, Ref) or (not v.dtype.is_floating_point
-                                        and dtype.is_floating_point):
+        elif isinstance(v, Ref) and low.int_words(v):
+            # an integer input's int32 words beside a float branch: numbers first (exact
+            # below 2^24); computed integers (heaviside's where(x < 0, 0, 1)) are numbers
+            v = numbers_of_int_words(low, v)
+        elif not isinstance(v, Ref):
             raise low.unsupported(f"where with a branch of type {type(v).__name__}")
         names.append(name)
         values.append(v)

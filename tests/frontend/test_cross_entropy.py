@@ -1,6 +1,7 @@
 """Cross-entropy on the fabric: log_softmax forward through `frontend.compile` (fp32 and
-mixed precision), and training steps with `F.cross_entropy` (integer class targets, a
-runtime input, mean reduction, ignore_index=-100) against eager autograd.
+mixed precision), cross-entropy of targets fixed in the model (a gather by a constant
+index), and training steps with `F.cross_entropy` (integer class targets, a runtime input,
+mean reduction, ignore_index=-100) against eager autograd.
 
 Tolerances: fp32 results with `torch.testing.assert_close`'s defaults (rtol 1.3e-6,
 atol 1e-5); the fabric's log is within 1 ulp of the exact value, its exp within 1 ulp, and a
@@ -17,7 +18,7 @@ import torch.nn.functional as F
 import frontend
 from frontend import amp
 from frontend.training import compile_training_step
-from tests.frontend.models import CONFIG, MLP, TinyGPT
+from tests.frontend.models import CONFIG, MLP, Fn, TinyGPT
 
 
 class LogSoftmaxMLP(nn.Module):
@@ -142,3 +143,25 @@ def test_gpt_one_layer_cross_entropy_over_tokens():
 
     step = compile_training_step(model, (idx,), (targets,), loss_fn, CONFIG)
     _check(step, model, (idx,), (targets,), loss_fn)
+
+
+def test_cross_entropy_of_targets_fixed_in_the_model():
+    """Targets made in forward (one of them ignored): the gather by their constant index is
+    a re-indexing of the log-softmax, the count of valid targets a folded constant."""
+    targets = torch.tensor([1, 2, -100, 5])
+
+    def loss(x):
+        return F.cross_entropy(x, targets)
+
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(4))
+    cm = frontend.compile(Fn(loss).eval(), (x,), config=CONFIG)
+    torch.testing.assert_close(cm(x), loss(x))
+    torch.testing.assert_close(cm(x * 10), loss(x * 10))
+
+
+def test_gather_by_a_constant_index_outside_is_refused():
+    idx = torch.tensor([[0, 6], [1, 2]])
+    with pytest.raises(frontend.FrontendError, match="'gather'.*index 6 is out of bounds "
+                       "for dimension 1 with size 6"):
+        frontend.compile(Fn(lambda x: x.gather(1, idx)).eval(), (torch.randn(2, 6),),
+                         config=CONFIG)

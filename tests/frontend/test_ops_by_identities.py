@@ -1,6 +1,7 @@
 """Ops lowered through identities of ops the fabric has: ceil(x) = -floor(-x),
 min(x) = -max(-x) (amin, min with its first index), log2 and log10 as log times a constant,
-reciprocal by the unary kernel, diagonal as an index map.
+reciprocal by the unary kernel, diagonal as an index map, heaviside as its decomposition's
+selects (computed integers beside a float branch).
 
 Tolerances: negation, floor, max and index maps are exact, so those compare bit for bit
 (special values included); reciprocal is within RECIPROCAL_REFINED_ULPS (1) of 1 / x and
@@ -36,6 +37,8 @@ def _run(fn, x):
     ("min values", lambda x: torch.min(x, 1)[0]),
     ("min indices", lambda x: torch.min(x, 0)[1]),
     ("diagonal", lambda x: torch.diagonal(x, 1)),
+    ("heaviside", lambda x: torch.heaviside(x, torch.tensor(0.5))),
+    ("heaviside by a tensor", lambda x: torch.heaviside(x, torch.arange(6.0) - 2)),
 ])
 def test_exact_identities_as_eager(name, fn):
     x = _values()
