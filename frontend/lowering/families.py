@@ -19,6 +19,7 @@ from frontend.lowering import (
     conv,
     elementwise,
     embedding,
+    embedding_bag,
     experts,
     layout,
     losses,
@@ -32,5 +33,5 @@ from frontend.lowering import (
 )
 
 FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
-            backward_pool, conv, elementwise, embedding, experts, layout, losses, masks,
-            matmul, norms, ranking, reductions, resample, routing)
+            backward_pool, conv, elementwise, embedding, embedding_bag, experts, layout,
+            losses, masks, matmul, norms, ranking, reductions, resample, routing)
