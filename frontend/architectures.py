@@ -1,6 +1,6 @@
 """Tiny random-weight configurations of common architectures: Hugging Face `transformers`
 models (text encoders, decoders, encoder-decoders, vision and audio models) and plain
-torch models (recurrent nets, a depthwise-separable CNN, an MLP-Mixer), for the model-zoo
+torch models (recurrent nets, a depthwise-separable CNN, an MLP-Mixer, a DLRM), for the model-zoo
 test and benchmark.
 
 Sizes follow one rule: one layer (or one stage per level), width 32, two heads, vocabulary
@@ -38,8 +38,9 @@ LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
 @dataclasses.dataclass(frozen=True)
 class Architecture:
     """name; family ("text encoder", "decoder", "encoder-decoder", "state space", "vision",
-    "audio", "recurrent", "cnn", "mlp"); source ("transformers" or "torch"); make() -> (model in
-    eval mode, example inputs); fabric: the (rows, cols) of the small fabric it runs on."""
+    "audio", "recurrent", "cnn", "mlp", "recommendation"); source ("transformers" or
+    "torch"); make() -> (model in eval mode, example inputs); fabric: the (rows, cols) of
+    the small fabric it runs on."""
 
     name: str
     family: str
@@ -320,6 +321,39 @@ class MixerBlock(nn.Module):
         return x.mean(dim=1)
 
 
+class DLRM(nn.Module):
+    """A deep learning recommendation model (DLRM's layout): 13 dense features through a
+    bottom MLP, three sparse features each a bag of 3 ids pooled by an EmbeddingBag (sum),
+    the pairwise dot products of the four vectors (the strictly lower triangle of their
+    Gram matrix) beside the dense vector, a top MLP and a sigmoid: a click probability per
+    sample, for a batch of 2."""
+
+    def __init__(self, tables=3, dim=16, dense=13):
+        super().__init__()
+        self.bottom = nn.Sequential(nn.Linear(dense, WIDTH), nn.ReLU(), nn.Linear(WIDTH, dim),
+                                    nn.ReLU())
+        self.bags = nn.ModuleList(nn.EmbeddingBag(VOCAB, dim, mode="sum") for _ in range(tables))
+        rows, cols = torch.tril_indices(tables + 1, tables + 1, offset=-1)
+        self.register_buffer("rows", rows, persistent=False)
+        self.register_buffer("cols", cols, persistent=False)
+        pairs = (tables + 1) * tables // 2
+        self.top = nn.Sequential(nn.Linear(dim + pairs, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 1))
+
+    def forward(self, dense, *ids):
+        x = self.bottom(dense)  # (B, dim)
+        vectors = torch.stack([x, *(bag(i) for bag, i in zip(self.bags, ids))], dim=1)
+        gram = torch.bmm(vectors, vectors.transpose(1, 2))  # (B, tables + 1, tables + 1)
+        pairs = gram[:, self.rows, self.cols]
+        return torch.sigmoid(self.top(torch.cat([x, pairs], dim=1)))
+
+
+def _dlrm():
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1)
+    ids = tuple(torch.randint(0, VOCAB, (2, 3), generator=gen) for _ in range(3))
+    return DLRM().eval(), (torch.randn(2, 13, generator=gen), *ids)
+
+
 def _torch(module: Callable[[], nn.Module], shape: tuple):
     def make():
         torch.manual_seed(0)
@@ -333,6 +367,7 @@ _TORCH = [
     ("gru", "recurrent", _torch(lambda: Recurrent("gru"), (1, TOKENS, 16))),
     ("separable-cnn", "cnn", _torch(SeparableCNN, (1, 3, 16, 16))),
     ("mlp-mixer", "mlp", _torch(MixerBlock, (1, 3, 16, 16))),
+    ("dlrm", "recommendation", _dlrm),
 ]
 
 ARCHITECTURES: dict[str, Architecture] = {
