@@ -1,7 +1,9 @@
 """Embedding bags (`frontend.lowering.embedding_bag`) against eager PyTorch: nn.EmbeddingBag
 on a 2-D input in the three modes, F.embedding_bag with offsets fixed in the model (bags of
-unequal sizes, an empty one, include_last_offset), per-sample weights given at run time,
-ids the model was not compiled on, and the refusals (offsets at run time, padding_idx).
+unequal sizes, an empty one, include_last_offset), offsets given at run time (DLRM's call:
+bags that change from call to call, the host's check of them as eager's), per-sample
+weights given at run time, ids the model was not compiled on, and the refusals (max with
+offsets at run time, padding_idx).
 
 Tolerances: the lookup is exact and max picks one element, so max compares bit for bit;
 sums add at most four fp32 terms (within 2 ulps of eager's order) and a mean multiplies by
@@ -78,10 +80,43 @@ def test_an_id_outside_the_table_raises_before_the_call():
         cm(torch.tensor([[1, 2], [3, 10]]))
 
 
-def test_offsets_at_run_time_and_padding_idx_are_refused():
-    model = Bags("sum").eval()
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_offsets_at_run_time(mode):
+    """One compiled model, bags that change with every call (an empty one among them)."""
+    model = Bags(mode).eval()
+    ids, offsets = torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 2, 2])
+    cm = frontend.compile(model, (ids, offsets), config=CONFIG)
+    for call in (offsets, torch.tensor([0, 0, 5]), torch.tensor([0, 1, 6])):
+        torch.testing.assert_close(cm(ids, call), model(ids, call))
+        torch.testing.assert_close(cm(ids.flip(0), call), model(ids.flip(0), call))
+
+
+def test_offsets_at_run_time_with_weights_and_the_last_offset():
+    model = Bags("sum", include_last_offset=True).eval()
+    ids, offsets = torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 2, 6])
+    weights = torch.rand(6, generator=torch.Generator().manual_seed(1))
+    cm = frontend.compile(model, (ids, offsets, weights), config=CONFIG)
+    for call in (offsets, torch.tensor([0, 5, 5])):
+        torch.testing.assert_close(cm(ids, call, weights), model(ids, call, weights))
+
+
+@pytest.mark.parametrize("offsets, message", [
+    ([1, 3], "offsets\\[0\\] has to be 0"),
+    ([0, 7], "offsets\\[-1\\] can not be greater than input's length 6"),
+    ([0, 4, 2], "must not decrease"),
+])
+def test_bad_offsets_at_run_time_raise_before_the_call(offsets, message):
+    model = Bags("mean").eval()
+    ids = torch.tensor([1, 2, 4, 5, 4, 3])
+    cm = frontend.compile(model, (ids, torch.tensor([0, 2, 2])[:len(offsets)]), config=CONFIG)
+    with pytest.raises(RuntimeError, match=message):
+        cm(ids, torch.tensor(offsets))
+
+
+def test_max_by_offsets_at_run_time_and_padding_idx_are_refused():
+    model = Bags("max").eval()
     ids, offsets = torch.tensor([1, 2, 4, 5]), torch.tensor([0, 2])
-    with pytest.raises(frontend.UnsupportedOpError, match="offsets given at run time"):
+    with pytest.raises(frontend.UnsupportedOpError, match="max mode with offsets given"):
         frontend.compile(model, (ids, offsets), config=CONFIG)
     padded = Bags("sum", padding_idx=0).eval()
     with pytest.raises(frontend.UnsupportedOpError, match="padding_idx"):
