@@ -61,7 +61,7 @@ from fabric.kernels.rownorm import (
     softmax_reference,
 )
 from fabric.kernels.rowreduce import build_rowreduce, rowreduce_reference
-from fabric.kernels.scan import build_cumsum, cumsum_reference
+from fabric.kernels.scan import build_cumsum, build_scan, cumsum_reference, scan_reference
 from fabric.kernels.stencil import build_stencil, stencil_reference
 from fabric.kernels.traffic import (
     Flow,
@@ -93,7 +93,8 @@ __all__ = [
     "pow_scratch",
     "build_gelu", "build_gemm_cannon", "build_gemm_summa", "build_gemv", "build_layernorm",
     "build_map", "build_multicast", "build_neighbour_exchange", "build_reduce", "build_relation",
-    "build_resident", "build_rowdot", "build_rowreduce", "build_scatter", "build_select",
+    "build_resident", "build_rowdot", "build_rowreduce", "build_scan", "build_scatter",
+    "build_select",
     "build_sgd", "build_shared_link", "build_shift", "build_softmax", "build_stencil",
     "build_streams", "build_sumsq", "build_traffic", "build_transpose", "build_unary",
     "cannon_reference", "compare_reference", "cumsum_reference", "deliveries",
@@ -102,7 +103,8 @@ __all__ = [
     "KernelResult", "layernorm_reference", "mathlib", "pick_colors", "plan_redistribution",
     "probe_inputs", "probe_output", "read_words", "Redistribution", "relation_reference",
     "RELATIONS", "round_programs", "rowdot_reference", "rowreduce_reference", "run_kernel",
-    "select_reference", "SHARED_COUNTER", "softmax_reference", "split", "stencil_reference",
+    "scan_reference", "select_reference", "SHARED_COUNTER", "softmax_reference", "split",
+    "stencil_reference",
     "summa_model", "summa_reference", "sumsq_reference", "traffic_inputs",
     "traffic_reference", "unary_cycles", "UNARY_WORDS", "WordMap", "write_step_scalars",
     "write_words",

@@ -1,16 +1,18 @@
-"""Reduce every row of an (m, r) tensor to one value: sum, max or mean (sum times a scale),
-with the rows split over a column of PEs (a P x 1 rectangle; the whole row on one PE).
+"""Reduce every row of an (m, r) tensor to one value: sum, product, max or mean (sum times a
+scale), with the rows split over a column of PEs (a P x 1 rectangle; the whole row on one
+PE).
 
-Used for mean/sum over trailing dimensions and for pooling windows (the frontend lays each
-window out as one row).
+Used for mean/sum/prod over trailing dimensions and for pooling windows (the frontend lays
+each window out as one row).
 
 Layout: row block i = `split(m, P)[i]` on PE (i, 0), row major, r words per row, padded to
 mb = the largest block (padding rows hold zeros; their results are not read).
 
 Per PE (2D DSDs as in `rownorm`: `row(z)` repeats the mb-word z across each row of r):
     z = x[:, 0]                       mov, mb elements at stride r
-    row(z) = op(row(z), x[:, 1:])     one op over mb (r - 1) elements, one element per cycle
-                                      (each element reads the previous one's result)
+    row(z) = op(row(z), x[:, 1:])     one op (add, mul or max) over mb (r - 1) elements, one
+                                      element per cycle (each element reads the previous
+                                      one's result)
     z *= scale                        mean only
 
 Cycle model (exact): T = 1 + c_mov(mb) + mb (r - 1) + [c_mul(mb)] + 1, c_op(e) = ceil(e / w_op)
@@ -18,7 +20,8 @@ Cycle model (exact): T = 1 + c_mov(mb) + mb (r - 1) + [c_mul(mb)] + 1, c_op(e) =
 cycle each, plus the element groups that wait under the bank read-pair rule (the fold
 reads z[i] beside x[i, j]: `fabric.banks.read_pair_stalls` of the tile's bank-aware
 layout); r = 1: no reduce op. Sums add the r terms of a row left to right in fp32 (as
-numpy's `np.add.reduce` does for short rows, checked against a sequential reference).
+numpy's `np.add.reduce` does for short rows, checked against a sequential reference);
+products multiply them left to right in fp32 (`np.multiply` step by step).
 
 16-bit storage (dtype h = "f16", "bf16" or "cb16"): x and z are h symbols, holding in
 half-word slot i what the fp32 symbols hold in word i. Per acc_dtype:
@@ -26,7 +29,12 @@ half-word slot i what the fp32 symbols hold in word i. Per acc_dtype:
         x times 1: the exact widened term added in fp32); zf *= scale (fp32, mean);
         z = to_half(zf), the one 16-bit rounding: the fp32 fold of the widened inputs, rounded.
         T = 1 + c_cvt(mb) + mb (r - 1) + [c_mul(mb)] + c_cvt(mb) + 1
-    sum/mean, acc h: mov, add and mul in h (each rounds to h; scale is rounded to h)
+    prod, acc "f32": a product has no fmachs form, so x is widened whole into an fp32 scratch
+        xf (mb r words): xf = to_f32(x); zf = xf[:, 0] (fp32 mov at stride r);
+        row(zf) *= xf[:, 1:] (fp32 mul); z = to_half(zf), the one 16-bit rounding.
+        T = 1 + c_cvt(mb r) + c_mov(mb) + mb (r - 1) + c_cvt(mb) + 1
+    sum/mean/prod, acc h: mov, add or mul and mul in h (each rounds to h; scale is rounded
+        to h)
     max, either acc: mov and max in h: max picks one of its inputs, so it is exact and equals
         the fp32 max of the widened inputs; acc "f32" issues the same 16-bit ops.
     h ops: T = 1 + c_mov16(mb) + mb (r - 1) + [c_mul16(mb)] + 1
@@ -51,7 +59,7 @@ from fabric.kernels.base import Kernel, check_dtypes, check_sram, simd_key, spli
 from fabric.numerics import round_to, words_for
 from fabric.program import Program, Rect, Tile
 
-OPS = {"sum": ins.add, "mean": ins.add, "max": ins.max_}
+OPS = {"sum": ins.add, "mean": ins.add, "prod": ins.mul, "max": ins.max_}
 
 
 def op_cycles(config: FabricConfig, builtin: str, dtype: str, e: int, stride: int = 1) -> int:
@@ -93,8 +101,12 @@ def rowreduce_cycles(config: FabricConfig, mb: int, r: int, op: str, dtype: str 
     fp32_acc = acc_dtype == "f32" and op != "max"  # max runs in dtype (exact)
     convert = dtype != "f32" and fp32_acc
     ops_dtype = "f32" if fp32_acc else dtype
-    first = "cvt" if convert else "mov"
-    c = 1 + op_cycles(config, first, dtype if convert else ops_dtype, mb, stride=r)
+    if convert and op == "prod":  # the whole block widened, then column 0 moved in fp32
+        c = 1 + op_cycles(config, "cvt", dtype, mb * r) + op_cycles(config, "mov", "f32", mb,
+                                                                    stride=r)
+    else:
+        first = "cvt" if convert else "mov"
+        c = 1 + op_cycles(config, first, dtype if convert else ops_dtype, mb, stride=r)
     c += mb * (r - 1) + 1
     if op == "mean":
         c += op_cycles(config, "mul", ops_dtype, mb)
@@ -112,16 +124,27 @@ def rowreduce_tile(mb: int, r: int, op: str, scale: float = 1.0, dtype: str = "f
     tile.symbol("x", dtype, mb * r)
     tile.symbol("z", dtype, mb)
     acc_sym, ops_dtype = ("zf", "f32") if widen else ("z", dtype)
+    # a product has no fmachs form: its 16-bit x is widened whole into fp32 xf first
+    x_sym = "xf" if widen and op == "prod" else "x"
     if widen:
         tile.symbol("zf", "f32", mb)
+    if x_sym == "xf":
+        tile.symbol("xf", "f32", mb * r)
+        code = [ins.to_f32(Mem("xf", 0, mb * r), Mem("x", 0, mb * r), dtype),
+                ins.mov(Mem("zf", 0, mb), Mem("xf", 0, mb, stride=r))]
+    elif widen:
         code = [ins.to_f32(Mem("zf", 0, mb), Mem("x", 0, mb, stride=r), dtype)]
     else:
         code = [ins.mov(Mem("z", 0, mb), Mem("x", 0, mb, stride=r), dtype=dtype)]
     if r > 1:
         acc = Mem(acc_sym, 0, mb * (r - 1), stride=0, row_length=r - 1, row_stride=1)
-        rest = Mem("x", 1, mb * (r - 1), stride=1, row_length=r - 1, row_stride=r)
-        code.append(ins.fmachs(acc, acc, rest, 1.0, dtype=dtype) if widen  # exact x * 1
-                    else OPS[op](acc, acc, rest, dtype=dtype))
+        rest = Mem(x_sym, 1, mb * (r - 1), stride=1, row_length=r - 1, row_stride=r)
+        if x_sym == "xf":
+            code.append(ins.mul(acc, acc, rest))  # fp32
+        elif widen:
+            code.append(ins.fmachs(acc, acc, rest, 1.0, dtype=dtype))  # exact x * 1
+        else:
+            code.append(OPS[op](acc, acc, rest, dtype=dtype))
     if op == "mean":
         code.append(ins.mul(Mem(acc_sym, 0, mb), Mem(acc_sym, 0, mb), float(np.float32(scale)),
                             dtype=ops_dtype))
@@ -133,13 +156,14 @@ def rowreduce_tile(mb: int, r: int, op: str, scale: float = 1.0, dtype: str = "f
 
 def build_rowreduce(config: FabricConfig, rect: Rect, m: int, r: int, op: str = "sum",
                     scale: float = 1.0, dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
-    """z[i] = op over x[i, :] for x of shape (m, r); "mean" multiplies the sum by `scale`
-    (1/r for a mean). rect must be one column wide.
+    """z[i] = op ("sum" | "mean" | "prod" | "max") over x[i, :] for x of shape (m, r);
+    "mean" multiplies the sum by `scale` (1/r for a mean). rect must be one column wide.
 
     Args:
         dtype: storage format of x and z: "f32", "f16", "bf16" or "cb16".
         acc_dtype: "f32" (widen, fold in fp32, round once) or dtype (fold in 16 bits); for
-            max both issue the same exact 16-bit ops (module docstring).
+            max both issue the same exact 16-bit ops (module docstring). A 16-bit prod with
+            an fp32 fold holds an fp32 copy of its block (mb r words more).
 
     Returns:
         a Kernel: inputs {"x": (m, r)}; output (m,) float32; model `rowreduce_cycles`.
@@ -148,10 +172,12 @@ def build_rowreduce(config: FabricConfig, rect: Rect, m: int, r: int, op: str = 
         raise ValueError(f"rowreduce: op must be one of {sorted(OPS)}, got {op!r}")
     check_dtypes("rowreduce", dtype, acc_dtype)
     rows, mb = row_blocks("rowreduce", rect, m, r)
-    # fp32 accumulator zf apart from z: 16-bit storage with an fp32 sum or mean
+    # fp32 accumulator zf apart from z: 16-bit storage with an fp32 sum, mean or product;
+    # a product's whole block widened into fp32 xf besides
     widen = dtype != "f32" and acc_dtype == "f32" and op != "max"
+    scratch = (mb + (mb * r if op == "prod" else 0)) if widen else 0
     check_sram(config, "rowreduce", words_for(dtype, mb * r) + words_for(dtype, mb)
-               + (mb if widen else 0), f"{mb} rows of {r} ({m} x {r} on {rect.rows} PEs, "
+               + scratch, f"{mb} rows of {r} ({m} x {r} on {rect.rows} PEs, "
                f"{dtype})")
     tile = rowreduce_tile(mb, r, op, scale, dtype, acc_dtype)
     prog = Program(config)
@@ -181,7 +207,7 @@ def rowreduce_reference(x: np.ndarray, op: str = "sum", scale: float = 1.0,
 
     step = rnd if acc_dtype != "f32" else (lambda v: np.asarray(v, np.float32))
     x = rnd(x)
-    fold = np.maximum if op == "max" else np.add
+    fold = {"max": np.maximum, "prod": np.multiply}.get(op, np.add)
     z = x[:, 0].copy()
     for j in range(1, x.shape[1]):
         z = step(fold(z, x[:, j]))

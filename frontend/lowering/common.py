@@ -262,9 +262,9 @@ def _affine_vectors(scale, shift, shape):
 
 # ---- row reductions, pooling windows, the static scatter-add -------------------------------
 def reduce_rows(low, rows: torch.Tensor, op: str, scale: float = 1.0) -> Ref:
-    """op ("sum" | "max" | "mean", the sum times `scale`) of every row of the index map
-    `rows` (m, r) of global ids (-1 reads as zero), on a column of PEs (`build_rowreduce`);
-    a Ref of shape (m,)."""
+    """op ("sum" | "max" | "prod" | "mean", the sum times `scale`) of every row of the
+    index map `rows` (m, r) of global ids (-1 reads as zero), on a column of PEs
+    (`build_rowreduce`); a Ref of shape (m,)."""
     m, r = rows.shape
     return low.stage("rowreduce", (m,),
                      lambda cfg, rect, **fmt: build_rowreduce(cfg, rect, m, r, op, scale, **fmt),
@@ -273,7 +273,7 @@ def reduce_rows(low, rows: torch.Tensor, op: str, scale: float = 1.0) -> Ref:
 
 
 def reduce(low, node, x: Ref, dims, keepdim, op: str) -> Ref:
-    """op ("sum" | "mean" | "max") of x over `dims` (None or empty: every dimension) as one
+    """op ("sum" | "mean" | "max" | "prod") of x over `dims` (None or empty: every dimension) as one
     `reduce_rows`: x's kept dimensions are the rows, its reduced ones the r = prod(their
     sizes) columns of a row; a Ref of `node`'s output shape (which has `keepdim`'s ones).
     A comparison (`(x > 0).sum(1)`, a count) is reduced as its 0/1 mask."""

@@ -1,8 +1,9 @@
-"""Reductions over dimensions (mean.dim, sum.dim_IntList, amax, var and var_mean, max.dim
-and argmax with their indices, vector norms of order 2, 1 and inf), cumulative sums
-(cumsum, `fabric.kernels.scan` on a column of PEs) and 2D pooling (max_pool2d, avg_pool2d,
-adaptive average and max pooling): the reduced elements of every output are laid out as one
-row and reduced by `fabric.kernels.rowreduce` on a column of PEs.
+"""Reductions over dimensions (mean.dim, sum.dim_IntList, prod, amax, var and var_mean,
+max.dim and argmax with their indices, vector norms of order 2, 1 and inf), cumulative sums
+and products (cumsum, cumprod: `fabric.kernels.scan` on a column of PEs) and 2D pooling
+(max_pool2d, avg_pool2d, adaptive average and max pooling): the reduced elements of every
+output are laid out as one row and reduced by `fabric.kernels.rowreduce` on a column of
+PEs.
 
 A window's positions outside the input (padding, ceil_mode's last windows) are filled by
 index alone: a max pool's with an element of the same window (max is idempotent, and
@@ -16,7 +17,7 @@ import math
 
 import torch
 
-from fabric.kernels import build_cumsum
+from fabric.kernels import build_scan
 from frontend.lowering.common import (
     binary,
     map_,
@@ -50,6 +51,17 @@ def sum_(low, node, x, dims=None, keepdim=False, dtype=None):
 @rule(aten.sum.default)
 def sum_all(low, node, x, dtype=None):
     return reduce(low, node, x, None, False, "sum")
+
+
+@rule(aten.prod.dim_int)
+def prod(low, node, x, dim, keepdim=False, dtype=None):
+    """The product along `dim`, folded left to right in fp32 (`build_rowreduce`'s "prod")."""
+    return reduce(low, node, x, [dim], keepdim, "prod")
+
+
+@rule(aten.prod.default)
+def prod_all(low, node, x, dtype=None):
+    return reduce(low, node, x, None, False, "prod")
 
 
 @rule(aten.amax.default)
@@ -164,27 +176,38 @@ def argmax(low, node, x, dim=None, keepdim=False):
     return Ref(indices.index.reshape(out_shape(node)), torch.int64)
 
 
-@rule(aten.cumsum.default)
-def cumsum(low, node, x, dim, dtype=None):
-    """Running sums along `dim`: x's other dimensions are the rows, `dim` the r columns of
-    a row, scanned by `build_cumsum` (rows over a column of PEs). Integer values (a token
-    mask's counts) are exact up to 2^24 in the fp32 words kernels compute in; an integer
-    input's int32 words would need a conversion first, and are refused. A comparison's
-    running count is the cumsum of its 0/1 mask."""
+def _scan(low, node, x, dim, op: str) -> Ref:
+    """Running sums or products (op "sum" | "prod") along `dim`: x's other dimensions are
+    the rows, `dim` the r columns of a row, scanned by `build_scan` (rows over a column of
+    PEs). Integer values (a token mask's counts) are exact up to 2^24 in the fp32 words
+    kernels compute in; an integer input's int32 words would need a conversion first, and
+    are refused. A comparison's running count is the cumsum of its 0/1 mask."""
+    name = {"sum": "cumsum", "prod": "cumprod"}[op]
     x = low.materialized(x)
     if low.int_words(x):
-        raise low.unsupported("cumsum of an integer input (its int32 words; a cumsum of a "
+        raise low.unsupported(f"{name} of an integer input (its int32 words; a {name} of a "
                               "mask of it runs)")
     moved = x.index.movedim(dim, -1)
     r = moved.shape[-1] if moved.dim() else 1
     m = moved.numel() // max(1, r)
-    ref = low.stage("cumsum", (m, r),
-                    lambda cfg, rect, **fmt: build_cumsum(cfg, rect, m, r, **fmt),
+    ref = low.stage(name, (m, r),
+                    lambda cfg, rect, **fmt: build_scan(cfg, rect, m, r, op, **fmt),
                     [low.operand("x", Ref(moved.reshape(m, r)), (m, r))], m * r,
                     Limits(m, 1, cols_fixed=1), words_per_element=2)
     out = ref.index.reshape(moved.shape).movedim(-1, dim) if moved.dim() else \
         ref.index.reshape(())
     return Ref(out, node.meta["val"].dtype)
+
+
+@rule(aten.cumsum.default)
+def cumsum(low, node, x, dim, dtype=None):
+    return _scan(low, node, x, dim, "sum")
+
+
+@rule(aten.cumprod.default)
+def cumprod(low, node, x, dim, dtype=None):
+    """Running products (a Ref's -1 reads as zero: the product of a zero, as it should)."""
+    return _scan(low, node, x, dim, "prod")
 
 
 @rule(aten.max_pool2d_with_indices.default)

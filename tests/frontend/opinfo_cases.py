@@ -115,6 +115,7 @@ ADDED = (
     "nn.functional.cosine_similarity", "nn.functional.pairwise_distance",
     "nn.functional.instance_norm",
     "ceil", "amin", "min.reduction_with_dim", "diagonal", "reciprocal", "log2", "log10",
+    "prod", "cumprod",
 )
 CLAIMED = DERIVED + BY_HAND + ADDED
 # one OpInfo or more for every op family with a rule: the default test run
