@@ -1,5 +1,6 @@
-"""Elementwise math from the PE's builtins: exp, sigmoid, tanh, log, rsqrt, sqrt, reciprocal
-and the normal tail Phi(-b) (for the exact gelu).
+"""Elementwise math from the PE's builtins: exp, exp2, expm1, sigmoid, tanh, sinh, cosh, erf,
+sin, cos, tan, atan, asin, acos, log, log1p, rsqrt, sqrt, reciprocal and the normal tail
+Phi(-b) (for the exact gelu).
 
 The PE has no transcendental instructions; each function here is a generator that returns
 the list of DSD instructions computing `dst = f(src)` element by element, built only from
@@ -13,23 +14,30 @@ tile can serve PEs holding different numbers of elements.
 
 | function | scratch | dst may be src | max error | domain of that bound | WSE-2 cycles |
 |---|---|---|---|---|---|
-| exp | 2 | yes | 1 ulp | exp(x) >= EXP_TINY = 2^-125.5 (x >= -86.99) | 14.5 n |
-| exp, hi=None (x <= 0) | 2 | yes | 1 ulp | [EXP_LO, 0] = [-87.33, 0] | 13.5 n |
+| exp | 2 | yes | 1 ulp | exp(x) >= EXP_TINY = 2^-125.5 (x >= -86.99) | 16 n |
+| exp, hi=None (x <= 0) | 2 | yes | 1 ulp | [EXP_LO, 0] = [-87.33, 0] | 15 n |
 | expm1 | 4 | yes | 2 ulps | normal results | 38 n |
 | expm1, nonpositive (x <= 0) | 4 | yes | 2 ulps | normal results | 35 n |
 | erf | 6 | yes | 4 ulps | every x | 75.5 n |
+| exp2 | 2 | yes | 1 ulp | 2^x normal (x >= -126; exact at integers) | 15 n |
 | sin, cos | 6 | yes | 3 ulps | abs(x) < TRIG_MAX = 65536 (NaN beyond) | 42 n |
-| sigmoid | 4 | yes | 3 ulps | sigmoid(x) >= FLT_MIN (x >= -87.33) | 26.5 n |
-| tanh | 4 | yes | 3 ulps | all finite x | 27.5 n |
-| log | 4 | yes | 1 ulp | every x > 0, subnormals included | 34 n |
-| log1p | 6 | yes | 2 ulps | every x > -1 (subnormal x reads as 0) | 47.5 n |
-| rsqrt | 1 | no | 2 ulps | positive normal x | 13 n |
-| rsqrt, specials | 4 | yes | 2 ulps | positive normal x | 18.5 n |
-| sqrt | 4 | yes | 3 ulps | positive normal x | 16 n |
-| reciprocal | 1 | no | 2 ulps | 2^-126 <= abs(x) <= 2^125 | 8 n |
-| reciprocal, refined | 1 | no | 1 ulp | 2^-126 <= abs(x) <= 2^100 | 8.5 n |
-| reciprocal, refined, specials | 5 | yes | 1 ulp | every x with a normal 1/x | 18 n |
-| gauss_tail (Phi(-b)) | 4 | no | 7 ulps | 0 <= b <= GAUSS_MAX, Phi(-b) >= FLT_MIN | 43.5 n |
+| tan | 6 | yes | 4 ulps | abs(x) < TRIG_MAX = 65536 (NaN beyond) | 44 n |
+| atan | 6 | yes | 3 ulps | every x | 33.5 n |
+| asin | 6 | yes | 2 ulps | abs(x) <= 1 (NaN beyond) | 48 n |
+| acos | 6 | yes | 1 ulp | abs(x) <= 1 (NaN beyond) | 50.5 n |
+| sinh | 6 | yes | 2 ulps | finite sinh(x) (abs(x) <= 89.41) | 47 n |
+| cosh | 4 | yes | 2 ulps | finite cosh(x) (abs(x) <= 89.41) | 28 n |
+| sigmoid | 4 | yes | 3 ulps | sigmoid(x) >= FLT_MIN (x >= -87.33) | 30.5 n |
+| tanh | 4 | yes | 3 ulps | all finite x | 32 n |
+| log | 4 | yes | 1 ulp | every x > 0, subnormals included | 48 n |
+| log1p | 6 | yes | 2 ulps | every x > -1 (subnormal x reads as 0) | 63.5 n |
+| rsqrt | 1 | no | 2 ulps | positive normal x | 14 n |
+| rsqrt, specials | 4 | yes | 2 ulps | positive normal x | 25 n |
+| sqrt | 4 | yes | 3 ulps | positive normal x | 19 n |
+| reciprocal | 1 | no | 2 ulps | 2^-126 <= abs(x) <= 2^125 | 8.5 n |
+| reciprocal, refined | 1 | no | 1 ulp | 2^-126 <= abs(x) <= 2^100 | 9 n |
+| reciprocal, refined, specials | 5 | yes | 1 ulp | every x with a normal 1/x | 26 n |
+| gauss_tail (Phi(-b)) | 4 | no | 7 ulps | 0 <= b <= GAUSS_MAX, Phi(-b) >= FLT_MIN | 45.5 n |
 
 (WSE-2 cycles for even n; `exp_cycles(config, n)` etc. give the exact formulas from the SIMD
 widths.) The bounds (EXP_ULPS, SIGMOID_ULPS, ...) are measured against numpy's float64
@@ -39,18 +47,19 @@ sequences in numpy bit for bit, for sweeps of millions of points), and hold whet
 engine rounds fma once or twice. Cycle counts are those of the synchronous ops, ceil(n / w)
 each at the op's SIMD width w (`config.simd_width`), with nothing else in between.
 
-Special values: exp, sigmoid, tanh, log, sqrt, rsqrt and reciprocal (with specials) give eager
-PyTorch's results for +-inf, NaN, +-0, overflow and underflow, with the fabric's flush of
+Special values: every routine (reciprocal and rsqrt with specials) gives eager PyTorch's
+results for +-inf, NaN, +-0, overflow and underflow, with the fabric's flush of
 subnormals (docs/engine.md, Numbers): a result below FLT_MIN = 2^-126 comes out as 0 (exp:
 below 2^-125.5, see `exp`) where PyTorch gives a subnormal, and a subnormal input reads as a
 zero of its sign (PyTorch with `torch.set_flush_denormal(True)` does the same). Each
 function's docstring lists its values.
 
-The routines live by family, each module with its methods: `mathlib_exp` (exp, sigmoid,
-tanh, gauss_tail), `mathlib_roots` (reciprocal, rsqrt, sqrt) and `mathlib_log` (log,
-log1p), on the operand checks and shared constants of `mathlib_common`; `mathlib_cycles`
-gives their cycles. This module re-exports the routines, their constants and their cycle
-formulas.
+The routines live by family, each module with its methods: `mathlib_exp` (exp, expm1,
+sigmoid, tanh, erf, gauss_tail), `mathlib_hyper` (exp2, sinh, cosh), `mathlib_trig` (sin,
+cos, tan), `mathlib_atrig` (atan, asin, acos), `mathlib_roots` (reciprocal, rsqrt, sqrt)
+and `mathlib_log` (log, log1p), on the operand checks and shared constants of
+`mathlib_common`; `mathlib_cycles` gives their cycles. This module re-exports the routines,
+their constants and their cycle formulas.
 
 Example:
     >>> from fabric import Tile
@@ -61,6 +70,21 @@ Example:
 
 from __future__ import annotations
 
+from fabric.kernels.mathlib_atrig import (  # noqa: F401  (atan, asin, acos)
+    ACOS_ULPS,
+    ASIN_COEFFS,
+    ASIN_ULPS,
+    ATAN_CLAMP,
+    ATAN_COEFFS,
+    ATAN_ULPS,
+    PIO2_HI,
+    PIO2_LO,
+    TAN_3PI8,
+    TAN_PI8,
+    acos,
+    asin,
+    atan,
+)
 from fabric.kernels.mathlib_common import F32_MAX, LN2_HI, LN2_LO, ONE_BITS  # noqa: F401
 from fabric.kernels.mathlib_cycles import (  # noqa: F401  (the routines' costs)
     exp_cycles,
@@ -109,6 +133,20 @@ from fabric.kernels.mathlib_exp import (  # noqa: F401  (exp, sigmoid, tanh, gau
     sigmoid,
     tanh,
 )
+from fabric.kernels.mathlib_hyper import (  # noqa: F401  (exp2, sinh, cosh)
+    COSH_ULPS,
+    EXP2_CLAMP_HI,
+    EXP2_CLAMP_LO,
+    EXP2_POLY,
+    EXP2_ULPS,
+    HYPER_CLAMP,
+    SINH_COEFFS,
+    SINH_SPLIT,
+    SINH_ULPS,
+    cosh,
+    exp2,
+    sinh,
+)
 from fabric.kernels.mathlib_log import (  # noqa: F401  (log, log1p)
     LOG1P_CLAMP,
     LOG1P_ULPS,
@@ -135,13 +173,16 @@ from fabric.kernels.mathlib_roots import (  # noqa: F401  (reciprocal, rsqrt, sq
     rsqrt,
     sqrt,
 )
-from fabric.kernels.mathlib_trig import (  # noqa: F401  (sin, cos)
+from fabric.kernels.mathlib_trig import (  # noqa: F401  (sin, cos, tan)
     COS_COEFFS,
     PIO2_PARTS,
     SIN_COEFFS,
+    TAN_COEFFS,
+    TAN_ULPS,
     TRIG_MAX,
     TRIG_ULPS,
     TWO_OVER_PI,
     cos,
     sin,
+    tan,
 )

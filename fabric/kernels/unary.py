@@ -1,6 +1,7 @@
-"""Elementwise math of an (m, n) fp32 tensor in 2D blocks on a rectangle: tanh, exp, log,
-log1p, reciprocal, sigmoid, rsqrt, sqrt, abs, trunc or floor, built from `mathlib`'s sequences of PE
-builtins (no communication). Layout as `base.Blocks` (each PE's block row major, packed; a
+"""Elementwise math of an (m, n) fp32 tensor in 2D blocks on a rectangle: tanh, erf, sin,
+cos, tan, atan, asin, acos, sinh, cosh, exp, exp2, expm1, log, log1p, reciprocal, sigmoid,
+rsqrt, sqrt, abs, itof, signbit, trunc, floor or round, built from `mathlib`'s sequences of
+PE builtins (no communication). Layout as `base.Blocks` (each PE's block row major, packed; a
 register holds each PE's element count).
 
 Cycle model (exact): T = 2 + fn_cycles(e_max) + stalls(e_max) (task start and end, one
@@ -13,8 +14,15 @@ tile's bank-aware layout, `fabric.banks.read_pair_stalls`):
 | tanh | tanh_cycles | 32 e | TANH_ULPS (3) | +-inf: +-1 |
 | erf | sequence_cycles | 75.5 e | ERF_ULPS (4) | +-inf: +-1 |
 | sin, cos | sequence_cycles | 42 e | TRIG_ULPS (3) where abs(x) < TRIG_MAX (65536) | NaN beyond |
+| tan | sequence_cycles | 44 e | TAN_ULPS (4) where abs(x) < TRIG_MAX | NaN beyond, +-0: +-0 |
+| atan | sequence_cycles | 33.5 e | ATAN_ULPS (3) | +-inf: +-pi/2, +-0: +-0 |
+| asin | sequence_cycles | 48 e | ASIN_ULPS (2) | abs(x) > 1: NaN, +-0: +-0 |
+| acos | sequence_cycles | 50.5 e | ACOS_ULPS (1) | abs(x) > 1: NaN, 1: +0, -1: pi |
+| sinh | sequence_cycles | 47 e | SINH_ULPS (2) | abs(x) > 89.416, +-inf: +-inf |
+| cosh | sequence_cycles | 28 e | COSH_ULPS (2) | abs(x) > 89.416, +-inf: inf |
 | exp | exp_cycles | 16 e | EXP_ULPS (1) where exp(x) >= EXP_TINY | +inf: inf, -inf: 0 |
 | expm1 | sequence_cycles | 38 e | EXPM1_ULPS (2) where the result is normal | +inf: inf, -inf: -1 |
+| exp2 | sequence_cycles | 15 e | EXP2_ULPS (1) where 2^x is normal | x >= 128: inf, x < -126: 0 |
 | log | log_cycles | 48 e | LOG_ULPS (1) | 0: -inf, x < 0: NaN |
 | log1p | log1p_cycles | 63.5 e | LOG1P_ULPS (2) | -1: -inf, x < -1: NaN |
 | abs | 2 c(shl) | 2 e | exact | NaN: NaN, -0: +0 |
@@ -26,6 +34,7 @@ tile's bank-aware layout, `fabric.banks.read_pair_stalls`):
 | sqrt | sqrt_cycles | 19 e | SQRT_ULPS (3) | +-0: +-0, +inf: inf, x < 0: NaN |
 | trunc | c(`trunc_code`) | 12 e | exact | +-inf, NaN: themselves, -0.5: -0 |
 | floor | c(`floor_code`) | 15 e | exact | +-inf, NaN: themselves, -0: -0 |
+| round | c(`round_code`) | 10.5 e | exact, half to even | +-inf, NaN: themselves, -0.5: -0 |
 
 (*) refined, with specials.
 
@@ -52,7 +61,11 @@ clamp(f + 8 max(f - 23, 0), 0, 31) (exact on small integers) map both ends into 
 range, and y = (x >> f') << f'. floor(x) = t - s with t = trunc(x) and s the sign bit of
 x - t (1 exactly where x is negative with a fraction: x - t is then in (-1, 0); an integer x
 gives x - t = +0; inf - inf is NaN but inf - s is inf), the subtraction exact (t an integer
-below 2^23 in magnitude where s = 1).
+below 2^23 in magnitude where s = 1). round (half to even, as torch.round): on a = |x|,
+(min(a, 2^23) + 2^23) - 2^23 rounds a below 2^23 to an integer half to even, exactly (the
+sum lies in [2^23, 2^24], where the ulp is 1), and gives 2^23 from there on; its max with
+d = a >> (31 [a < 2^23]) (a itself from 2^23 on, inf and NaN included, +0 below) is the
+magnitude, and x's sign bit is added back (round(-0.3) = -0).
 
 Example:
     >>> k = build_unary(FabricConfig.small(4, 4), Rect(0, 0, 2, 2), 10, 6, "tanh")
@@ -96,6 +109,25 @@ def floor_code(y, x, s) -> list:
             ins.sub(y, t, f)]
 
 
+ROUND_BIG = 2.0**23  # from here on every fp32 value is an integer
+
+
+def round_code(y, x, s) -> list:
+    """y = round(x), half to even (torch.round), exact for every fp32 value (module
+    docstring); s: 3 scratch vectors; y may be x."""
+    a, g, d = s[:3]
+    return [
+        ins.shl(a, x, 1), ins.shr(a, a, 1),  # |x|
+        ins.isubv(g, x, a),  # the sign bit of x
+        # d = |x| where |x| >= 2^23 (inf, NaN too), +0 below: |x| >> 31 [|x| < 2^23]
+        ins.add(d, a, -ROUND_BIG), ins.shr(d, d, 31), ins.shl(d, d, 5), ins.shr(d, a, d),
+        ins.min_(a, a, ROUND_BIG), ins.add(a, a, ROUND_BIG),
+        ins.sub(a, a, ROUND_BIG),  # round(min(|x|, 2^23)), half to even, exact
+        ins.max_(a, a, d),
+        ins.iaddv(y, a, g),
+    ]
+
+
 def code_cycles(code_of, scratch: int):
     """cycles_of(config, e) of a straight code sequence (`mathlib.sequence_cycles`)."""
     code = code_of(Mem("y"), Mem("x"), [Mem(f"s{i}") for i in range(scratch)])
@@ -132,6 +164,15 @@ FUNCTIONS = {  # fn -> (code_of(y, x, scratch), scratch vectors, cycles_of(confi
     # x's fraction bits cleared, exact (module docstring); floor from it, exact
     "trunc": (trunc_code, 2, code_cycles(trunc_code, 2)),
     "floor": (floor_code, 3, code_cycles(floor_code, 3)),
+    # half to even (torch.round), exact (module docstring)
+    "round": (round_code, 3, code_cycles(round_code, 3)),
+    "tan": (ml.tan, 6, code_cycles(ml.tan, 6)),
+    "atan": (ml.atan, 6, code_cycles(ml.atan, 6)),
+    "asin": (ml.asin, 6, code_cycles(ml.asin, 6)),
+    "acos": (ml.acos, 6, code_cycles(ml.acos, 6)),
+    "sinh": (ml.sinh, 6, code_cycles(ml.sinh, 6)),
+    "cosh": (ml.cosh, 4, code_cycles(ml.cosh, 4)),
+    "exp2": (ml.exp2, 2, code_cycles(ml.exp2, 2)),
 }
 # fp32 words per element of each function's kernel: x, y and the scratch vectors
 UNARY_WORDS = {fn: 2 + scratch for fn, (_, scratch, _) in FUNCTIONS.items()}
@@ -145,10 +186,10 @@ def unary_cycles(config, fn: str, e: int) -> int:
 
 def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tanh",
                 dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
-    """y = fn(x) for x of shape (m, n); fn one of FUNCTIONS ("tanh", "erf", "sin", "cos", "exp",
-    "expm1", "log",
-    "log1p", "reciprocal", "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit", "trunc",
-    "floor").
+    """y = fn(x) for x of shape (m, n); fn one of FUNCTIONS ("tanh", "erf", "sin", "cos",
+    "tan", "atan", "asin", "acos", "sinh", "cosh", "exp", "exp2", "expm1", "log", "log1p",
+    "reciprocal", "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit", "trunc", "floor",
+    "round").
     Inputs {"x"}; output (m, n).
 
     dtype: storage format of x and y ("f32", "f16", "bf16", "cb16"); acc_dtype: "f32" only

@@ -51,7 +51,8 @@ CYCLES_PER_ELEMENT = {
     "gelu_erf": _per_element(gelu_cycles(_WSE2_PE, _E, "none")),
     **{fn: _per_element(unary_cycles(_WSE2_PE, fn, _E))
        for fn in ("tanh", "erf", "sin", "cos", "exp", "expm1", "log", "log1p", "reciprocal",
-                  "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit", "trunc", "floor")},
+                  "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit", "trunc", "floor",
+                  "round", "tan", "atan", "asin", "acos", "sinh", "cosh", "exp2")},
 }
 
 

@@ -1,6 +1,7 @@
 """Elementwise ops: tensor-tensor (add, sub, mul, div by a constant) with PyTorch
 broadcasting, tensor-scalar maps, relu, gelu (both forms), the unary math of `build_unary`
-(tanh, exp, expm1, erf, sin, cos, sigmoid, rsqrt, sqrt, log, log1p, abs), and the order-based ops of
+(tanh, exp, expm1, exp2, erf, sin, cos, tan, atan, asin, acos, sinh, cosh, sigmoid, rsqrt,
+sqrt, log, log1p, abs, round), and the order-based ops of
 `build_extremum`: maximum and minimum of two tensors (broadcast), clamp with tensor
 bounds, leaky_relu; ELU (SELU and CELU too) and powers by `fabric.kernels.unary_params`.
 
@@ -170,7 +171,10 @@ UNARY = {aten.tanh.default: "tanh", aten.exp.default: "exp", aten.expm1.default:
          aten.sigmoid.default: "sigmoid",
          aten.rsqrt.default: "rsqrt", aten.sqrt.default: "sqrt", aten.log.default: "log",
          aten.log1p.default: "log1p", aten.abs.default: "abs",
-         aten.reciprocal.default: "reciprocal"}
+         aten.reciprocal.default: "reciprocal", aten.tan.default: "tan",
+         aten.atan.default: "atan", aten.asin.default: "asin", aten.acos.default: "acos",
+         aten.sinh.default: "sinh", aten.cosh.default: "cosh", aten.exp2.default: "exp2",
+         aten.round.default: "round"}
 # log2 and log10: log(x) times the constant 1 / ln(base), rounded (within LOG_ULPS + 1 of
 # the exact value: the product's rounding, and the constant's relative 2^-25)
 LOG_BASES = {aten.log2.default: 1 / math.log(2.0), aten.log10.default: 1 / math.log(10.0)}
@@ -186,6 +190,22 @@ def unary(low, node, x):
     """fn(x) elementwise (`build_unary`): its fp32 code, or widened from and rounded to the
     node's 16-bit format in mixed precision."""
     return unary_stage(low, x, UNARY[node.target])
+
+
+@rule(aten.round.decimals)
+def round_decimals(low, node, x, decimals=0):
+    """torch.round(x, decimals=d) as eager computes it: round(x * 10^d) / 10^d, or for d < 0
+    round(x / 10^-d) * 10^-d; the divisions are products by the reciprocal (`div`), within
+    an ulp of eager's quotient, so a value that lands within an ulp of a tie may round to
+    the other side."""
+    if not decimals:
+        return unary_stage(low, x, "round")
+    scale = 10.0 ** abs(decimals)
+    if decimals > 0:
+        return map_(low, unary_stage(low, map_(low, x, "mul", scale, x.shape), "round"),
+                    "mul", 1.0 / scale, x.shape)
+    return map_(low, unary_stage(low, map_(low, x, "mul", 1.0 / scale, x.shape), "round"),
+                "mul", scale, x.shape)
 
 
 @rule(*LOG_BASES)

@@ -1,12 +1,15 @@
-"""The transcendental unary kernels (exp, expm1, erf, sin, cos, tanh, log, sigmoid, rsqrt,
-sqrt and gelu in both forms) and those with parameters (elu, SELU and CELU as elus, pow):
+"""The transcendental unary kernels (exp, exp2, expm1, erf, sin, cos, tan, atan, asin, acos,
+tanh, sinh, cosh, log, sigmoid, rsqrt, sqrt and gelu in both forms), round (half to even,
+exact) and those with parameters (elu, SELU and CELU as elus, pow):
 accuracy over dense sweeps, special values against eager PyTorch, the fabric against its
 numpy mirror bit for bit, exact cycles, and 16-bit storage.
 
 - Sweeps (host): `mathlib_numpy.emulate` runs each kernel's instruction list in numpy as the
   fabric computes it, over a few hundred thousand points per function in both fma modes
   (one rounding or two); the error is |got - ref| / ulp(ref), ref the float64 value rounded
-  to fp32 (math.erfc for the erf form), and must not exceed the bound the kernel states.
+  to fp32 (math.erfc for the erf form), and must not exceed the bound the kernel states
+  (round: 0, over the half-integer ties of +-2^23 sampled, every binade and the integers
+  beyond 2^23).
 - Fabric (one 4x4 config, one table floor: one engine per datapath): each kernel runs on
   16 PEs over 1024 points (the special values, then an even sample of the sweep); its
   output equals the mirror's bit for bit in one fma mode, so the sweep's bound holds on the
@@ -169,6 +172,49 @@ FNS = {
                sweep=np.concatenate([_log2_sweep(-126, 127.99, SWEEP),
                                      np.linspace(0.25, 4, 30_000)]),
                ulps=_const(ml.SQRT_ULPS)),
+    "tan": Fn(**_unary("tan"), torch_fn=torch.tan, exact=np.tan,
+              sweep=np.concatenate([np.linspace(1 - ml.TRIG_MAX, ml.TRIG_MAX - 1, SWEEP),
+                                    np.linspace(-7, 7, 30_000),
+                                    (np.arange(1, 20_000) - 0.5) * np.pi,  # near the poles
+                                    _both_signs(_log2_sweep(-125, 0, 30_000))]),
+              ulps=_const(ml.TAN_ULPS), max_x=ml.TRIG_MAX),
+    "atan": Fn(**_unary("atan"), torch_fn=torch.atan, exact=np.arctan,
+               sweep=np.concatenate([np.linspace(-10, 10, SWEEP),
+                                     _both_signs(np.linspace(0.3, 2.6, 30_000)),  # the splits
+                                     _both_signs(_log2_sweep(-125, 127.9, 30_000))]),
+               ulps=_const(ml.ATAN_ULPS)),
+    # NaN beyond |x| = 1: the special values
+    "asin": Fn(**_unary("asin"), torch_fn=torch.asin, exact=np.arcsin,
+               sweep=np.concatenate([np.linspace(-1, 1, SWEEP),
+                                     _both_signs(_log2_sweep(-125, 0, 30_000)),
+                                     _both_signs(1 - _log2_sweep(-24, -1, 30_000))]),
+               ulps=_const(ml.ASIN_ULPS)),
+    "acos": Fn(**_unary("acos"), torch_fn=torch.acos, exact=np.arccos,
+               sweep=np.concatenate([np.linspace(-1, 1, SWEEP),
+                                     _both_signs(_log2_sweep(-125, 0, 30_000)),
+                                     _both_signs(1 - _log2_sweep(-24, -1, 30_000))]),
+               ulps=_const(ml.ACOS_ULPS)),
+    # up to 89.5: inf from 89.416 on, as the fp32 reference
+    "sinh": Fn(**_unary("sinh"), torch_fn=torch.sinh, exact=np.sinh,
+               sweep=np.concatenate([np.linspace(-89.5, 89.5, SWEEP), np.linspace(-3, 3, 30_000),
+                                     _both_signs(_log2_sweep(-125, 3, 30_000))]),
+               ulps=_const(ml.SINH_ULPS)),
+    "cosh": Fn(**_unary("cosh"), torch_fn=torch.cosh, exact=np.cosh,
+               sweep=np.concatenate([np.linspace(-89.5, 89.5, SWEEP), np.linspace(-3, 3, 30_000),
+                                     _both_signs(_log2_sweep(-125, 3, 30_000))]),
+               ulps=_const(ml.COSH_ULPS)),
+    "exp2": Fn(**_unary("exp2"), torch_fn=torch.exp2, exact=np.exp2,
+               sweep=np.concatenate([np.linspace(-127, 128.5, SWEEP), RNG.uniform(-1, 1, 30_000),
+                                     np.arange(-126.0, 128.0),  # exact powers of two
+                                     np.linspace(-126.6, -125, 10_000)]),  # the flush
+               ulps=_const(ml.EXP2_ULPS)),
+    # exact: the half-integer ties below 2^23 (+-2^24 sampled: above 2^23 they round to
+    # integers in fp32), every binade to 2^127, small values
+    "round": Fn(**_unary("round"), torch_fn=torch.round, exact=np.round,
+                sweep=np.concatenate([np.arange(-2.0**24, 2.0**24, 97.0) + 0.5,
+                                      RNG.uniform(-1e4, 1e4, 30_000),
+                                      _both_signs(_log2_sweep(-3, 127.9, 30_000))]),
+                ulps=_const(0)),
     "gelu_tanh": Fn(**_gelu("tanh"), torch_fn=lambda t: F.gelu(t, approximate="tanh"),
                     exact=lambda x: act.gelu_reference(x, "tanh").astype(np.float64),
                     sweep=np.concatenate([np.linspace(-12, 12, SWEEP),
@@ -341,7 +387,8 @@ def test_cycle_formulas_match_instruction_lists(generation):
     # integer ops and fp32 max/min at width 1, fp32 add/sub/mov at 2 (docs/engine.md)
     per_element = {"exp": 16, "tanh": 32, "log": 48, "sigmoid": 30.5, "rsqrt": 25,
                    "sqrt": 19, "gelu_tanh": 34.5, "gelu_none": 51.5, "erf": 75.5, "sin": 42,
-                   "cos": 42, "expm1": 38,
+                   "cos": 42, "expm1": 38, "tan": 44, "atan": 33.5, "asin": 48, "acos": 50.5,
+                   "sinh": 47, "cosh": 28, "exp2": 15, "round": 10.5,
                    "elu": 38.5, "selu": 39.5, "celu_2": 39.5, "pow_1.5": 77.5, "pow_-1.3": 77.5,
                    "pow_3": 72, "pow_-2": 67.5}
     for name, fn in FNS.items():
@@ -357,7 +404,7 @@ def test_cycle_formulas_match_instruction_lists(generation):
 
 # ---- 16-bit storage -----------------------------------------------------------------------
 # exp, tanh, gelu_tanh: test_pointwise_half
-HALF_NAMES = ("sigmoid", "rsqrt", "sqrt", "gelu_none", "elu", "pow_3")
+HALF_NAMES = ("sigmoid", "rsqrt", "sqrt", "gelu_none", "elu", "pow_3", "round", "atan", "exp2")
 TORCH_HALF = {"f16": torch.float16, "bf16": torch.bfloat16}
 
 
