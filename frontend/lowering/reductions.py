@@ -1,5 +1,6 @@
 """Reductions over dimensions (mean.dim, sum.dim_IntList, prod, amax, var and var_mean,
-max.dim and argmax with their indices, vector norms of order 2, 1 and inf), cumulative sums
+max.dim and argmax with their indices, vector norms of order 2, 1 and inf, and torch.cdist
+as the norms of the pairs' differences), cumulative sums
 and products (cumsum, cumprod: `fabric.kernels.scan` on a column of PEs) and 2D pooling
 (max_pool2d, avg_pool2d, adaptive average and max pooling): the reduced elements of every
 output are laid out as one row and reduced by `fabric.kernels.rowreduce` on a column of
@@ -27,6 +28,8 @@ from frontend.lowering.common import (
     pair,
     reduce,
     reduce_rows,
+    relayout,
+    shape_of,
     windows,
 )
 from frontend.lowering.core import Unavailable, rule
@@ -76,8 +79,6 @@ def amin(low, node, x, dims=(), keepdim=False):
     return negated(low, top, out_shape(node))
 
 
-
-
 @rule(aten.linalg_vector_norm.default)
 def vector_norm(low, node, x, ord=2, dims=None, keepdim=False, dtype=None):
     """The 2-norm sqrt(sum(x * x)) (F.normalize, cosine similarity), the 1-norm sum(|x|)
@@ -93,6 +94,28 @@ def vector_norm(low, node, x, ord=2, dims=None, keepdim=False, dtype=None):
         return reduce(low, node, unary_stage(low, x, "abs"), dims, keepdim,
                       "sum" if order == 1 else "max")
     raise low.unsupported(f"vector_norm of order {ord} (2, 1 and inf)")
+
+
+@rule(aten._cdist_forward.default)
+def cdist(low, node, x1, x2, p=2.0, compute_mode=None):
+    """torch.cdist: out[..., i, j] = ||x1[..., i, :] - x2[..., j, :]||_p for p = 2, 1 and
+    inf, as `vector_norm` of the (..., P, R, M) differences (broadcast, one subtraction
+    stage). Eager's CPU kernel takes the same differences for small inputs; past 25 rows
+    (compute_mode's default) it computes p = 2 as sqrt(|a|^2 + |b|^2 - 2 a.b) by a matrix
+    product, which cancels where points are close: the differences here are the accurate
+    form, so results may differ from eager's there by its rounding."""
+    for v in (x1, x2):
+        if not isinstance(v, (Ref, Const)) or not shape_of(v) or len(shape_of(v)) < 2:
+            raise low.unsupported("cdist of tensors that are not (..., points, features)")
+    if float(p) not in (1.0, 2.0, math.inf):
+        raise low.unsupported(f"cdist with p={p} (2, 1 and inf run)")
+    a, b = shape_of(x1), shape_of(x2)
+    batch = torch.broadcast_shapes(a[:-2], b[:-2])
+    shape = (*batch, a[-2], b[-2], a[-1])
+    first = relayout(x1, lambda t: t.unsqueeze(-2).expand(shape), low)
+    second = relayout(x2, lambda t: t.unsqueeze(-3).expand(shape), low)
+    diff = binary(low, first, second, "sub", shape)
+    return vector_norm(low, node, diff, float(p), [-1], False)
 
 
 def _rows(x: Ref, dims) -> torch.Tensor:

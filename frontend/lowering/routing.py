@@ -31,6 +31,12 @@ eager's histc of one value as the oracle (`bin_starts`); on the fabric, the (bin
 (x >= t_b) * (x <= max) (`relation`, exact) is summed per row (c_b, exact counts below
 2^24) and count_b = c_b - c_(b+1). min == max (eager: the data's range) is refused. A
 subnormal x reads as 0 (the fabric's flush, docs/numerics.md).
+
+bucketize(x, boundaries, right) for K sorted boundaries, exact: eager's index is the count
+of boundaries b with b < x (right: b <= x), which is K minus the count of x <= b (right:
+x < b), so a NaN x (no comparison true) gets K, as eager's binary search gives it. The
+(n, K) mask (`relation`) is summed per row. Constant boundaries are checked sorted when
+compiling (eager's result for unsorted ones is unspecified: refused).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from frontend.lowering.common import (
     out_shape,
     reduce_rows,
     scalar,
+    shape_of,
 )
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import div, numbers_of_int_words, unary_stage
@@ -196,3 +203,30 @@ def _int_div(low, x: Ref, d: int, mode: str, shape) -> Ref:
     inexact = relation(low, remainder(f), 0.0, "ne")
     negative = relation(low, f, 0.0, "lt")
     return binary(low, f, binary(low, inexact, negative, "mul", shape), "add", shape)
+
+
+@rule(aten.bucketize.Tensor)
+def bucketize(low, node, x, boundaries, out_int32=False, right=False):
+    """The bucket of every element of x among sorted `boundaries` (module docstring), a
+    Ref of x's shape in eager's integer dtype."""
+    if not isinstance(x, Ref):
+        raise low.unsupported(f"bucketize of a {type(x).__name__} (a runtime tensor)")
+    if not isinstance(boundaries, (Const, Ref)) or len(shape_of(boundaries)) != 1:
+        raise low.unsupported("bucketize with boundaries that are not a 1-D tensor")
+    if isinstance(boundaries, Const):
+        b = boundaries.value.to(torch.float64)
+        if bool((b[1:] < b[:-1]).any()) or bool(b.isnan().any()):
+            raise low.unsupported(f"bucketize with unsorted boundaries {b.tolist()} (eager "
+                                  "needs them sorted: its result for others is unspecified)")
+    k = shape_of(boundaries)[0]
+    flat = x.index.reshape(-1)
+    n = flat.numel()
+    if isinstance(boundaries, Const):
+        others = Const(boundaries.value.to(torch.float32).reshape(1, k).expand(n, k))
+    else:
+        others = Ref(boundaries.index.reshape(1, k).expand(n, k), boundaries.dtype)
+    below = relation(low, Ref(flat.reshape(n, 1).expand(n, k), x.dtype), others,
+                     "lt" if right else "le", (n, k))
+    count = reduce_rows(low, low.materialized(below).index, "sum")  # x <= b (right: x < b)
+    out = map_(low, map_(low, count, "mul", -1.0, (n,)), "add", float(k), (n,))
+    return Ref(out.index.reshape(x.shape), node.meta["val"].dtype)
