@@ -169,13 +169,13 @@ USER_MODELS = """\
 import torch
 
 
-class Cumulative(torch.nn.Module):
+class LogGamma(torch.nn.Module):
     def forward(self, x):
-        return torch.cumprod(x, dim=1) + 1.0
+        return torch.lgamma(x) + 1.0
 
 
 def unsupported():
-    return Cumulative(), (torch.randn(2, 8),)
+    return LogGamma(), (torch.randn(2, 8),)
 
 
 def too_big():
@@ -229,8 +229,8 @@ def user_models(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("args, words", [
     (["run", "user_models:unsupported"],
-     ["FX node 'cumprod' (aten.cumprod.default) at", "user_models.py\", line 6, in forward: "
-      "return torch.cumprod(x, dim=1) + 1.0: ATen op aten.cumprod.default has no lowering"]),
+     ["FX node 'lgamma' (aten.lgamma.default) at", "user_models.py\", line 6, in forward: "
+      "return torch.lgamma(x) + 1.0: ATen op aten.lgamma.default has no lowering"]),
     (["run", "user_models:too_big", "--grid", "4x4"], ["the model does not fit small(4,4)"]),
     (["run", "user_models:broken"],
      ["user_models:broken raised RuntimeError at ", "user_models.py:18: no file weights.pt"]),

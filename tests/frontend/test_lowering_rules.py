@@ -1,6 +1,6 @@
 """The lowering's rule mechanism (frontend/lowering/core.py): case rules of an op are tried
 before its general rule, at most one case may accept a node, an op whose rules all decline
-is an unknown op, and an op has one general rule. Exercised on aten.sinh, which has no rule
+is an unknown op, and an op has one general rule. Exercised on aten.lgamma, which has no rule
 of its own (registered here and removed afterwards)."""
 
 import pytest
@@ -11,18 +11,18 @@ from frontend.errors import UnsupportedOpError
 from frontend.lowering import core, lower
 from frontend.values import Ref
 
-OP = torch.ops.aten.sinh.default
+OP = torch.ops.aten.lgamma.default
 
 
-class Sinh(torch.nn.Module):
+class LogGamma(torch.nn.Module):
     def forward(self, x):
-        return torch.sinh(x)
+        return torch.lgamma(x)
 
 
 @pytest.fixture
 def captured():
     assert OP not in core.RULES
-    yield capture_module(Sinh(), (torch.randn(2, 3),))
+    yield capture_module(LogGamma(), (torch.randn(2, 3),))
     core.RULES.pop(OP, None)
 
 
@@ -30,7 +30,7 @@ def test_cases_then_general_rule_then_errors(captured):
     # cases only, all declining: the unknown-op error
     core.rule(OP, case=lambda low, node, x: False)(lambda low, node, x: x)
     with pytest.raises(UnsupportedOpError,
-                       match=r"aten.sinh.default has no lowering.*\nSupported ops:"):
+                       match=r"aten.lgamma.default has no lowering.*\nSupported ops:"):
         lower(captured)
     # a general rule takes what the cases decline
     core.rule(OP)(lambda low, node, x: Ref(x.index.flip(0)))
@@ -41,7 +41,7 @@ def test_cases_then_general_rule_then_errors(captured):
     assert torch.equal(lower(captured).outputs[0].index, torch.arange(6).reshape(2, 3))
     # two accepting cases: an error naming both
     core.rule(OP, case=lambda low, node, x: True)(lambda low, node, x: x)
-    with pytest.raises(RuntimeError, match=r"sinh.*rules .*<lambda>, .*<lambda> all accept"):
+    with pytest.raises(RuntimeError, match=r"lgamma.*rules .*<lambda>, .*<lambda> all accept"):
         lower(captured)
     # a second general rule: refused at registration
     with pytest.raises(ValueError, match="has a general rule already"):
