@@ -33,9 +33,10 @@ from frontend.tile_shapes import kernel_fit, pack
 
 # kernels whose output element i depends on input element i alone, in blocks over the tile
 # (`Blocks.of`): maps, binary ops, affine and clamp, gelu, the unary functions, maximum /
-# minimum / leaky_relu
+# minimum / leaky_relu, the binary functions atan2 / hypot and fmod / remainder
 LAYOUT_FREE = frozenset({"map", "elementwise", "affine", "clamp", "gelu", "gelu_erf",
-                         *UNARY_WORDS, "maximum", "minimum", "leaky_relu", "elu", "pow"})
+                         *UNARY_WORDS, "maximum", "minimum", "leaky_relu", "elu", "pow",
+                         "atan2", "hypot", "fmod", "remainder"})
 # kernels whose output blocks a rider's match: rows over the tile's rows, columns over its
 # columns (a chain rooted at an elementwise stage fed by a relayout gains no matched move)
 ROOT_KINDS = frozenset({"gemm_summa"})

@@ -7,6 +7,12 @@ kernel's elements lie, `read_words` / `write_words` move them between the host a
 from fabric.kernels import mathlib
 from fabric.kernels.activations import GELU_WORDS, build_gelu, gelu_cycles, gelu_reference
 from fabric.kernels.base import Kernel, KernelResult, pick_colors, run_kernel, split
+from fabric.kernels.binary_math import (
+    BINARY_MATH_WORDS,
+    binary_math_cycles,
+    binary_math_reference,
+    build_binary_math,
+)
 from fabric.kernels.collectives import (
     Fragment,
     build_allreduce,
@@ -43,6 +49,7 @@ from fabric.kernels.gemm_summa import (
 from fabric.kernels.gemv import build_gemv, gemv_reference
 from fabric.kernels.gradnorm import build_sumsq, sumsq_reference
 from fabric.kernels.layout import WordMap, probe_inputs, probe_output, read_words, write_words
+from fabric.kernels.modulo import MODULO_OPS, build_modulo, modulo_cycles, modulo_words
 from fabric.kernels.optimizers import build_adamw, build_sgd, write_step_scalars
 from fabric.kernels.redistribute import (
     GATE,
@@ -87,6 +94,7 @@ from fabric.kernels.unary_params import (
 
 __all__ = [
     "affine_reference", "build_affine", "build_clamp", "clamp_reference",
+    "BINARY_MATH_WORDS", "binary_math_cycles", "binary_math_reference", "build_binary_math",
     "build_adamw", "build_allreduce", "build_blockwise", "build_broadcast", "build_broadcast_op",
     "build_compare", "build_cumsum", "build_elementwise", "build_extremum", "build_gather",
     "clear_model_caches", "ELU_SCRATCH", "build_elu", "build_pow", "elu_reference", "pow_reference",
@@ -108,4 +116,5 @@ __all__ = [
     "summa_model", "summa_reference", "sumsq_reference", "traffic_inputs",
     "traffic_reference", "unary_cycles", "UNARY_WORDS", "WordMap", "write_step_scalars",
     "write_words",
+    "build_modulo", "MODULO_OPS", "modulo_cycles", "modulo_words",
 ]

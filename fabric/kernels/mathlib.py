@@ -1,6 +1,6 @@
 """Elementwise math from the PE's builtins: exp, exp2, expm1, sigmoid, tanh, sinh, cosh, erf,
-sin, cos, tan, atan, asin, acos, log, log1p, rsqrt, sqrt, reciprocal and the normal tail
-Phi(-b) (for the exact gelu).
+sin, cos, tan, atan, asin, acos, atan2, hypot, log, log1p, rsqrt, sqrt, reciprocal and the
+normal tail Phi(-b) (for the exact gelu).
 
 The PE has no transcendental instructions; each function here is a generator that returns
 the list of DSD instructions computing `dst = f(src)` element by element, built only from
@@ -38,6 +38,10 @@ tile can serve PEs holding different numbers of elements.
 | reciprocal, refined | 1 | no | 1 ulp | 2^-126 <= abs(x) <= 2^100 | 9 n |
 | reciprocal, refined, specials | 5 | yes | 1 ulp | every x with a normal 1/x | 26 n |
 | gauss_tail (Phi(-b)) | 4 | no | 7 ulps | 0 <= b <= GAUSS_MAX, Phi(-b) >= FLT_MIN | 45.5 n |
+| fmod(x, y) (y: number) | 12 (8) | yes | exact | abs(x / y) < 2^22 (NaN beyond) | 68.5 n (45 n) |
+| remainder (y: number) | 12 (8) | yes | exact | abs(x / y) < 2^22 (NaN beyond) | 82 n (53.5 n) |
+| atan2(y, x) | 9 | dst may be y | 2 ulps | every pair | 66.5 n |
+| hypot(x, y) | 8 | dst may be x | 1 ulp | every pair with a finite result | 51.5 n |
 
 (WSE-2 cycles for even n; `exp_cycles(config, n)` etc. give the exact formulas from the SIMD
 widths.) The bounds (EXP_ULPS, SIGMOID_ULPS, ...) are measured against numpy's float64
@@ -56,7 +60,8 @@ function's docstring lists its values.
 
 The routines live by family, each module with its methods: `mathlib_exp` (exp, expm1,
 sigmoid, tanh, erf, gauss_tail), `mathlib_hyper` (exp2, sinh, cosh), `mathlib_trig` (sin,
-cos, tan), `mathlib_atrig` (atan, asin, acos), `mathlib_roots` (reciprocal, rsqrt, sqrt)
+cos, tan), `mathlib_atrig` (atan, asin, acos), `mathlib_binary` (atan2, hypot: two sources, dst
+first), `mathlib_roots` (reciprocal, rsqrt, sqrt)
 and `mathlib_log` (log, log1p), on the operand checks and shared constants of
 `mathlib_common`; `mathlib_cycles` gives their cycles. This module re-exports the routines,
 their constants and their cycle formulas.
@@ -84,6 +89,16 @@ from fabric.kernels.mathlib_atrig import (  # noqa: F401  (atan, asin, acos)
     acos,
     asin,
     atan,
+)
+from fabric.kernels.mathlib_binary import (  # noqa: F401  (atan2, hypot)
+    ATAN2_SCRATCH,
+    ATAN2_ULPS,
+    HYPOT_SCRATCH,
+    HYPOT_ULPS,
+    QPI_HI,
+    QPI_LO,
+    atan2,
+    hypot,
 )
 from fabric.kernels.mathlib_common import F32_MAX, LN2_HI, LN2_LO, ONE_BITS  # noqa: F401
 from fabric.kernels.mathlib_cycles import (  # noqa: F401  (the routines' costs)
@@ -158,6 +173,7 @@ from fabric.kernels.mathlib_log import (  # noqa: F401  (log, log1p)
     log,
     log1p,
 )
+from fabric.kernels.mathlib_mod import FMOD_QUOTIENT_MAX, fmod  # noqa: F401  (fmod, %)
 from fabric.kernels.mathlib_roots import (  # noqa: F401  (reciprocal, rsqrt, sqrt)
     INF_BITS,
     NEGATIVE_NAN_BIAS,

@@ -16,6 +16,7 @@ from frontend.lowering import (
     backward_embedding,
     backward_norms,
     backward_pool,
+    binary_math,
     conv,
     elementwise,
     embedding,
@@ -25,6 +26,7 @@ from frontend.lowering import (
     losses,
     masks,
     matmul,
+    modulo,
     norms,
     ranking,
     reductions,
@@ -33,5 +35,6 @@ from frontend.lowering import (
 )
 
 FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
-            backward_pool, conv, elementwise, embedding, embedding_bag, experts, layout,
-            losses, masks, matmul, norms, ranking, reductions, resample, routing)
+            backward_pool, binary_math, conv, elementwise, embedding, embedding_bag, experts,
+            layout, losses, masks, matmul, modulo, norms, ranking, reductions, resample,
+            routing)
