@@ -1,6 +1,7 @@
 """Tiny random-weight configurations of common architectures: Hugging Face `transformers`
 models (text encoders, decoders, encoder-decoders, vision and audio models) and plain
-torch models (recurrent nets, a depthwise-separable CNN, an MLP-Mixer, a DLRM), for the model-zoo
+torch models (recurrent nets, a depthwise-separable CNN, an MLP-Mixer, a DLRM, a 3D CNN over
+video clips), for the model-zoo
 test and benchmark.
 
 Sizes follow one rule: one layer (or one stage per level), width 32, two heads, vocabulary
@@ -38,7 +39,7 @@ LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
 @dataclasses.dataclass(frozen=True)
 class Architecture:
     """name; family ("text encoder", "decoder", "encoder-decoder", "state space", "vision",
-    "audio", "recurrent", "cnn", "mlp", "recommendation"); source ("transformers" or
+    "audio", "recurrent", "cnn", "mlp", "recommendation", "video"); source ("transformers" or
     "torch"); make() -> (model in eval mode, example inputs); fabric: the (rows, cols) of
     the small fabric it runs on."""
 
@@ -321,6 +322,24 @@ class MixerBlock(nn.Module):
         return x.mean(dim=1)
 
 
+class VideoCNN(nn.Module):
+    """A 3D CNN over a clip (C3D's layout): two 3x3x3 convolutions with batch norm and relu,
+    a spatial max pool between them, a global average pool and a linear classifier, on
+    (1, 3, 4, 16, 16): 4 frames of 16 x 16."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv3d(3, 8, 3, padding=1), nn.BatchNorm3d(8), nn.ReLU(),
+            nn.MaxPool3d((1, 2, 2)),
+            nn.Conv3d(8, 16, 3, padding=1), nn.BatchNorm3d(16), nn.ReLU(),
+            nn.AdaptiveAvgPool3d(1))
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, clip):
+        return self.head(self.features(clip).flatten(1))
+
+
 class DLRM(nn.Module):
     """A deep learning recommendation model (DLRM's layout): 13 dense features through a
     bottom MLP, three sparse features each a bag of 3 ids pooled by an EmbeddingBag (sum),
@@ -368,6 +387,7 @@ _TORCH = [
     ("separable-cnn", "cnn", _torch(SeparableCNN, (1, 3, 16, 16))),
     ("mlp-mixer", "mlp", _torch(MixerBlock, (1, 3, 16, 16))),
     ("dlrm", "recommendation", _dlrm),
+    ("video-cnn", "video", _torch(VideoCNN, (1, 3, 4, 16, 16))),
 ]
 
 ARCHITECTURES: dict[str, Architecture] = {

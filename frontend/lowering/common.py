@@ -126,6 +126,15 @@ def pair(v, default=None) -> tuple[int, int]:
     return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
 
 
+def triple(v, default=None) -> tuple[int, int, int]:
+    """A 3D window argument as (d, h, w), as `pair` does in 2D."""
+    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+        v = default
+    if isinstance(v, int):
+        return v, v, v
+    return (v[0],) * 3 if len(v) == 1 else (v[0], v[1], v[2])
+
+
 # ---- elementwise stages --------------------------------------------------------------------
 def column_blocks(low, values, shape: tuple[int, int]) -> list[tuple[int, int]] | None:
     """(first column, width) of each block when one of `values` (Consts or Refs of the
@@ -322,6 +331,25 @@ def windows(index: torch.Tensor, kernel, stride, padding, dilation,
     if out_hw is not None:
         win = win[:, :, :out_hw[0], :out_hw[1]]
     return win.reshape(*win.shape[:4], kh * kw)
+
+
+def windows3d(index: torch.Tensor, kernel, stride, padding, dilation,
+              out_dhw=None) -> torch.Tensor:
+    """(N, C, D, H, W) index map -> (N, C, OD, OH, OW, kd kh kw) windows, as `windows` in
+    three dimensions; padding (and, with `out_dhw`, ceil_mode's far side) holds -1."""
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+    extra = [0, 0, 0]
+    if out_dhw is not None:
+        extra = [max(0, (o - 1) * s + span - (n + 2 * p)) for o, s, span, n, p
+                 in zip(out_dhw, stride, spans, index.shape[2:], padding)]
+    pads = [side for p, e in reversed(list(zip(padding, extra))) for side in (p, p + e)]
+    win = F.pad(index, pads, value=-1)
+    for dim, (span, s) in enumerate(zip(spans, stride)):
+        win = win.unfold(2 + dim, span, s)
+    win = win[..., ::dilation[0], ::dilation[1], ::dilation[2]]
+    if out_dhw is not None:
+        win = win[:, :, :out_dhw[0], :out_dhw[1], :out_dhw[2]]
+    return win.reshape(*win.shape[:5], -1)
 
 
 def positions(shape) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Convolution: 1D and 2D, grouped and depthwise, transposed.
+"""Convolution: 1D, 2D and 3D, grouped and depthwise, transposed (1D and 2D).
 
 Everything is lowered in 2D: a 1D convolution is the 2D one of height 1 (its input (N, C, L)
 viewed as (N, C, 1, L), its kernel as 1 x k). With `windows` the (N, C, OH, OW, kh kw)
@@ -19,6 +19,11 @@ index map of the input's receptive fields (padding reads as 0):
   every input element's contribution to each output element its taps reach, and the
   contributions of an output element are summed with the bias in one `weighted_rows` of
   weight 1 (a col2im; a layout when no two contributions meet, e.g. kernel = stride).
+
+A 3D convolution (video, volumes) is the same with `windows3d`: its (N, C, OD, OH, OW,
+kd kh kw) windows are those of a 2D one whose output rows are the OD OH (depth, row)
+pairs, and its weight (C_out, c, kd, kh, kw) flattens alike, so the group GEMMs and the
+weighted sums above serve it unchanged.
 """
 
 from __future__ import annotations
@@ -33,8 +38,10 @@ from frontend.lowering.common import (
     relayout,
     scatter_rows,
     shape_of,
+    triple,
     weighted_rows,
     windows,
+    windows3d,
 )
 from frontend.lowering.core import rule
 from frontend.values import Const, Ref
@@ -45,9 +52,16 @@ aten = torch.ops.aten
 @rule(aten.convolution.default)
 def convolution(low, node, x, weight, bias, stride, padding, dilation, transposed,
                 output_padding, groups):
-    nd = len(shape_of(x)) - 2
-    if nd not in (1, 2):
-        raise low.unsupported(f"a {nd}D convolution (1D and 2D only)")
+    nd = len(shape_of(weight)) - 2
+    if nd not in (1, 2, 3):
+        raise low.unsupported(f"a {nd}D convolution (1D, 2D and 3D only)")
+    if nd == 3:
+        if transposed:
+            raise low.unsupported("a transposed 3D convolution (1D and 2D ones run)")
+        if len(shape_of(x)) != 5:
+            raise low.unsupported("a 3D convolution of an unbatched input (N, C, D, H, W runs)")
+        y = conv3d(low, x, weight, bias, stride, padding, dilation, groups, out_shape(node))
+        return Ref(y.index.reshape(out_shape(node)))
     x, weight, geometry = as_2d(x, weight, (stride, padding, dilation, output_padding))
     stride, padding, dilation, output_padding = geometry
     shape = out_shape(node)
@@ -110,6 +124,23 @@ def conv2d(low, x, weight, bias, stride, padding, dilation, groups, oh, ow) -> R
     if groups > 1 and uses_weighted_windows(groups, cout // groups):
         return _weighted_windows(low, win, weight, bias, groups)
     return _group_gemms(low, win, weight, bias, groups)
+
+
+def conv3d(low, x, weight, bias, stride, padding, dilation, groups, shape) -> Ref:
+    """The 3D convolution of x (N, C, D, H, W) with weight (C_out, C / groups, kd, kh, kw),
+    output `shape` (N, C_out, OD, OH, OW), as a 2D one over (OD OH, OW) (module docstring)."""
+    cout, cin_g, kd, kh, kw = shape_of(weight)
+    n, c = shape_of(x)[:2]
+    od, oh, ow = shape[2:]
+    geometry = (triple(stride), triple(padding), triple(dilation))
+    win = window_map(x, lambda t: windows3d(t, (kd, kh, kw), *geometry)
+                     [:, :, :od, :oh, :ow].reshape(n, c, od * oh, ow, kd * kh * kw))
+    flat = relayout(weight, lambda t: t.reshape(cout, cin_g, kd * kh, kw))
+    if groups > 1 and uses_weighted_windows(groups, cout // groups):
+        y = _weighted_windows(low, win, flat, bias, groups)
+    else:
+        y = _group_gemms(low, win, flat, bias, groups)
+    return Ref(y.index.reshape(shape))
 
 
 def _group_gemms(low, win, weight, bias, groups: int) -> Ref:

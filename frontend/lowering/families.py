@@ -28,6 +28,7 @@ from frontend.lowering import (
     matmul,
     modulo,
     norms,
+    pool3d,
     ranking,
     reductions,
     resample,
@@ -36,5 +37,5 @@ from frontend.lowering import (
 
 FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
             backward_pool, binary_math, conv, elementwise, embedding, embedding_bag, experts,
-            layout, losses, masks, matmul, modulo, norms, ranking, reductions, resample,
-            routing)
+            layout, losses, masks, matmul, modulo, norms, pool3d, ranking, reductions,
+            resample, routing)

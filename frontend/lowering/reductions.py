@@ -239,14 +239,14 @@ def max_pool2d(low, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil
     stride, padding, dilation = pair(stride, kernel), pair(padding), pair(dilation)
     shape = out_shape(node)
     win = windows(_batched(x), kernel, stride, padding, dilation, shape[-2:])
-    return _max_windows(low, win, shape), Unavailable("max_pool2d's indices")
+    return max_windows(low, win, shape), Unavailable("max_pool2d's indices")
 
 
 @rule(aten.adaptive_max_pool2d.default)
 def adaptive_max_pool2d(low, node, x, output_size):
     shape = out_shape(node)
     win, _ = _adaptive_windows(_batched(x), shape[-2:])
-    return _max_windows(low, win, shape), Unavailable("adaptive_max_pool2d's indices")
+    return max_windows(low, win, shape), Unavailable("adaptive_max_pool2d's indices")
 
 
 @rule(aten.avg_pool2d.default)
@@ -267,14 +267,14 @@ def avg_pool2d(low, node, x, kernel_size, stride=(), padding=0, ceil_mode=False,
     counts = sizes[0][:, None] * sizes[1][None, :]
     if divisor_override:
         counts = torch.full_like(counts, divisor_override)
-    return _mean_windows(low, win, counts, shape)
+    return mean_windows(low, win, counts, shape)
 
 
 @rule(aten._adaptive_avg_pool2d.default)
 def adaptive_avg_pool2d(low, node, x, output_size):
     shape = out_shape(node)
     win, counts = _adaptive_windows(_batched(x), shape[-2:])
-    return _mean_windows(low, win, counts, shape)
+    return mean_windows(low, win, counts, shape)
 
 
 def _batched(x: Ref) -> torch.Tensor:
@@ -304,7 +304,7 @@ def _adaptive_windows(index: torch.Tensor, out_hw):
     return win, inside.reshape(oh, ow, -1).sum(-1)
 
 
-def _max_windows(low, win: torch.Tensor, shape) -> Ref:
+def max_windows(low, win: torch.Tensor, shape) -> Ref:
     """max over every window of (N, C, OH, OW, K) ids, a Ref of `shape` (the output's); a
     -1 (outside the input) is filled with the first element of its window inside it."""
     rows = win.reshape(-1, win.shape[-1])
@@ -316,7 +316,7 @@ def _max_windows(low, win: torch.Tensor, shape) -> Ref:
     return Ref(out.index.reshape(shape))
 
 
-def _mean_windows(low, win: torch.Tensor, counts: torch.Tensor, shape) -> Ref:
+def mean_windows(low, win: torch.Tensor, counts: torch.Tensor, shape) -> Ref:
     """sum / count over every window of (N, C, OH, OW, K) ids (-1: zero), count (OH, OW)
     per output position, a Ref of `shape` (the output's): one `reduce_rows` mean per
     distinct count, over its windows' elements inside the input (in window order, -1s

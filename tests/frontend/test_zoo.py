@@ -1,6 +1,7 @@
 """The model zoo: tiny random-weight configurations of common architectures
 (`frontend.architectures`: Hugging Face text encoders, decoders, vision and audio models,
-plain torch recurrent nets, a separable CNN, an MLP-Mixer, a DLRM recommendation model).
+plain torch recurrent nets, a separable CNN, an MLP-Mixer, a DLRM recommendation model, a
+3D CNN over video clips).
 
 `STOPS` says, for every architecture, what happens today: None when it runs, or the ATen
 op that stops it with an UnsupportedOpError. The default run captures and lowers each one
@@ -80,6 +81,7 @@ STOPS = {
     "separable-cnn": None,
     "mlp-mixer": None,
     "dlrm": None,  # embedding bags of 2-D ids, the Gram matrix's lower triangle
+    "video-cnn": None,  # 3D convolutions and pools over a clip
 }
 
 

@@ -1,0 +1,58 @@
+"""3D convolution and pooling (video clips, volumes) through `frontend.compile`, against
+eager fp32: Conv3d with stride, padding, dilation, groups and depthwise; max, average and
+adaptive 3D pools with padding, ceil_mode and count_include_pad; local_response_norm (an
+avg_pool3d of the squares); the refusals.
+
+Tolerances: max pools pick one element (exact); averages and convolutions sum in fp32 in
+another order than eager's, within assert_close's fp32 defaults (rtol 1.3e-6, atol 1e-5)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import frontend
+from tests.frontend.models import CONFIG, Fn
+
+CLIP = torch.randn(1, 4, 5, 6, 7, generator=torch.Generator().manual_seed(0))
+EXACT = {"rtol": 0.0, "atol": 0.0}
+
+
+@pytest.mark.parametrize("kwargs", [
+    {},
+    {"stride": 2, "padding": 1},
+    {"padding": (0, 1, 1), "dilation": (1, 2, 1), "bias": False},
+    {"groups": 2, "stride": (1, 2, 2)},
+    {"groups": 4, "padding": 1},  # depthwise: weighted sums of the windows
+])
+def test_conv3d(kwargs):
+    torch.manual_seed(0)
+    out_channels = 4 if kwargs.get("groups") == 4 else 8
+    conv = torch.nn.Conv3d(4, out_channels, 3, **kwargs).eval()
+    cm = frontend.compile(conv, (CLIP,), config=CONFIG)
+    with torch.no_grad():
+        torch.testing.assert_close(cm(CLIP), conv(CLIP))
+        torch.testing.assert_close(cm(CLIP * -2), conv(CLIP * -2))
+
+
+@pytest.mark.parametrize("name, fn, exact", [
+    ("max", lambda t: F.max_pool3d(t, 2), True),
+    ("max padded, ceil", lambda t: F.max_pool3d(t, 3, stride=2, padding=1, ceil_mode=True),
+     True),
+    ("avg", lambda t: F.avg_pool3d(t, 2), False),
+    ("avg padded, inside only",
+     lambda t: F.avg_pool3d(t, 3, stride=2, padding=1, count_include_pad=False), False),
+    ("avg ceil", lambda t: F.avg_pool3d(t, 2, ceil_mode=True), False),
+    ("avg divisor", lambda t: F.avg_pool3d(t, 2, divisor_override=3), False),
+    ("adaptive avg", lambda t: F.adaptive_avg_pool3d(t, (2, 3, 4)), False),
+    ("adaptive max", lambda t: F.adaptive_max_pool3d(t, (2, 2, 3)), True),
+    ("local response norm", lambda t: F.local_response_norm(t[:, :, 0], 3), False),
+])
+def test_pool3d(name, fn, exact):
+    cm = frontend.compile(Fn(fn).eval(), (CLIP,), config=CONFIG)
+    torch.testing.assert_close(cm(CLIP), fn(CLIP), **(EXACT if exact else {}))
+
+
+def test_transposed_3d_convolution_is_refused():
+    deconv = torch.nn.ConvTranspose3d(4, 2, 2, stride=2).eval()
+    with pytest.raises(frontend.UnsupportedOpError, match="transposed 3D convolution"):
+        frontend.compile(deconv, (CLIP,), config=CONFIG)
