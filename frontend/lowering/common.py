@@ -494,14 +494,15 @@ def constant(low, value: Const, suffix: str = "_const") -> Ref:
     integer constant (a start token before token ids) is held as fp32 numbers, as computed
     integers are, exact below 2^24; a bool one as the 0.0 / 1.0 of a computed mask."""
     v = value.value.detach()
-    if not v.is_floating_point():
-        if v.dtype != torch.bool and v.numel() and int(v.abs().max()) >= 2 ** 24:
-            raise low.unsupported(f"a {v.dtype} constant among runtime tensors with values "
-                                  "beyond 2^24 (not exact as fp32)")
-        v = v.to(torch.float32)
-    if positive_zeros(v):
-        return Ref(torch.full(v.shape, -1, dtype=torch.int64))
+    if (not v.is_floating_point() and v.dtype != torch.bool and v.numel()
+            and int(v.abs().max()) >= 2 ** 24):
+        raise low.unsupported(f"a {v.dtype} constant among runtime tensors with values "
+                              "beyond 2^24 (not exact as fp32)")
+    # a broadcast dimension (stride 0) held once, its words fp32
     held = v[tuple(slice(0, 1) if st == 0 else slice(None) for st in v.stride())]
+    held = held.to(torch.float32)
+    if positive_zeros(held):
+        return Ref(torch.full(v.shape, -1, dtype=torch.int64))
     ref = resident(low, Const(held.contiguous()), as2d(held.shape), suffix)
     return Ref(ref.index.reshape(held.shape).expand(v.shape))
 

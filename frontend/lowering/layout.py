@@ -166,14 +166,12 @@ def _words_alike(low, values) -> list:
 
 
 def _index(low, v, shape, suffix: str) -> torch.Tensor:
-    """The index map of a Ref or Const `v` broadcast to `shape`: a Ref's own; a constant of
-    zeros reads as zero (index -1); another constant's elements held on a resident tile
-    (`common.constant`)."""
+    """The index map of a Ref or Const `v` broadcast to `shape`: a Ref's own; a constant's
+    (`common.constant`: +0s read as zero, index -1; other elements held on a resident tile,
+    integers as exact fp32 numbers or refused)."""
     if isinstance(v, Ref):
         return v.index.expand(shape)
-    if bool((v.value == 0).all()):
-        return torch.full(shape, -1, dtype=torch.int64)
-    return constant(low, Const(v.value.to(torch.float32).expand(shape)), suffix).index
+    return constant(low, Const(v.value.expand(shape)), suffix).index
 
 
 def _scatter_case(low, node, x, src, *args) -> bool:

@@ -91,7 +91,7 @@ def relation(low, x, other, op: str, shape=None) -> Ref:
     elif isinstance(other, Const):
         if kind == "int":  # compared as numbers (one_hot's ids == arange), exact below 2^24
             x, kind = numbers_of_int_words(low, x), "float"
-        other = constant(low, Const(other.value.to(torch.float32)))
+        other = constant(low, other)
     m, n = as2d(shape)
     ints = kind == "int"
     operands = [low.operand("x", expand_to(x, shape), (m, n), int_words=ints)]
@@ -319,7 +319,7 @@ def where(low, node, cond, a, b):
             branches[name] = num(v)
             continue
         if isinstance(v, Const):
-            v = constant(low, Const(v.value.to(torch.float32)), f"_{name}")
+            v = constant(low, v, f"_{name}")
         elif isinstance(v, (Compare, Pred, IndexPred)) or (
                 isinstance(v, Ref) and v.dtype == torch.bool):
             v = float_mask(low, v)

@@ -199,3 +199,25 @@ def test_an_assertion_on_computed_values_is_refused_by_its_message():
     with pytest.raises(frontend.UnsupportedOpError,
                        match=r"an assertion on values computed on the fabric \('the sum must"):
         frontend.compile(AssertsOnComputedValues().eval(), (torch.ones(2, 3),), config=CONFIG)
+
+
+@pytest.mark.parametrize("use", [
+    lambda t: torch.cat([t, torch.tensor([[2**25 + 1]])], 1),
+    lambda t: (t == torch.tensor([[2**25 + 1, 2, 3]])).float(),
+    lambda t: torch.where(t > 1, t, torch.tensor([[2**25 + 1, 0, 0]])),
+], ids=["cat", "eq", "where"])
+def test_an_integer_constant_beyond_2_24_among_runtime_tensors_is_refused(use):
+    """fp32 words hold integers exactly only up to 2^24: a larger constant beside ids is
+    refused (it had been rounded to a neighbour in the comparison, the select and cat)."""
+    ids = torch.tensor([[1, 2, 3]])
+    with pytest.raises(frontend.UnsupportedOpError, match="beyond 2\\^24"):
+        frontend.compile(Fn(use).eval(), (ids,), config=CONFIG)
+
+
+def test_a_negative_zero_constant_keeps_its_sign():
+    def fn(x):
+        return torch.cat([x, torch.full((2, 1), -0.0)], 1)
+
+    x = torch.randn(2, 3, generator=torch.Generator().manual_seed(0))
+    got = frontend.compile(Fn(fn).eval(), (x,), config=CONFIG)(x)
+    assert torch.equal(got, fn(x)) and bool(torch.signbit(got[:, 3]).all())
