@@ -117,9 +117,8 @@ ADDED = (
     "ceil", "amin", "min.reduction_with_dim", "diagonal", "reciprocal", "log2", "log10",
     "prod", "cumprod", "tan", "atan", "asin", "acos", "sinh", "cosh", "exp2", "round",
     "round.decimals_0", "round.decimals_3", "round.decimals_neg_3", "heaviside", "atan2",
-    "hypot", "cdist",
-    "bucketize",
-    "fmod", "remainder",
+    "hypot", "cdist", "bucketize", "fmod", "remainder", "nn.functional.max_pool3d",
+    "nn.functional.avg_pool3d", "nn.functional.adaptive_max_pool3d",
 )
 CLAIMED = DERIVED + BY_HAND + ADDED
 # one OpInfo or more for every op family with a rule: the default test run
