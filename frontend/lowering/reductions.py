@@ -72,6 +72,18 @@ def amax(low, node, x, dims=(), keepdim=False):
     return reduce(low, node, x, list(dims) or None, keepdim, "max")
 
 
+@rule(aten.max.default)
+def max_all(low, node, x):
+    """x.max(): the max of every element (amax over all dimensions), exact."""
+    return reduce(low, node, x, None, False, "max")
+
+
+@rule(aten.min.default)
+def min_all(low, node, x):
+    """x.min() = -max(-x) over every element, exact."""
+    return negated(low, reduce(low, node, negated(low, x), None, False, "max"), out_shape(node))
+
+
 @rule(aten.amin.default)
 def amin(low, node, x, dims=(), keepdim=False):
     """min = -max(-x), exact (negation is exact)."""

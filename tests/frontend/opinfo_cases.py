@@ -118,7 +118,8 @@ ADDED = (
     "prod", "cumprod", "tan", "atan", "asin", "acos", "sinh", "cosh", "exp2", "round",
     "round.decimals_0", "round.decimals_3", "round.decimals_neg_3", "heaviside", "atan2",
     "hypot", "cdist", "bucketize", "fmod", "remainder", "nn.functional.max_pool3d",
-    "nn.functional.avg_pool3d", "nn.functional.adaptive_max_pool3d",
+    "nn.functional.avg_pool3d", "nn.functional.adaptive_max_pool3d", "max.reduction_no_dim",
+    "min.reduction_no_dim",
 )
 CLAIMED = DERIVED + BY_HAND + ADDED
 # one OpInfo or more for every op family with a rule: the default test run

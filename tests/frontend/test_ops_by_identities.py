@@ -54,3 +54,14 @@ def test_exact_identities_as_eager(name, fn):
 def test_reciprocal_and_logs_within_a_few_ulps(fn):
     x = torch.rand(4, 6, generator=torch.Generator().manual_seed(3)) * 100 + 1e-3
     torch.testing.assert_close(_run(fn, x), fn(x))
+
+
+@pytest.mark.parametrize("fn", [torch.max, torch.min], ids=["max", "min"])
+def test_max_and_min_of_every_element(fn):
+    """x.max() and x.min() (aten.max.default, aten.min.default): exact, -0 kept by min."""
+    x = _values()
+    x[0, 2:4] = torch.tensor([60.0, -50.0])  # in place of the infinities
+    got = _run(fn, x)
+    assert abs(float(got)) in (60.0, 50.0)
+    assert got.shape == () and got.dtype == torch.float32
+    torch.testing.assert_close(got, fn(x), **EXACT)
