@@ -33,7 +33,7 @@ VOCAB, WIDTH, HEADS, TOKENS, IMAGE = 64, 32, 2, 8, 32
 GRID = (12, 12)  # the fabric most architectures run on: small(12, 12), rows x cols
 # architectures whose stages need a larger fabric: name -> its (rows, cols)
 LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
-                 "qwen2-moe": (24, 24)}
+                 "qwen2-moe": (24, 24), "canine": (16, 16)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +93,11 @@ def _mel() -> tuple:
 
 def _image() -> tuple:
     return (torch.randn(1, 3, IMAGE, IMAGE, generator=torch.Generator().manual_seed(1)),)
+
+
+def _clip() -> tuple:
+    """A video clip: 4 frames of 32 x 32 (3 channels), frames before channels."""
+    return (torch.randn(1, 4, 3, IMAGE, IMAGE, generator=torch.Generator().manual_seed(1)),)
 
 
 def _audio() -> tuple:
@@ -156,6 +161,10 @@ _HF = [
                                     d_model=WIDTH, n_head=HEADS, d_head=WIDTH // HEADS,
                                     d_inner=2 * WIDTH, block_sizes=[1, 1],
                                     num_decoder_layers=1)),
+    # characters hashed into buckets: ((id + 1) * prime) % buckets per hash, 8 hashes
+    ("canine", "text encoder", _hf("CanineConfig", "CanineModel", _ids, **{
+        k: v for k, v in _TEXT.items() if k != "vocab_size"}, num_hash_buckets=VOCAB,
+        downsampling_rate=2)),
     ("t5-encoder", "text encoder", _hf(
         "T5Config", "T5EncoderModel", _ids, vocab_size=VOCAB, d_model=WIDTH, d_kv=16,
         d_ff=2 * WIDTH, num_layers=1, num_heads=HEADS)),
@@ -255,6 +264,9 @@ _HF = [
                                     image_size=IMAGE, depth_multiplier=0.25)),
     ("regnet", "vision", _hf("RegNetConfig", "RegNetModel", _image, embedding_size=8,
                               hidden_sizes=[8, 16], depths=[1, 1], groups_width=8)),
+    # video: tubelets of 2 frames x 8 x 8 embedded by a 3D convolution, a ViT over them
+    ("videomae", "video", _hf("VideoMAEConfig", "VideoMAEModel", _clip, **_VIT, num_frames=4,
+                              tubelet_size=2)),
     # audio
     ("wav2vec2", "audio", _hf("Wav2Vec2Config", "Wav2Vec2Model", _audio, **dict(
         _TEXT, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),

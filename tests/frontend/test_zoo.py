@@ -35,6 +35,7 @@ STOPS = {
     "mpnet": None,
     "deberta-v2": None,
     "funnel": None,  # its relative attention's shift: slice_scatter
+    "canine": None,  # hashed character ids: remainder of computed integers
     "t5-encoder": None,
     "gpt2": None,
     "gpt-neo": None,
@@ -73,6 +74,7 @@ STOPS = {
     "convnext": None,
     "mobilenet-v2": None,  # 17 blocks, 150 stages: at least 188 PEs, on small(24, 16)
     "regnet": None,
+    "videomae": None,  # a 3D convolution's tubelets
     "wav2vec2": None,  # group norm in the feature encoder
     "hubert": None,
     "whisper-encoder": None,
