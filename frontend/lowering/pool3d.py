@@ -13,7 +13,7 @@ import torch
 
 from frontend.lowering.common import out_shape, triple, windows3d
 from frontend.lowering.core import Unavailable, rule
-from frontend.lowering.reductions import max_windows, mean_windows
+from frontend.lowering.reductions import max_windows, mean_windows, window_divisors
 from frontend.values import Ref
 
 aten = torch.ops.aten
@@ -46,33 +46,21 @@ def avg_pool3d(low, node, x, kernel_size, stride=(), padding=0, ceil_mode=False,
     stride, padding = triple(stride, kernel), triple(padding)
     shape = out_shape(node)
     win = windows3d(_batched(x), kernel, stride, padding, (1, 1, 1), shape[-3:])
-    # PyTorch's divisor per output position, as avg_pool2d's in each dimension
-    sizes = []
-    for o, k, s, p, size in zip(shape[-3:], kernel, stride, padding, x.shape[-3:]):
-        start = torch.arange(o) * s - p
-        end = torch.clamp(start + k, max=size + p)
-        sizes.append(end - start if count_include_pad else
-                     torch.clamp(end, max=size) - torch.clamp(start, min=0))
-    counts = sizes[0][:, None, None] * sizes[1][None, :, None] * sizes[2][None, None, :]
-    if divisor_override:
-        counts = torch.full_like(counts, divisor_override)
+    counts = window_divisors(shape[-3:], kernel, stride, padding, x.shape[-3:],
+                             count_include_pad, divisor_override)
     od, oh, ow = shape[-3:]
     return mean_windows(low, _as_2d(win), counts.reshape(od * oh, ow), shape)
 
 
-@rule(aten._adaptive_avg_pool3d.default)
-def adaptive_avg_pool3d(low, node, x, output_size):
+@rule(aten._adaptive_avg_pool3d.default, aten.adaptive_max_pool3d.default)
+def adaptive_pool3d(low, node, x, output_size):
+    """Adaptive average (one mean per window size) or max (with its indices unavailable)."""
     shape = out_shape(node)
     win, counts = _adaptive_windows(_batched(x), shape[-3:])
+    if node.target == aten.adaptive_max_pool3d.default:
+        return max_windows(low, _as_2d(win), shape), Unavailable("adaptive_max_pool3d's indices")
     od, oh, ow = shape[-3:]
     return mean_windows(low, _as_2d(win), counts.reshape(od * oh, ow), shape)
-
-
-@rule(aten.adaptive_max_pool3d.default)
-def adaptive_max_pool3d(low, node, x, output_size):
-    shape = out_shape(node)
-    win, _ = _adaptive_windows(_batched(x), shape[-3:])
-    return max_windows(low, _as_2d(win), shape), Unavailable("adaptive_max_pool3d's indices")
 
 
 def _adaptive_windows(index: torch.Tensor, out_dhw):

@@ -268,18 +268,26 @@ def avg_pool2d(low, node, x, kernel_size, stride=(), padding=0, ceil_mode=False,
     stride, padding = pair(stride, kernel), pair(padding)
     shape = out_shape(node)
     win = windows(_batched(x), kernel, stride, padding, (1, 1), shape[-2:])
-    # PyTorch's divisor per output position: the window's part inside the padded input
-    # (count_include_pad) or inside the input; divisor_override replaces both
-    sizes = []
-    for o, k, s, p, size in zip(shape[-2:], kernel, stride, padding, x.shape[-2:]):
+    counts = window_divisors(shape[-2:], kernel, stride, padding, x.shape[-2:],
+                             count_include_pad, divisor_override)
+    return mean_windows(low, win, counts, shape)
+
+
+def window_divisors(out, kernel, stride, padding, size, count_include_pad: bool,
+                    divisor_override) -> torch.Tensor:
+    """PyTorch's divisor of an average pool per output position (an `out`-shaped tensor):
+    the product over the dimensions of the window's part inside the padded input
+    (count_include_pad) or inside the input; divisor_override replaces it."""
+    counts = torch.ones((), dtype=torch.int64)
+    for o, k, s, p, n in zip(out, kernel, stride, padding, size):
         start = torch.arange(o) * s - p
-        end = torch.clamp(start + k, max=size + p)
-        sizes.append(end - start if count_include_pad else
-                     torch.clamp(end, max=size) - torch.clamp(start, min=0))
-    counts = sizes[0][:, None] * sizes[1][None, :]
+        end = torch.clamp(start + k, max=n + p)
+        inside = end - start if count_include_pad else (
+            torch.clamp(end, max=n) - torch.clamp(start, min=0))
+        counts = counts[..., None] * inside
     if divisor_override:
         counts = torch.full_like(counts, divisor_override)
-    return mean_windows(low, win, counts, shape)
+    return counts
 
 
 @rule(aten._adaptive_avg_pool2d.default)

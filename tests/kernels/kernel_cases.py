@@ -44,3 +44,9 @@ def run_exact(kernel: Kernel, inputs: dict, expected: np.ndarray,
     np.testing.assert_array_equal(result.output, expected)
     check_cycles(result, kernel, exact_cycles)
     return result
+
+
+def bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """fp32 arrays equal bit for bit, any NaN equal to any NaN (at the same places)."""
+    return np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(
+        a.view(np.uint32)[~np.isnan(a)], b.view(np.uint32)[~np.isnan(b)])

@@ -45,6 +45,7 @@ from fabric.kernels import (
 from fabric.kernels import mathlib_numpy as mn
 from fabric.kernels.binary_math import FUNCTIONS
 from fabric.numerics import round_to
+from tests.kernels.kernel_cases import bits_equal
 
 CONFIG = FabricConfig.small(4, 4)
 RECT = Rect(0, 0, 4, 4)
@@ -152,15 +153,10 @@ def fabric_runs():
     return get
 
 
-def _bits_equal(x, y):
-    return np.array_equal(np.isnan(x), np.isnan(y)) and np.array_equal(
-        x.view(np.uint32)[~np.isnan(x)], y.view(np.uint32)[~np.isnan(y)])
-
-
 @pytest.mark.parametrize("fn", list(FUNCTIONS))
 def test_fabric_is_the_mirror_bit_for_bit_with_exact_cycles(fabric_runs, fn):
     a, b, y, cycles, model, stalls = fabric_runs(fn)
-    assert any(_bits_equal(y, _emulate(fn, a, b, fused)) for fused in (True, False)), fn
+    assert any(bits_equal(y, _emulate(fn, a, b, fused)) for fused in (True, False)), fn
     e = M * N // 16
     assert cycles == model == 2 + binary_math_cycles(CONFIG, fn, e) + stalls
 
@@ -198,7 +194,7 @@ def test_special_values_of_note():
         a, b = (np.array([p[0][i] for p in pairs], np.float32) for i in (0, 1))
         want = np.array([p[1] for p in pairs], np.float32)
         for fused in (True, False):
-            assert _bits_equal(_emulate(fn, a, b, fused), want), fn
+            assert bits_equal(_emulate(fn, a, b, fused), want), fn
 
 
 def test_cycle_formulas():
@@ -233,4 +229,4 @@ def test_half_storage_is_the_rounded_fp32_kernel(fn, dtype):
         + stalls
     f32 = [_emulate(fn, a.reshape(-1), b.reshape(-1), fused).reshape(M, N)
            for fused in (True, False)]
-    assert any(_bits_equal(res.output, round_to(y, dtype)) for y in f32)
+    assert any(bits_equal(res.output, round_to(y, dtype)) for y in f32)

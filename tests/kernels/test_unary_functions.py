@@ -43,6 +43,7 @@ from fabric.kernels import unary_params as up
 from fabric.kernels.base import run_kernel
 from fabric.kernels.unary import FUNCTIONS, build_unary, code_cycles
 from fabric.numerics import round_to, to_half
+from tests.kernels.kernel_cases import bits_equal
 
 CONFIG = FabricConfig.small(4, 4)
 RECT = Rect(0, 0, 4, 4)
@@ -341,17 +342,12 @@ def fabric_runs():
     return get
 
 
-def _bits_equal(a, b):
-    return np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(
-        a.view(np.uint32)[~np.isnan(a)], b.view(np.uint32)[~np.isnan(b)])
-
-
 @pytest.mark.parametrize("name", list(FNS))
 def test_fabric_is_the_mirror_bit_for_bit_with_exact_cycles(fabric_runs, name):
     """Exact cycles: the formula's, plus the groups the engine counts waiting on the bank
     read-pair rule (every PE alike: one block size)."""
     x, y, cycles, model, stalls = fabric_runs(name)
-    assert any(_bits_equal(y, _emulate(name, x, fused)) for fused in (True, False)), name
+    assert any(bits_equal(y, _emulate(name, x, fused)) for fused in (True, False)), name
     e = M * N // 16
     assert cycles == model == 2 + FNS[name].cycles(CONFIG, e) + stalls
 
