@@ -19,6 +19,7 @@ from frontend.compiled import CompiledModel, compile  # noqa: A004
 from frontend.errors import (
     CheckpointError,
     FrontendError,
+    IntegerRangeError,
     PlacementError,
     StageRunError,
     UnsupportedOpError,
@@ -28,5 +29,5 @@ from frontend.errors import (
 from frontend.training import Trainer, backend
 
 __all__ = ["amp", "backend", "CheckpointError", "CompiledModel", "FrontendError",
-           "PlacementError", "StageRunError", "Trainer", "UnsupportedOpError", "UserCodeError",
-           "ValidationError", "compile"]
+           "IntegerRangeError", "PlacementError", "StageRunError", "Trainer",
+           "UnsupportedOpError", "UserCodeError", "ValidationError", "compile"]

@@ -23,6 +23,7 @@ from frontend.graph_colors import (
     check_color_policy,
     graph_colors,
 )
+from frontend.integer_ranges import INTEGER_LIMIT, check_integer_nodes, integer_nodes
 from frontend.lowering import (
     check_experts,
     check_gemm_orientation,
@@ -159,6 +160,9 @@ class CompiledModel:
                              column_parts(config) if self.mode == "pipelined" else None,
                              self.lookups, self.gemm_orientation, self.experts)
         captured.refuse_buffer_updates()
+        # integers computed from integer inputs, checked against 2^24 before every call
+        self.integer_nodes = integer_nodes(captured.graph, captured.user_inputs,
+                                           captured.constants)
         self.edges = stage_edges(self.lowered.stages, self.lowered.tensors)
         # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
         # at a time, their sum: shares that follow the work
@@ -285,12 +289,14 @@ class CompiledModel:
     def _inputs(self, args) -> dict[str, torch.Tensor]:
         """The runtime inputs of a call by name (`_named_inputs`), the model's assertions on
         them held (RuntimeError, as eager: `asserts`) and the indices that embeddings read
-        checked against their tables (IndexError, as eager)."""
+        checked against their tables (IndexError, as eager); the integers the model computes
+        from them held within 2^24 (`integer_ranges`)."""
         inputs = self._named_inputs(args)
         for assertion in self.lowered.input_assertions:
             assertion.verify(inputs)
         for indices in self.lowered.index_ranges:
             indices.values(inputs)
+        check_integer_nodes(self.integer_nodes, inputs, self.captured.constants)
         return inputs
 
     def run(self, *args, resident: dict[str, ResidentTensor] | None = None) -> Execution:
@@ -523,7 +529,6 @@ def _output_reads(cm: CompiledModel) -> dict[str, int]:
     return reads
 
 
-INTEGER_LIMIT = 2 ** 24  # integers the fabric carries exactly: fp32 words once converted
 
 
 def _check_integer_range(name: str, value: torch.Tensor) -> None:

@@ -42,6 +42,11 @@ class CheckpointError(FrontendError, fabric.CheckpointError):
     kind, training or simulator."""
 
 
+class IntegerRangeError(FrontendError, ValueError):
+    """An integer the model computes from a call's inputs lies beyond 2^24, past what the
+    fabric's fp32 words carry exactly (`frontend.integer_ranges`)."""
+
+
 class UserCodeError(FrontendError):
     """The user's own code that the frontend called (a model or data factory) raised; the
     original exception is the `__cause__`."""
