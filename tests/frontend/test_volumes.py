@@ -56,3 +56,17 @@ def test_transposed_3d_convolution_is_refused():
     deconv = torch.nn.ConvTranspose3d(4, 2, 2, stride=2).eval()
     with pytest.raises(frontend.UnsupportedOpError, match="transposed 3D convolution"):
         frontend.compile(deconv, (CLIP,), config=CONFIG)
+
+
+def test_conv3d_is_one_gemm_per_depth_tap_chained_through_the_accumulator():
+    """kd = 3: three GEMMs, each over the 3 x 3 windows of one depth slice, the second and
+    third starting from the one before (their moves copy an element into 9 rows, not 27)."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv3d(4, 8, 3, padding=1).eval()
+    cm = frontend.compile(conv, (CLIP,), config=CONFIG)
+    gemms = [p.stage for p in cm.prepared if p.stage.kind == "gemm_summa"]
+    assert len(gemms) == 3
+    # the runtime operands (the weights and the bias are constants): the windows, then the
+    # running sum too
+    assert [set(p.sources) for p in cm.prepared if p.stage.kind == "gemm_summa"] == \
+        [{"A"}, {"A", "C0"}, {"A", "C0"}]
