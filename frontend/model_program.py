@@ -356,7 +356,9 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
     gated: every kernel with incoming moves gets a gate (module docstring, "Gates"), so that
     its data starts it on each PE (where the host's arm is not its last count).
     holds: the holds of each skip connection's move (`frontend.skip_holds`): "auto" as
-    `hold_counts` sizes them, or {(consumer stage, operand, source index): count}.
+    `hold_counts` sizes them, left out where a hold does not fit its operand's PEs beside
+    it, or {(consumer stage, operand, source index): count} (such a hold refused then,
+    PlacementError).
     input_buffers: every user input gets a second buffer (`InputBuffer`, module
     docstring), so the host may write a sample's input while its kernel computes the one
     before (the host link in the stream, `frontend.program_run`).
@@ -384,8 +386,17 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                for p in prepared}
     parts = list(kernels.values())
     counts = hold_counts(prepared) if holds == "auto" else dict(holds)
-    held = {key: make_holds(config, *key, by_stage[key[0]].sources[key[1]][key[2]].dst, n)
-            for key, n in counts.items() if n > 0}
+    held = {}
+    for key, n in counts.items():
+        if n > 0:
+            try:
+                held[key] = make_holds(config, *key,
+                                       by_stage[key[0]].sources[key[1]][key[2]].dst, n)
+            except PlacementError:
+                if holds != "auto":
+                    raise
+                # the holds the plan chose do not fit beside the operand: the move goes
+                # without them (fewer samples on its way, the words the same)
     # a user input's buffer is one hold, which the host writes instead of the move: its
     # packed words, which the relay unpacks (`frontend.host_writes`), or the operand's
     held_inputs = {(p.stage.name, operand, i): (

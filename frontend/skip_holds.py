@@ -28,6 +28,7 @@ import math
 from fabric import Program, Tile
 from fabric.kernels import WordMap, plan_redistribution
 from frontend.color_fit import predicted_period
+from frontend.errors import PlacementError
 from frontend.runtime import PreparedStage
 
 MOST_HOLDS = 4  # holds on one move at most (each as large as the operand it feeds)
@@ -71,10 +72,18 @@ def hold_map(dst: WordMap, j: int) -> WordMap:
 
 def make_holds(config, consumer: str, operand: str, source: int, dst: WordMap, count: int
                ) -> Holds:
-    """`count` holds before operand map `dst`, with their relays' plans."""
+    """`count` holds before operand map `dst`, with their relays' plans. Raises
+    PlacementError when a hold and the operand do not fit a PE's SRAM together."""
     maps = tuple(hold_map(dst, j) for j in range(1, count + 1))
     ends = (*maps, dst)
-    relays = tuple(plan_redistribution(config, ends[j], ends[j + 1]) for j in range(count))
+    try:
+        relays = tuple(plan_redistribution(config, ends[j], ends[j + 1])
+                       for j in range(count))
+    except ValueError as exc:
+        raise PlacementError(f"the pipelined model does not fit one fabric program: a hold "
+                             f"of operand {operand!r} of stage {consumer!r} (a copy of its "
+                             f"words beside them, for a sample on its way) does not fit its "
+                             f"PEs: {exc}") from exc
     return Holds(consumer, operand, source, maps, relays)
 
 

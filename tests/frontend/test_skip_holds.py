@@ -75,3 +75,34 @@ def test_holds_let_the_gpt_block_stream_at_its_rate():
     # path now faster, that sample's words reach the GEMM after it: `ModelProgram.reuses`)
     by_pe = run_stream(cm.model_program(), inputs, cm.max_cycles, start="pe")
     assert all(by_pe.same_words(s, words) for s, words in enumerate(apart))
+
+
+def test_a_hold_that_does_not_fit_beside_its_operand():
+    """An operand of 7,000 words on one PE: a hold beside it needs 56,000 B of the 49,152
+    B; make_holds refuses it (PlacementError naming the operand and the stage), and a
+    model program sized "auto" goes without that hold (the video CNN's third chained
+    convolution GEMM, whose A operand is 27,648 B a PE)."""
+    import numpy as np
+
+    from fabric import Rect
+    from fabric.kernels import WordMap
+    from frontend.skip_holds import make_holds
+
+    dst = WordMap((7000,), Rect(0, 0, 1, 1), {"abuf": np.arange(7000).reshape(1, 1, 7000)})
+    with pytest.raises(frontend.PlacementError, match="hold of operand 'A' of stage 'g'.*"
+                       "56000 B"):
+        make_holds(SMALL, "g", "A", 0, dst, 1)
+
+
+@pytest.mark.long
+def test_auto_holds_leave_out_one_that_does_not_fit():
+    from frontend.architectures import build, fabric_config
+
+    model, inputs = build("video-cnn")
+    cm = frontend.compile(model, inputs, config=fabric_config("video-cnn"), colors="fit")
+    counts = hold_counts(cm.prepared)
+    assert counts == {("convolution_1_gemm_2", "A", 0): 1}
+    program = cm.model_program(gated=True)  # built, without the hold
+    assert not any(m.relays for m in program.moves)
+    with pytest.raises(frontend.PlacementError, match="hold of operand 'A'"):
+        build_model_program(cm.prepared, cm.colors, holds=counts)
