@@ -41,15 +41,17 @@ _WSE2_PE = FabricConfig.small(1, 1)
 _E = 1000  # elements: even, so that widths of 2 divide it
 
 
-def _per_element(cycles: int) -> int:
-    return math.ceil(cycles / _E)
+def cycles_per_element(cycles_of) -> int:
+    """Single-PE cycles per element of a kernel on a WSE-2 PE, rounded up, from its cycle
+    function cycles_of(config, e): what sizes its tile."""
+    return math.ceil(cycles_of(_WSE2_PE, _E) / _E)
 
 
 CYCLES_PER_ELEMENT = {
     "map": 1, "elementwise": 1, "affine": 2, "clamp": 2, "softmax": 19, "layernorm": 6,
-    "gelu": _per_element(gelu_cycles(_WSE2_PE, _E, "tanh")),
-    "gelu_erf": _per_element(gelu_cycles(_WSE2_PE, _E, "none")),
-    **{fn: _per_element(unary_cycles(_WSE2_PE, fn, _E))
+    "gelu": cycles_per_element(lambda cfg, e: gelu_cycles(cfg, e, "tanh")),
+    "gelu_erf": cycles_per_element(lambda cfg, e: gelu_cycles(cfg, e, "none")),
+    **{fn: cycles_per_element(lambda cfg, e, fn=fn: unary_cycles(cfg, fn, e))
        for fn in ("tanh", "erf", "sin", "cos", "exp", "expm1", "log", "log1p", "reciprocal",
                   "sigmoid", "rsqrt", "sqrt", "abs", "itof", "signbit", "trunc", "floor",
                   "round", "tan", "atan", "asin", "acos", "sinh", "cosh", "exp2")},
@@ -198,16 +200,31 @@ def negated(low, x, shape=None) -> Ref:
 
 def one_operand_stage(low, kind: str, x: Ref, shape, suffix: str, make) -> Ref:
     """A stage of `kind` (an elementwise kernel of one input "x" and output, two words per
-    element) over a Ref x of `shape` seen as the matrix as2d(shape) = (m, n): make(m, n)
-    gives its `build(cfg, rect, **fmt)`. One stage per block where x is side-by-side
-    stages' outputs (`column_blocks`). A Ref of `shape`."""
-    split = per_column_block(low, [x], shape,
-                             lambda b, s: one_operand_stage(low, kind, b, s, suffix, make))
+    element) over a Ref x of `shape` (`blockwise_stage`)."""
+    return blockwise_stage(low, kind, {"x": x}, shape, suffix, make,
+                           CYCLES_PER_ELEMENT[kind], 2)
+
+
+def blockwise_stage(low, kind: str, operands: dict, shape, suffix: str, make,
+                    per_element: int, words_per_element: int) -> Ref:
+    """A stage of `kind`, an elementwise kernel of the named inputs `operands` (Refs or
+    Consts of `shape`, in the kernel's block layout), over `shape` seen as the matrix as2d(shape) =
+    (m, n): make(m, n) gives its `build(cfg, rect, **fmt)`, per_element its single-PE
+    cycles per element. One stage per block where an operand is side-by-side stages'
+    outputs (`column_blocks`). A Ref of `shape`."""
+    names = list(operands)
+
+    def one(*blocks):
+        return blockwise_stage(low, kind, dict(zip(names, blocks[:-1])), blocks[-1], suffix,
+                               make, per_element, words_per_element)
+
+    split = per_column_block(low, list(operands.values()), shape, one)
     if split is not None:
         return split
     m, n = as2d(shape)
-    ref = low.stage(kind, (m, n), make(m, n), [low.operand("x", x, (m, n))],
-                    m * n * CYCLES_PER_ELEMENT[kind], Limits(m, n), words_per_element=2,
+    ref = low.stage(kind, (m, n), make(m, n),
+                    [low.operand(name, v, (m, n)) for name, v in operands.items()],
+                    m * n * per_element, Limits(m, n), words_per_element=words_per_element,
                     suffix=suffix)
     return Ref(ref.index.reshape(shape))
 
