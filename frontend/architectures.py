@@ -1,7 +1,7 @@
 """Tiny random-weight configurations of common architectures: Hugging Face `transformers`
 models (text encoders, decoders, encoder-decoders, vision and audio models) and plain
 torch models (recurrent nets, a depthwise-separable CNN, an MLP-Mixer, a DLRM, a 3D CNN over
-video clips), for the model-zoo
+video clips, graph networks over an edge list: `frontend.graph_networks`), for the model-zoo
 test and benchmark.
 
 Sizes follow one rule: one layer (or one stage per level), width 32, two heads, vocabulary
@@ -28,6 +28,7 @@ import torch
 import torch.nn as nn
 
 from fabric.config import FabricConfig
+from frontend.graph_networks import GAT, GCN, GraphSAGE, graph_inputs
 
 VOCAB, WIDTH, HEADS, TOKENS, IMAGE = 64, 32, 2, 8, 32
 GRID = (12, 12)  # the fabric most architectures run on: small(12, 12), rows x cols
@@ -39,9 +40,9 @@ LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
 @dataclasses.dataclass(frozen=True)
 class Architecture:
     """name; family ("text encoder", "decoder", "encoder-decoder", "state space", "vision",
-    "audio", "recurrent", "cnn", "mlp", "recommendation", "video"); source ("transformers" or
-    "torch"); make() -> (model in eval mode, example inputs); fabric: the (rows, cols) of
-    the small fabric it runs on."""
+    "audio", "recurrent", "cnn", "mlp", "recommendation", "video", "graph"); source
+    ("transformers" or "torch"); make() -> (model in eval mode, example inputs); fabric:
+    the (rows, cols) of the small fabric it runs on."""
 
     name: str
     family: str
@@ -385,6 +386,14 @@ def _dlrm():
     return DLRM().eval(), (torch.randn(2, 13, generator=gen), *ids)
 
 
+def _graph(module: Callable[[], nn.Module]):
+    def make():
+        torch.manual_seed(0)
+        return module().eval(), graph_inputs()
+
+    return make
+
+
 def _torch(module: Callable[[], nn.Module], shape: tuple):
     def make():
         torch.manual_seed(0)
@@ -400,6 +409,9 @@ _TORCH = [
     ("mlp-mixer", "mlp", _torch(MixerBlock, (1, 3, 16, 16))),
     ("dlrm", "recommendation", _dlrm),
     ("video-cnn", "video", _torch(VideoCNN, (1, 3, 4, 16, 16))),
+    ("gcn", "graph", _graph(GCN)),
+    ("graphsage", "graph", _graph(GraphSAGE)),
+    ("gat", "graph", _graph(GAT)),
 ]
 
 ARCHITECTURES: dict[str, Architecture] = {

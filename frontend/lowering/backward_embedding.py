@@ -15,11 +15,8 @@ accumulate=True), valid(idx) = (idx >= 0) & (idx < V) & (idx != padding).
   refuses an index outside [0, V) (`Gather.resolve` raises IndexError), so a predicate
   implied by 0 <= idx < V holds and its `where` is the gradient itself, and a clamp to a
   range holding [0, V) is the index itself. Anything else is refused.
-- Runtime indices: a scatter-add planned per call (`ScatterRows`): every token's gradient
-  row moves into the slots of the vocabulary row its index names, and a row reduction sums
-  them in token order (as PyTorch accumulates).
-- Compile-time indices (the positions 0..T-1): a static scatter-add, a layout when every
-  row gets at most one token, else a row reduction over each row's tokens.
+- The scatter-add itself (index_put, accumulate) is `lowering.scatter`'s: per call by
+  runtime indices, a one-hot product with lookups "onehot", static for the positions.
 """
 
 from __future__ import annotations
@@ -29,24 +26,19 @@ import math
 
 import torch
 
-from fabric.kernels import build_rowreduce
 from frontend.lowering.common import (
     binary,
-    index_source,
     map_,
     out_shape,
-    resident,
-    scatter_add,
 )
 from frontend.lowering.core import rule
 from frontend.lowering.embedding import compare_mask, lookup
-from frontend.stages import Limits
-from frontend.values import Const, Gather, Ref, Symbolic
+from frontend.values import Const, Ref, Symbolic
 
 aten = torch.ops.aten
 
 
-def _is_index(low, x) -> bool:
+def is_index(low, x) -> bool:
     """x holds an integer input's int32 words (token ids the host checks); integers
     computed on the fabric (fp32 numbers) are compared and clamped as numbers instead."""
     return isinstance(x, Ref) and not x.dtype.is_floating_point and low.int_words(x)
@@ -106,7 +98,7 @@ def embedding(low, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
 # ---- index checks ------------------------------------------------------------------------
 def _index_check(low, node, x, other) -> bool:
     """A comparison of an integer input with a number (on floats: `backward`'s compares)."""
-    return _is_index(low, x) and isinstance(other, (int, float))
+    return is_index(low, x) and isinstance(other, (int, float))
 
 
 def _compare_rule(op):
@@ -150,7 +142,7 @@ def unsqueeze(low, node, x, dim):
     return x  # elementwise on the indices: its shape follows `where`
 
 
-@rule(aten.clamp.default, case=lambda low, node, x, *args, **kwargs: _is_index(low, x))
+@rule(aten.clamp.default, case=lambda low, node, x, *args, **kwargs: is_index(low, x))
 def clamp(low, node, x, lo=None, hi=None):
     """clamp of integer indices: symbolic (a float tensor's clamp: `elementwise.clamp`)."""
     return Clamped(x, float("-inf") if lo is None else lo, float("inf") if hi is None else hi)
@@ -194,82 +186,3 @@ def _zero_or_gradient(low, node, cond, a, b) -> bool:
 @rule(aten.where.self, case=_zero_or_gradient)
 def where(low, node, cond, a, b):
     return Guarded(b, dataclasses.replace(cond, negated=False))
-
-
-# ---- the scatter-add -----------------------------------------------------------------------
-@rule(aten.index_put.default)
-def index_put(low, node, base, indices, values, accumulate=False):
-    if not (isinstance(base, Const) and bool((base.value == 0).all()) and accumulate
-            and len(indices) == 1 and base.value.dim() == 2):
-        raise low.unsupported("index_put other than an accumulation into a zero matrix "
-                              "along its first dimension (an embedding's gradient)")
-    vocab, dim = base.value.shape
-    (idx,) = indices
-    if isinstance(values, Guarded):
-        if not values.pred.implied_by_range(vocab):
-            raise low.unsupported(f"an index mask {values.pred.checks} not implied by the "
-                                  f"index range [0, {vocab})")
-        values = values.value
-    if not isinstance(values, Ref):
-        raise low.unsupported(f"index_put of {type(values).__name__} values")
-    if isinstance(idx, Clamped):
-        if not (idx.lo <= 0 and idx.hi >= vocab - 1):
-            raise low.unsupported(f"indices clamped to [{idx.lo}, {idx.hi}] inside the "
-                                  f"range [0, {vocab})")
-        idx = idx.index
-    if not isinstance(idx, (Ref, Const)):
-        raise low.unsupported(f"index_put with indices of type {type(idx).__name__}")
-    idx_shape = tuple(idx.shape) if isinstance(idx, Ref) else tuple(idx.value.shape)
-    tokens = math.prod(idx_shape)
-    g = Ref(values.index.expand(*idx_shape, dim).reshape(tokens, dim))  # row t: token t
-    if isinstance(idx, Const):
-        return _static_scatter(low, idx.value.reshape(-1).to(torch.int64), g, vocab)
-    if not _is_index(low, idx):
-        raise low.unsupported("index_put with indices that are not an integer input")
-    return _runtime_scatter(low, idx, g, vocab)
-
-
-@dataclasses.dataclass
-class ScatterRows(Gather):
-    """The rows of a scatter-add by runtime indices: element ((v, d), t) of the (vocab dim,
-    tokens) operand is table[t, d] where idx[t] == v, else zero (id -1). `table` (tokens,
-    dim) is the materialized tensor at `table_base`; `vocab` the output rows."""
-
-    vocab: int = 0
-
-    def resolve(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        idx = self.indices(inputs, self.vocab)
-        tokens, dim = idx.numel(), self.row
-        ids = self.table_base + torch.arange(tokens * dim).reshape(tokens, dim)
-        out = torch.full((self.vocab, dim, tokens), -1, dtype=torch.int64)
-        out[idx, :, torch.arange(tokens)] = ids
-        return out.reshape(-1)
-
-
-def _runtime_scatter(low, idx: Ref, g: Ref, vocab: int) -> Ref:
-    """grad[v] = sum of g[t] over idx[t] == v for an integer input idx: g is materialized
-    on a resident tile (tokens, dim); per call, each token's row moves into the rows
-    (v, :) of a (vocab dim, tokens) operand that its index names (the other slots hold
-    zero), and a row reduction sums every row: a scatter-add in token order."""
-    tokens, dim = g.shape
-    source = index_source(low, idx)
-    table = resident(low, g, (tokens, dim), "_rows")
-    rows = ScatterRows(int(table.index.reshape(-1)[0]), tokens, dim, source.name,
-                       idx.index - source.base, tuple(idx.shape), vocab)
-    m = vocab * dim
-    out = low.stage("rowreduce", (m,),
-                    lambda cfg, rect, **fmt: build_rowreduce(cfg, rect, m, tokens, "sum",
-                                                             **fmt),
-                    [low.operand("x", rows, (m, tokens))], m * tokens,
-                    Limits(m, 1, cols_fixed=1), words_per_element=tokens + 1,
-                    suffix="_scatter")
-    return Ref(out.index.reshape(vocab, dim))
-
-
-def _static_scatter(low, idx: torch.Tensor, g: Ref, vocab: int) -> Ref:
-    """grad[v] = sum of g[t] over idx[t] == v, idx (tokens,) known at compile time."""
-    if bool((idx < 0).any()) or bool((idx >= vocab).any()):
-        raise low.unsupported(f"index_put indices outside [0, {vocab})")
-    dim = g.shape[1]
-    target = idx[:, None] * dim + torch.arange(dim)  # (tokens, dim) flat positions
-    return Ref(scatter_add(low, g.index, target, vocab * dim).index.reshape(vocab, dim))

@@ -80,7 +80,7 @@ def one_hot_lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
         raise low.unsupported(f"a lookup by computed indices into {vocab} rows (fp32 carries "
                               f"integers exactly up to {EXACT_INTEGERS})")
     tokens = indices.index.numel()
-    onehot = _one_hot(low, indices.index, vocab)
+    onehot = one_hot(low, indices.index, vocab)
     ones = Const(torch.ones(vocab, 1))
     if isinstance(table, Const):
         extended = Const(torch.cat([table.value.to(torch.float32), ones.value], 1))
@@ -99,7 +99,7 @@ def one_hot_lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
     return Ref(out.index.reshape(*indices.shape, dim))
 
 
-def _one_hot(low, ids: torch.Tensor, width: int) -> Ref:
+def one_hot(low, ids: torch.Tensor, width: int) -> Ref:
     """onehot[t, v] = (ids[t] - v == 0) for the n elements of the index map `ids` (fp32
     words holding integers): a subtraction and an `eq` mask, a Ref (n, width)."""
     n = ids.numel()
@@ -194,7 +194,7 @@ def gather_runtime(low, node, x, dim, index, sparse_grad=False):
     lines = x.index.movedim(d, -1)[tuple(slice(0, s) for s in other)]  # (*other, t)
     n = picks.numel()
     rows = Ref(lines.unsqueeze(-2).expand(*other, k, t).reshape(n, t))
-    onehot = _one_hot(low, picks, t)
+    onehot = one_hot(low, picks, t)
     picked = reduce_rows(low, binary(low, onehot, rows, "mul", (n, t)).index, "sum")
     hits = reduce_rows(low, onehot.index, "sum")
     out = binary(low, picked, _poison(low, hits, n), "add", (n,))

@@ -33,9 +33,10 @@ from frontend.lowering import (
     reductions,
     resample,
     routing,
+    scatter,
 )
 
 FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
             backward_pool, binary_math, conv, elementwise, embedding, embedding_bag, experts,
             layout, losses, masks, matmul, modulo, norms, pool3d, ranking, reductions,
-            resample, routing)
+            resample, routing, scatter)

@@ -1,7 +1,7 @@
 """The model zoo: tiny random-weight configurations of common architectures
 (`frontend.architectures`: Hugging Face text encoders, decoders, vision and audio models,
 plain torch recurrent nets, a separable CNN, an MLP-Mixer, a DLRM recommendation model, a
-3D CNN over video clips).
+3D CNN over video clips, graph networks over an edge list).
 
 `STOPS` says, for every architecture, what happens today: None when it runs, or the ATen
 op that stops it with an UnsupportedOpError. The default run captures and lowers each one
@@ -84,6 +84,9 @@ STOPS = {
     "mlp-mixer": None,
     "dlrm": None,  # embedding bags of 2-D ids, the Gram matrix's lower triangle
     "video-cnn": None,  # 3D convolutions and pools over a clip
+    "gcn": None,  # messages gathered by an edge list, summed by scatter_add
+    "graphsage": None,  # mean aggregation by index_add
+    "gat": None,  # attention normalized over each node's in-edges
 }
 
 

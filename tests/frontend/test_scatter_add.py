@@ -1,0 +1,97 @@
+"""Scatter-adds and assignments by indices (`frontend.lowering.scatter`) against eager
+PyTorch: a graph network's aggregation (messages gathered by an edge list given at run
+time, summed into their destinations by scatter_add and index_add) with lookups "gather"
+(planned per call) and "onehot" (a one-hot GEMM on the fabric), edges the model was not
+compiled on, a base that is itself computed, the host's check of the indices (eager's
+IndexError), scatter_add by a constant index of any pattern, index_put's assignment by
+constant indices, and the refusals (a runtime index that differs along a column, an
+assignment by runtime indices, one naming an element twice).
+
+Tolerances: each output element sums at most 6 fp32 terms; the per-call form adds them in
+eager's token order, the one-hot GEMM in its own order (and a computed base is added after
+the sum, where eager adds into it): within assert_close's fp32 defaults (rtol 1.3e-6,
+about 11 ulps). Assignments move words: bit for bit."""
+
+import pytest
+import torch
+
+import frontend
+from tests.frontend.models import CONFIG, Fn
+
+NODES = 6
+EDGES = torch.tensor([[0, 1, 2, 3, 4, 5, 1, 1, 4], [1, 2, 3, 4, 5, 0, 3, 3, 0]])
+OTHER_EDGES = torch.tensor([[5, 4, 3, 2, 1, 0, 0, 0, 2], [0, 0, 0, 1, 1, 2, 5, 5, 5]])
+X = torch.randn(NODES, 4, generator=torch.Generator().manual_seed(0))
+EXACT = {"rtol": 0.0, "atol": 0.0}
+
+
+def aggregate(x, edges):
+    """Mean of the in-neighbours' features beside a sum by index_add, as graph libraries
+    write them."""
+    src, dst = edges
+    messages = torch.tanh(x)[src]  # (E, 4): gathered from a computed tensor
+    summed = torch.zeros(NODES, 4).scatter_add(0, dst.view(-1, 1).expand_as(messages),
+                                               messages)
+    count = torch.zeros(NODES).index_add(0, dst, torch.ones(dst.shape[0]))
+    return torch.cat([summed, summed / count.clamp(min=1)[:, None]], 1)
+
+
+@pytest.mark.parametrize("lookups", ["gather", "onehot"])
+def test_messages_summed_into_their_destinations(lookups):
+    cm = frontend.compile(Fn(aggregate).eval(), (X, EDGES), config=CONFIG, lookups=lookups)
+    for edges in (EDGES, OTHER_EDGES):  # edges it was not compiled on
+        torch.testing.assert_close(cm(X, edges), aggregate(X, edges))
+    with pytest.raises(IndexError):
+        cm(X, torch.tensor([[0] * 9, [0, 1, 2, 3, 4, 5, 6, 0, 0]]))  # node 6 of 6
+
+
+def test_a_computed_base_takes_the_sums():
+    def f(x, dst):
+        return torch.relu(x).index_add(0, dst, x[:3] * 2)
+
+    dst = torch.tensor([4, 0, 4])
+    cm = frontend.compile(Fn(f).eval(), (X, dst), config=CONFIG)
+    for call in (dst, torch.tensor([1, 1, 1])):
+        torch.testing.assert_close(cm(X, call), f(X, call))
+
+
+def test_scatter_add_by_a_constant_index_of_any_pattern():
+    index = torch.tensor([[0, 1, 5, 5], [2, 2, 0, 1], [5, 0, 0, 0]])
+
+    def f(x):
+        return x.scatter_add(0, index, x[:3] * 3)
+
+    cm = frontend.compile(Fn(f).eval(), (X,), config=CONFIG)
+    torch.testing.assert_close(cm(X), f(X))
+
+
+def test_assignment_by_constant_indices_moves_words():
+    def f(x):
+        out = torch.relu(x)
+        out[torch.tensor([4, 1])] = x[:2] * 2  # index_put, no accumulate
+        return out
+
+    cm = frontend.compile(Fn(f).eval(), (X,), config=CONFIG)
+    torch.testing.assert_close(cm(X), f(X), **EXACT)
+
+
+def test_a_runtime_index_that_differs_along_a_column_is_refused():
+    def f(x, index):
+        return torch.zeros(NODES, 4).scatter_add(0, index, x)
+
+    index = torch.randint(0, NODES, (NODES, 4), generator=torch.Generator().manual_seed(2))
+    with pytest.raises(frontend.UnsupportedOpError, match="differs along a dimension"):
+        frontend.compile(Fn(f).eval(), (X, index), config=CONFIG)
+
+
+def test_assignments_eager_leaves_unordered_are_refused():
+    def by_runtime(x, idx):
+        return x.index_put((idx,), x[:2])
+
+    def twice(x):
+        return x.index_put((torch.tensor([1, 1]),), x[:2])
+
+    with pytest.raises(frontend.UnsupportedOpError, match="runtime indices"):
+        frontend.compile(Fn(by_runtime).eval(), (X, torch.tensor([0, 3])), config=CONFIG)
+    with pytest.raises(frontend.UnsupportedOpError, match="twice"):
+        frontend.compile(Fn(twice).eval(), (X,), config=CONFIG)
