@@ -1,4 +1,4 @@
-"""Convolution: 1D, 2D and 3D, grouped and depthwise, transposed (1D and 2D).
+"""Convolution: 1D, 2D and 3D, grouped and depthwise, transposed.
 
 Everything is lowered in 2D: a 1D convolution is the 2D one of height 1 (its input (N, C, L)
 viewed as (N, C, 1, L), its kernel as 1 x k). With `windows` the (N, C, OH, OW, kh kw)
@@ -18,7 +18,8 @@ index map of the input's receptive fields (padding reads as 0):
   does to the input's gradient): X (N H W, C_in) @ W (C_in, C_out kh kw) per group gives
   every input element's contribution to each output element its taps reach, and the
   contributions of an output element are summed with the bias in one `weighted_rows` of
-  weight 1 (a col2im; a layout when no two contributions meet, e.g. kernel = stride).
+  weight 1 (a col2im; a layout when no two contributions meet, e.g. kernel = stride);
+  in 3D the same, its taps those of `windows3d`.
 
 A 3D convolution (volumes, video) is the same with `windows3d`: its (N, C, OD, OH, OW,
 kd kh kw) windows are those of a 2D one whose output rows are the OD OH (depth, row)
@@ -33,6 +34,8 @@ the model builds as one program on 20 colors.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -62,10 +65,11 @@ def convolution(low, node, x, weight, bias, stride, padding, dilation, transpose
     if nd not in (1, 2, 3):
         raise low.unsupported(f"a {nd}D convolution (1D, 2D and 3D only)")
     if nd == 3:
-        if transposed:
-            raise low.unsupported("a transposed 3D convolution (1D and 2D ones run)")
         if len(shape_of(x)) != 5:
             raise low.unsupported("a 3D convolution of an unbatched input (N, C, D, H, W runs)")
+        if transposed:
+            geometry = (triple(stride), triple(padding), triple(dilation))
+            return _transposed(low, x, weight, bias, *geometry, groups, out_shape(node)[2:])
         y = conv3d(low, x, weight, bias, stride, padding, dilation, groups, out_shape(node))
         return Ref(y.index.reshape(out_shape(node)))
     x, weight, geometry = as_2d(x, weight, (stride, padding, dilation, output_padding))
@@ -73,7 +77,7 @@ def convolution(low, node, x, weight, bias, stride, padding, dilation, transpose
     shape = out_shape(node)
     oh, ow = (1, shape[2]) if nd == 1 else shape[2:]
     if transposed:
-        y = _transposed(low, x, weight, bias, stride, padding, dilation, groups, oh, ow)
+        y = _transposed(low, x, weight, bias, stride, padding, dilation, groups, (oh, ow))
     else:
         y = conv2d(low, x, weight, bias, stride, padding, dilation, groups, oh, ow)
     return Ref(y.index.reshape(shape))
@@ -215,18 +219,19 @@ def _weighted_windows(low, win, weight, bias, groups: int) -> Ref:
     return Ref(y.index.reshape(n, cout, oh, ow))
 
 
-def _transposed(low, x, weight, bias, stride, padding, dilation, groups, oh, ow) -> Ref:
-    """The transposed convolution of x (N, C_in, H, W) with weight (C_in, C_out / groups,
-    kh, kw): the output (N, C_out, oh, ow) (module docstring). The zero-stuffed input's
-    convolution computes the same with about stride^2 times the multiply-adds and moves
-    (measured on small(12, 12), 4 channels, 6 x 6 -> 12 x 12, kernel 3: 5426 cycles vs
-    1316 here)."""
+def _transposed(low, x, weight, bias, stride, padding, dilation, groups, out) -> Ref:
+    """The transposed convolution of x (N, C_in, *S) with weight (C_in, C_out / groups,
+    *K), S and K of 2 or 3 dimensions (a 1D one as 2D of height 1): the output (N, C_out,
+    *out) (module docstring). The zero-stuffed input's convolution computes the same with
+    about stride^2 (stride^3) times the multiply-adds and moves (measured on small(12, 12),
+    4 channels, 6 x 6 -> 12 x 12, kernel 3: 5426 cycles vs 1316 here)."""
     if isinstance(x, Const):
         raise low.unsupported("a transposed convolution of a constant input")
-    cin, cout_g, kh, kw = shape_of(weight)
-    n, _, h, w_ = x.shape
-    cout, cin_g, k = cout_g * groups, cin // groups, kh * kw
-    xs = x.index.permute(0, 2, 3, 1).reshape(n * h * w_, cin)
+    cin, cout_g, *kernel = shape_of(weight)
+    n, _, *spatial = x.shape
+    cout, cin_g, k = cout_g * groups, cin // groups, math.prod(kernel)
+    pixels = math.prod(spatial)
+    xs = x.index.movedim(1, -1).reshape(n * pixels, cin)
     cols = []
     for g in range(groups):
         wg = relayout(weight, lambda t, g=g: t[g * cin_g:(g + 1) * cin_g]
@@ -234,14 +239,17 @@ def _transposed(low, x, weight, bias, stride, padding, dilation, groups, oh, ow)
         cols.append(gemm(low, Ref(xs[:, g * cin_g:(g + 1) * cin_g]), wg,
                          suffix="_gemm").index)
     # the convolution of the same geometry over the output maps output positions (its
-    # windows) to input elements: column (o, tap) of input element (n, i, j) adds into the
-    # output position of window (n, o, i, j)'s tap
-    target = windows(positions((n, cout, oh, ow)), (kh, kw), stride, padding, dilation)
-    target = target[:, :, :h, :w_].permute(0, 2, 3, 1, 4).reshape(n * h * w_, cout * k)
-    rows = scatter_rows(torch.cat(cols, dim=1), target, n * cout * oh * ow)
+    # windows) to input elements: column (o, tap) of input element (n, *i) adds into the
+    # output position of window (n, o, *i)'s tap
+    unfold = windows if len(kernel) == 2 else windows3d
+    target = unfold(positions((n, cout, *out)), tuple(kernel), stride, padding, dilation)
+    target = target[(slice(None), slice(None), *(slice(0, d) for d in spatial))]
+    target = target.movedim(1, -2).reshape(n * pixels, cout * k)
+    size = n * cout * math.prod(out)
+    rows = scatter_rows(torch.cat(cols, dim=1), target, size)
     if rows.shape[1] == 1 and bias is None:  # no two contributions meet: a layout
-        return Ref(rows.reshape(n, cout, oh, ow))
+        return Ref(rows.reshape(n, cout, *out))
     b = None if bias is None else relayout(
-        bias, lambda t: t.reshape(1, cout, 1).expand(n, cout, oh * ow).reshape(-1))
+        bias, lambda t: t.reshape(1, cout, 1).expand(n, cout, math.prod(out)).reshape(-1))
     y = weighted_rows(low, Ref(rows), Const(torch.ones(rows.shape)), b)
-    return Ref(y.index.reshape(n, cout, oh, ow))
+    return Ref(y.index.reshape(n, cout, *out))

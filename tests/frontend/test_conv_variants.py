@@ -121,9 +121,6 @@ def test_depthwise_and_grouped_training_step():
 
 def test_refused_variants_name_what_is_missing():
     torch.manual_seed(0)
-    deconv3d = nn.ConvTranspose3d(1, 1, 2).eval()
-    with pytest.raises(frontend.UnsupportedOpError, match="transposed 3D convolution"):
-        frontend.compile(deconv3d, (torch.randn(1, 1, 3, 3, 3),), config=CONFIG)
     up = nn.ConvTranspose2d(1, 1, 2, stride=2)
     with pytest.raises(frontend.UnsupportedOpError,
                        match="convolution_backward of a transposed convolution"):

@@ -1,7 +1,7 @@
 """3D convolution and pooling (video clips, volumes) through `frontend.compile`, against
-eager fp32: Conv3d with stride, padding, dilation, groups and depthwise; max, average and
-adaptive 3D pools with padding, ceil_mode and count_include_pad; local_response_norm (an
-avg_pool3d of the squares); the refusals.
+eager fp32: Conv3d with stride, padding, dilation, groups and depthwise, ConvTranspose3d;
+max, average and adaptive 3D pools with padding, ceil_mode and count_include_pad;
+local_response_norm (an avg_pool3d of the squares); the refusals.
 
 Tolerances: max pools pick one element (exact); averages and convolutions sum in fp32 in
 another order than eager's, within assert_close's fp32 defaults (rtol 1.3e-6, atol 1e-5)."""
@@ -52,10 +52,22 @@ def test_pool3d(name, fn, exact):
     torch.testing.assert_close(cm(CLIP), fn(CLIP), **(EXACT if exact else {}))
 
 
-def test_transposed_3d_convolution_is_refused():
-    deconv = torch.nn.ConvTranspose3d(4, 2, 2, stride=2).eval()
-    with pytest.raises(frontend.UnsupportedOpError, match="transposed 3D convolution"):
-        frontend.compile(deconv, (CLIP,), config=CONFIG)
+@pytest.mark.parametrize("kwargs", [
+    {"kernel_size": 2, "stride": 2},  # no two taps meet: a layout after the GEMM
+    {"kernel_size": 3, "stride": 2, "padding": 1, "output_padding": 1},
+    {"kernel_size": 3, "stride": (1, 2, 2), "padding": (0, 1, 1), "groups": 2,
+     "bias": False},
+    {"kernel_size": 2, "stride": 2, "dilation": 2},
+])
+def test_transposed_conv3d(kwargs):
+    """The adjoint of the 3D convolution of the same geometry: a GEMM per group of each
+    input element's contributions, then the sums of those an output element gets."""
+    torch.manual_seed(0)
+    deconv = torch.nn.ConvTranspose3d(4, 6, **kwargs).eval()
+    clip = CLIP[:, :, :3, :4, :4]
+    cm = frontend.compile(deconv, (clip,), config=CONFIG)
+    with torch.no_grad():
+        torch.testing.assert_close(cm(clip), deconv(clip))
 
 
 def test_conv3d_is_one_gemm_per_depth_tap_chained_through_the_accumulator():
