@@ -357,7 +357,8 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
     its data starts it on each PE (where the host's arm is not its last count).
     holds: the holds of each skip connection's move (`frontend.skip_holds`): "auto" as
     `hold_counts` sizes them, left out where a hold does not fit its operand's PEs beside
-    it, or {(consumer stage, operand, source index): count} (such a hold refused then,
+    it, and fewer where the merged tiles (kernel, holds, move rounds) overfill a PE's SRAM;
+    or {(consumer stage, operand, source index): count} (such a hold refused then,
     PlacementError).
     input_buffers: every user input gets a second buffer (`InputBuffer`, module
     docstring), so the host may write a sample's input while its kernel computes the one
@@ -367,6 +368,16 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
     move from a resident input), when the graph's colors fall short (a model compiled
     with colors="report"), or when the merged program does not build (a PE's SRAM,
     registers or task ids), naming the stages and moves."""
+    counts = hold_counts(prepared) if holds == "auto" else dict(holds)
+    return _build(prepared, colors, gated, counts, holds == "auto", input_buffers)
+
+
+def _build(prepared: list[PreparedStage], colors: GraphColors, gated: bool,
+           counts: dict, fit_holds: bool, input_buffers: bool) -> ModelProgram:
+    """`build_model_program` with the holds `counts` {(consumer, operand, source): count};
+    fit_holds: leave out a hold that does not fit its operand's PEs beside it, and where
+    merged tiles overfill a PE's SRAM, build again with fewer holds on that PE (`_lighter`)
+    until none of them is on an overfull PE (then the build's own error, if any)."""
     config = colors.assignment.config
     for p in prepared:
         gathers = [op.name for op in p.stage.operands if op.gather is not None]
@@ -385,7 +396,6 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                                   colors=colors.assignment.colors_of(stage_label(p)))
                for p in prepared}
     parts = list(kernels.values())
-    counts = hold_counts(prepared) if holds == "auto" else dict(holds)
     held = {}
     for key, n in counts.items():
         if n > 0:
@@ -393,7 +403,7 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                 held[key] = make_holds(config, *key,
                                        by_stage[key[0]].sources[key[1]][key[2]].dst, n)
             except PlacementError:
-                if holds != "auto":
+                if not fit_holds:
                     raise
                 # the holds the plan chose do not fit beside the operand: the move goes
                 # without them (fewer samples on its way, the words the same)
@@ -417,6 +427,7 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
     # (where a move's round parts begin in `parts`, how many, the same with its chains'
     # counters in memory): for the PEs whose registers the moves' counters overfill
     remakes: list[tuple[int, int, Callable[[], list[Part]]]] = []
+    hold_parts: dict[tuple, list[Part]] = {}  # the hold parts of each held move
 
     def add_rounds(*args) -> None:
         made = _round_parts(*args)
@@ -455,6 +466,7 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                 into = [Part(f"m{len(moves)}h{j + 1}", hold.program(j, config))
                         for j in range(len(hold.maps))] if hold else []
                 parts += into
+                hold_parts[(p.stage.name, operand, i)] = into
                 shared = {sym: (into[0].local(hold_symbol(1, name)) if into and end == "dst"
                                 else ends[end].local(name))
                           for sym, (end, name) in src.plan.end_symbols.items()}
@@ -499,6 +511,10 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
             parts[at:at + n] = remake()
     try:
         merged = merge_programs(config, parts)
+        if fit_holds:
+            lighter = _lighter(config, merged, counts, hold_parts)
+            if lighter is not None:
+                return _build(prepared, colors, gated, lighter, fit_holds, input_buffers)
         _, info = build_tables(config, merged.program)
     except BuildError as exc:
         raise PlacementError("the pipelined model does not fit one fabric program: "
@@ -524,6 +540,40 @@ def _input_buffer(hold, src: Source, kernel: Part, prefix: str, config, gates, g
     buffers.append(InputBuffer(hold.consumer, hold.operand, hold.source, src.tensor.name,
                                into.name, relay, hold.maps[0]))
     return relay
+
+
+def _lighter(config, merged: MergedProgram, counts: dict,
+             hold_parts: dict[tuple, list[Part]]) -> dict | None:
+    """Hold counts with fewer holds where the merged tiles overfill a PE's SRAM: on the
+    first such PE that holds of a move lie on, the move with the most words of holds there
+    keeps as many fewer as its excess of words needs (none left: the move goes without
+    holds, fewer samples on its way, the same words). None when no overfull PE has a
+    hold."""
+    for placement in merged.program.placements:
+        tile = placement.tile
+        addresses = tile.addresses(config.sram_words)
+        used = max((addresses[s.name] + s.words for s in tile.symbols.values()), default=0)
+        if used <= config.sram_words:
+            continue
+        pe = (placement.rect.row, placement.rect.col)
+        words = {key: [_words_at(part, pe) for part in into]
+                 for key, into in hold_parts.items()}
+        words = {key: w for key, w in words.items() if sum(w)}
+        if not words:
+            continue
+        key = max(words, key=lambda k: sum(words[k]))
+        per_hold = max(words[key])
+        drop = min(len(words[key]), -(-(used - config.sram_words) // per_hold))
+        return {**counts, key: counts[key] - drop}
+    return None
+
+
+def _words_at(part: Part, pe: tuple[int, int]) -> int:
+    """SRAM words `part`'s tiles declare on PE `pe` of the merged fabric (0 where it has
+    none)."""
+    return sum(s.words for placement in part.program.placements
+               if part.rect(placement.rect).contains(*pe)
+               for s in placement.tile.symbols.values())
 
 
 def _crowded(config, parts: list[Part]) -> set[tuple[int, int]]:

@@ -106,3 +106,25 @@ def test_auto_holds_leave_out_one_that_does_not_fit():
     assert not any(m.relays for m in program.moves)
     with pytest.raises(frontend.PlacementError, match="hold of operand 'A'"):
         build_model_program(cm.prepared, cm.colors, holds=counts)
+
+
+@pytest.mark.long
+def test_auto_holds_shrink_where_merged_tiles_overfill_sram():
+    """CANINE on small(16, 16): four residual moves into its downsampling convolution's
+    GEMM parts get 4 holds each, which beside the GEMM tile and the relays' rounds need
+    more SRAM than a PE has. Sized "auto", each keeps the holds that fit (2) and the model
+    builds as one program; the counts as planned are refused, naming the merged tile."""
+    from frontend.architectures import build, fabric_config
+
+    model, inputs = build("canine")
+    cm = frontend.compile(model, inputs, config=fabric_config("canine"), colors="fit",
+                          lookups="onehot", experts="dense")
+    counts = hold_counts(cm.prepared)
+    crowded = [key for key, n in counts.items() if key[0].startswith("convolution_1_gemm")]
+    assert crowded and all(counts[key] == 4 for key in crowded)
+    program = cm.model_program(gated=True)
+    held = {(m.consumer, m.operand, m.source): len(m.relays) for m in program.moves}
+    assert all(held[key] == 2 for key in crowded)
+    assert all(held[key] == n for key, n in counts.items() if key not in crowded)
+    with pytest.raises(frontend.PlacementError, match="SRAM per PE"):
+        build_model_program(cm.prepared, cm.colors, gated=True, holds=counts)
