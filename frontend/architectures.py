@@ -169,6 +169,9 @@ _HF = [
     ("t5-encoder", "text encoder", _hf(
         "T5Config", "T5EncoderModel", _ids, vocab_size=VOCAB, d_model=WIDTH, d_kv=16,
         d_ff=2 * WIDTH, num_layers=1, num_heads=HEADS)),
+    # token mixing by a 2D Fourier transform's real part instead of attention
+    ("fnet", "text encoder", _hf("FNetConfig", "FNetModel", _ids, **{
+        k: v for k, v in _TEXT.items() if k != "num_attention_heads"})),
     # decoders
     ("gpt2", "decoder", _hf("GPT2Config", "GPT2Model", _ids, vocab_size=VOCAB,
                              n_positions=2 * TOKENS, n_embd=WIDTH, n_layer=1, n_head=HEADS,

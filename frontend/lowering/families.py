@@ -34,9 +34,10 @@ from frontend.lowering import (
     resample,
     routing,
     scatter,
+    spectral,
 )
 
 FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
             backward_pool, binary_math, conv, elementwise, embedding, embedding_bag, experts,
             layout, losses, masks, matmul, modulo, norms, pool3d, ranking, reductions,
-            resample, routing, scatter)
+            resample, routing, scatter, spectral)
