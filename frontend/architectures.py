@@ -203,6 +203,9 @@ _HF = [
     ("qwen3", "decoder", _hf("Qwen3Config", "Qwen3Model", _ids, head_dim=16, **_DECODER)),
     ("phi3", "decoder", _hf("Phi3Config", "Phi3Model", _ids, **_DECODER)),
     ("phi", "decoder", _hf("PhiConfig", "PhiModel", _ids, **_DECODER)),
+    # sinusoidal positions in a buffer the model assigns its own value on every call
+    ("ctrl", "decoder", _hf("CTRLConfig", "CTRLModel", _ids, vocab_size=VOCAB, n_embd=WIDTH,
+                            n_layer=1, n_head=HEADS, dff=2 * WIDTH, n_positions=2 * TOKENS)),
     # mixture of experts: the router's softmax and topk, each token's 2 experts' weights
     # picked by the computed expert ids (a one-hot product) and applied as batched matmuls
     # (experts_implementation="batched_mm"; the default grouped path sorts tokens by expert
@@ -243,6 +246,12 @@ _HF = [
     ("mamba", "state space", _hf("MambaConfig", "MambaModel", _ids, vocab_size=VOCAB,
                                  hidden_size=WIDTH, state_size=4, num_hidden_layers=1, expand=2,
                                  conv_kernel=4, use_mambapy=False)),
+    # Mamba-2's state space duality: the scan in chunks of 4 tokens, within a chunk as a
+    # masked (attention-like) product of cumulative decays, between chunks a recurrence
+    ("mamba2", "state space", _hf("Mamba2Config", "Mamba2Model", _ids, vocab_size=VOCAB,
+                                  hidden_size=WIDTH, num_hidden_layers=1, num_heads=4,
+                                  head_dim=16, state_size=8, n_groups=1, expand=2,
+                                  chunk_size=4)),
     # vision
     ("vit", "vision", _hf("ViTConfig", "ViTModel", _image, **_VIT)),
     ("deit", "vision", _hf("DeiTConfig", "DeiTModel", _image, **_VIT)),

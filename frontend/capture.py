@@ -133,6 +133,7 @@ def from_exported(exported) -> Captured:
     users: list[str] = []
     fixed: dict[str, object] = {}
     order: list[str] = []
+    placeholders: dict[str, str] = {}  # {parameter or buffer: its placeholder's name}
     for spec in sig.input_specs:
         name = spec.arg.name
         kind = spec.kind.name
@@ -143,6 +144,7 @@ def from_exported(exported) -> Captured:
             else:
                 users.append(name)
         elif kind in ("PARAMETER", "BUFFER"):
+            placeholders[spec.target] = name
             constants[name] = state[spec.target].detach() if spec.target in state \
                 else lifted[spec.target].detach()
         elif kind in ("CONSTANT_TENSOR", "CUSTOM_OBJ"):
@@ -157,7 +159,8 @@ def from_exported(exported) -> Captured:
         else:
             raise FrontendError(f"input {name!r} of kind {kind} is not supported")
     updates = {}
-    for spec in sig.output_specs:
+    kept = []  # the positions of the graph's outputs that stay outputs
+    for position, spec in enumerate(sig.output_specs):
         kind = spec.kind.name
         if kind == "USER_INPUT_MUTATION":
             raise FrontendError(
@@ -166,7 +169,16 @@ def from_exported(exported) -> Captured:
                 "and leaves its inputs as they were; use the out-of-place op or clone the "
                 "input first")
         if kind in ("BUFFER_MUTATION", "PARAMETER_MUTATION"):
+            if placeholders.get(spec.target) == spec.arg.name:
+                # a buffer assigned its own value (CTRL's `self.pos_encoding =
+                # self.pos_encoding.to(dtype)` of the dtype it has) is no update
+                continue
             updates[spec.target] = spec.arg.name
+        kept.append(position)
+    if len(kept) < len(sig.output_specs):  # those assignments leave the graph's outputs
+        output = next(n for n in exported.graph_module.graph.nodes if n.op == "output")
+        output.args = (tuple(output.args[0][k] for k in kept),)
+        exported.graph_module.recompile()
     return Captured(exported.graph_module, constants, users, exported.call_spec.out_spec,
                     updates, fixed, order)
 

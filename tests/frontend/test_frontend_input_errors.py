@@ -84,6 +84,25 @@ def test_a_model_updating_a_buffer_is_refused_with_its_line():
     assert "self.calls.add_(1.0)" in str(err.value)
 
 
+class ReassignsItsBuffer(nn.Module):
+    """CTRL's pattern: a buffer assigned its own value converted to the dtype it has."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.arange(8.0).reshape(2, 4))
+
+    def forward(self, x):
+        self.table = self.table.to(dtype=x.dtype)
+        return x * self.table
+
+
+def test_a_buffer_assigned_its_own_value_is_no_update():
+    x = torch.randn(2, 4)
+    model = ReassignsItsBuffer()
+    cm = frontend.compile(model, (x,), config=CONFIG)
+    torch.testing.assert_close(cm(x), model(x))
+
+
 class DrawsWithItsOwnGenerator(nn.Module):
     def forward(self, x):
         return x + torch.randn(x.shape, generator=torch.Generator().manual_seed(0))

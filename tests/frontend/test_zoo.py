@@ -54,6 +54,7 @@ STOPS = {
     "qwen3": None,  # query and key norms per head
     "phi3": None,
     "phi": None,
+    "ctrl": None,  # its position buffer assigned its own value in forward
     "mixtral": None,  # router topk; experts' weights picked by computed ids
     "qwen2-moe": None,  # the same, and a gated shared expert
     "bart": None,  # decoder ids shifted from the source's beside a start token
@@ -63,6 +64,7 @@ STOPS = {
     "mbart": None,  # its start token gathered by a count computed on the fabric
     "whisper": None,
     "mamba": None,  # a selective scan, a causal depthwise convolution
+    "mamba2": None,  # the scan in chunks: masked products of cumulative decays
     "vit": None,
     "deit": None,
     "clip-vision": None,
