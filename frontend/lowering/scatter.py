@@ -142,7 +142,10 @@ def scatter_rows_into(low, base, idx, values) -> Ref:
     if tokens == 0:  # nothing selected: the base as it is
         return base if isinstance(base, Ref) else constant(low, base, "_base")
     if isinstance(idx, Const):
-        out = _static_scatter(low, idx.value.reshape(-1).to(torch.int64), g, vocab)
+        flat = idx.value.reshape(-1).to(torch.int64)
+        if bool((flat < -vocab).any()) or bool((flat >= vocab).any()):
+            raise low.unsupported(f"scatter-add indices outside [-{vocab}, {vocab})")
+        out = _static_scatter(low, flat % vocab, g, vocab)  # eager wraps negative ones
     elif not is_index(low, idx):
         raise low.unsupported("a scatter-add by indices computed in the model (indices of an "
                               "integer input are supported: the host checks their range)")
@@ -222,9 +225,13 @@ def _assign(low, base, indices, values) -> Ref:
         raise low.unsupported("index_put without accumulate by runtime indices (an "
                               "assignment whose duplicates eager resolves in no stated order)")
     picks = [None if i is None else i.value for i in indices]
-    if any(p is not None and p.dtype != torch.bool and bool((p < 0).any()) for p in picks):
-        picks = [p if p is None or p.dtype == torch.bool else
-                 p % shape_of(base)[k] for k, p in enumerate(picks)]  # eager wraps them
+    for k, p in enumerate(picks):
+        size = shape_of(base)[k]
+        if p is not None and p.dtype != torch.bool:
+            if bool((p < -size).any()) or bool((p >= size).any()):
+                raise low.unsupported(f"index_put indices outside [-{size}, {size}) on "
+                                      f"dimension {k}")
+            picks[k] = p % size  # eager wraps negative ones
     base, values = (constant(low, v, "_assigned") if isinstance(v, Const) else v
                     for v in (base, values))
     if not (isinstance(base, Ref) and isinstance(values, Ref)):

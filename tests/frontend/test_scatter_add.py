@@ -95,3 +95,17 @@ def test_assignments_eager_leaves_unordered_are_refused():
         frontend.compile(Fn(by_runtime).eval(), (X, torch.tensor([0, 3])), config=CONFIG)
     with pytest.raises(frontend.UnsupportedOpError, match="twice"):
         frontend.compile(Fn(twice).eval(), (X,), config=CONFIG)
+
+
+def test_negative_constant_indices_wrap_as_eager():
+    def accumulate(x):
+        return torch.relu(x).index_put((torch.tensor([-1, 2, -1]),), x[:3], accumulate=True)
+
+    def assign(x):
+        out = torch.relu(x)
+        out[torch.tensor([-2, 0])] = x[:2] * 3
+        return out
+
+    for fn, tol in ((accumulate, {}), (assign, EXACT)):
+        cm = frontend.compile(Fn(fn).eval(), (X,), config=CONFIG)
+        torch.testing.assert_close(cm(X), fn(X), **tol)
