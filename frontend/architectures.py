@@ -169,6 +169,10 @@ _HF = [
     ("t5-encoder", "text encoder", _hf(
         "T5Config", "T5EncoderModel", _ids, vocab_size=VOCAB, d_model=WIDTH, d_kv=16,
         d_ff=2 * WIDTH, num_layers=1, num_heads=HEADS)),
+    # its lengths counted from the ids and asserted within the sequence (`.item()`: the
+    # host's check)
+    ("xlm", "text encoder", _hf("XLMConfig", "XLMModel", _ids, vocab_size=VOCAB, emb_dim=WIDTH,
+                                n_layers=1, n_heads=HEADS, max_position_embeddings=2 * TOKENS)),
     # token mixing by a 2D Fourier transform's real part instead of attention
     ("fnet", "text encoder", _hf("FNetConfig", "FNetModel", _ids, **{
         k: v for k, v in _TEXT.items() if k != "num_attention_heads"})),

@@ -10,7 +10,15 @@ and constants, with integer or bool values (`integer_nodes`), are evaluated on t
 int64 (index-sized tensors, a few torch ops per call), and a value beyond 2^24 raises
 IntegerRangeError naming the FX node, its source line and the value, where the fabric would
 otherwise carry on with a rounded number. Nodes fed by a float value (an argmax) are left
-out: the host does not compute floats."""
+out: the host does not compute floats.
+
+The same evaluation holds a model's checks of its integer inputs: a number read from such
+a tensor (`.item()`, `_local_scalar_dense`), comparisons and arithmetic of those numbers,
+and the assertion export writes for them (`_assert_scalar`: XLM's `assert
+lengths.max().item() <= slen`, the lengths counted from its token ids) are evaluated before
+every call, and a call that breaks one raises RuntimeError naming the FX node and the
+user's line, as the exported program does; the fabric never sees them
+(`lowering.core.host_only`)."""
 
 from __future__ import annotations
 
@@ -27,17 +35,26 @@ def _integral(value) -> bool:
         and not value.dtype.is_complex
 
 
+def _host_scalar(node: torch.fx.Node) -> bool:
+    """A number or truth value the host computes (an `.item()` of an integer tensor, a
+    comparison or sum of such numbers) or an assertion on one."""
+    if node.target is torch.ops.aten._assert_scalar.default:
+        return True
+    return isinstance(node.meta.get("val"), (int, bool, torch.SymInt, torch.SymBool))
+
+
 def integer_nodes(graph: torch.fx.Graph, inputs: list[str],
                   constants: dict[str, torch.Tensor]) -> list[torch.fx.Node]:
     """The call_function nodes, in graph order, whose tensor arguments are integer or bool
     user inputs (`inputs`: placeholder names), constants or such nodes, and whose value is
-    an integer or bool tensor."""
+    an integer or bool tensor, or a number read from one (module docstring)."""
     known = {n for n in graph.find_nodes(op="placeholder")
              if (n.target in inputs and _integral(n.meta.get("val")))
              or n.target in constants}
     picked = []
     for node in graph.nodes:
-        if node.op != "call_function" or not _integral(node.meta.get("val")):
+        if node.op != "call_function" or not (_integral(node.meta.get("val"))
+                                               or _host_scalar(node)):
             continue
         if all(arg in known for arg in node.all_input_nodes):
             known.add(node)
@@ -48,7 +65,8 @@ def integer_nodes(graph: torch.fx.Graph, inputs: list[str],
 def check_integer_nodes(nodes: list[torch.fx.Node], inputs: dict[str, torch.Tensor],
                         constants: dict[str, torch.Tensor]) -> None:
     """Evaluates `nodes` (`integer_nodes`) on a call's inputs; raises IntegerRangeError at
-    the first integer value beyond 2^24 in magnitude."""
+    the first integer value beyond 2^24 in magnitude, RuntimeError at the first assertion
+    that fails."""
     env: dict[torch.fx.Node, object] = {}
 
     def value(arg):
@@ -59,6 +77,11 @@ def check_integer_nodes(nodes: list[torch.fx.Node], inputs: dict[str, torch.Tens
     for node in nodes:
         args = torch.fx.node.map_arg(node.args, value)
         kwargs = torch.fx.node.map_arg(node.kwargs, value)
+        if node.target is torch.ops.aten._assert_scalar.default:
+            if not args[0]:
+                raise RuntimeError(f"{describe(node)}: {args[1]} (this call's inputs break "
+                                   "the model's assertion)")
+            continue
         out = env[node] = node.target(*args, **kwargs)
         if not _integral(out) or out.dtype == torch.bool or not out.numel():
             continue

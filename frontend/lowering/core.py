@@ -36,6 +36,7 @@ import torch.fx
 
 from frontend.capture import Captured
 from frontend.errors import UnsupportedOpError
+from frontend.integer_ranges import integer_nodes
 from frontend.sources import describe, target_name
 from frontend.stages import Limits, Operand, Stage
 from frontend.values import Const, Gather, IndexRange, Ref, Symbolic, Tensor
@@ -313,9 +314,12 @@ def lower(captured: Captured, formats: dict[str, str] | None = None,
     low = Lowering(captured, formats, gemm_parts, lookups, gemm_orientation, experts)
     env: dict[str, object] = {}
     outputs: list[object] = []
+    host = host_only(captured)
     for node in captured.graph.nodes:
         low.node = node
-        if node.op == "placeholder":
+        if node.name in host:
+            env[node.name] = Unavailable("a value only the host's checks use")
+        elif node.op == "placeholder":
             if node.name in captured.constants:
                 env[node.name] = Const(captured.constants[node.name])
             elif node.name in captured.fixed_inputs:  # None or a number, fixed by export
@@ -332,6 +336,21 @@ def lower(captured: Captured, formats: dict[str, str] | None = None,
             raise UnsupportedOpError(f"{describe(node)}: FX op {node.op!r} is not supported")
     return Lowered(captured, low.stages, low.tensors, env, outputs, low.index_ranges,
                    low.input_assertions)
+
+
+def host_only(captured: Captured) -> set[str]:
+    """The nodes that only the host's checks of the integer inputs use
+    (`frontend.integer_ranges`: a number read from an integer tensor, `.item()`, its
+    comparisons and the assertions on them, and what feeds nothing else): the host
+    evaluates them before every call, so they get no stage."""
+    host = {n.name for n in integer_nodes(captured.graph, captured.user_inputs,
+                                          captured.constants)}
+    only: set[str] = set()
+    for node in reversed(captured.graph.nodes):  # users before the values they use
+        if node.name in host and all(u.name in only for u in node.users) and (
+                node.users or node.target is torch.ops.aten._assert_scalar.default):
+            only.add(node.name)
+    return only
 
 
 def _flatten_outputs(low: Lowering, args, env, node) -> list:

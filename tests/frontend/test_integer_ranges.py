@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import frontend
-from tests.frontend.models import CONFIG, Fn
+from tests.frontend.models import CONFIG, Fn, LengthsChecked
 
 TABLE = torch.randn(64, 4, generator=torch.Generator().manual_seed(0))
 
@@ -43,3 +43,27 @@ def test_counts_through_a_mask_and_lookups_of_inputs_are_evaluated_or_left_alone
 
     lookup = Fn(lambda ids: torch.nn.functional.embedding(ids, TABLE)).eval()
     assert frontend.compile(lookup, (ids,), config=CONFIG).integer_nodes == []
+
+
+def test_assertions_on_numbers_read_from_integer_inputs_are_the_hosts():
+    """XLM's `assert lengths.max().item() <= slen` (lengths counted from its ids): the
+    count, its max, the number read from it and the comparison run on the host before
+    every call (no stage for them; the count, which the model also uses, has one), and a
+    call that breaks the assertion raises RuntimeError naming the user's line."""
+
+    ids, x = torch.tensor([[1, 2, 2, 5], [2, 2, 2, 7]]), torch.randn(2, 4)
+    model = LengthsChecked().eval()
+    cm = frontend.compile(model, (ids, x), config=CONFIG)
+    assert not [s for s in cm.lowered.stages if s.node.name.startswith(("max", "_local"))]
+    torch.testing.assert_close(cm(ids, x), model(ids, x))
+    with pytest.raises(RuntimeError, match="assert lengths.max\\(\\).item\\(\\) <= ids"):
+        cm(torch.tensor([[1, 3, 4, 5], [2, 2, 2, 7]]), x)
+
+
+def test_a_number_read_from_a_computed_float_is_refused():
+    def scaled(x):
+        torch._check(x.sum().item() < 1e9)  # no host sees the sum before the call
+        return x * 2
+
+    with pytest.raises(frontend.UnsupportedOpError, match="_local_scalar_dense"):
+        frontend.compile(Fn(scaled).eval(), (torch.randn(2, 4),), config=CONFIG)

@@ -37,6 +37,7 @@ STOPS = {
     "funnel": None,  # its relative attention's shift: slice_scatter
     "canine": None,  # hashed character ids: remainder of computed integers
     "t5-encoder": None,
+    "xlm": None,  # assert lengths.max().item() <= slen: checked by the host
     "fnet": None,  # fftn(x, dim=(1, 2)).real: DFT matrices as GEMMs
     "gpt2": None,
     "gpt-neo": None,
