@@ -8,10 +8,10 @@ model zoo (`frontend.architectures`, family "graph").
 - `GraphSAGE`: two layers of mean aggregation beside the node's own features
   (h' = W [h, mean of h over in-neighbours]).
 - `GAT`: one graph attention layer of two heads (Velickovic et al.): per edge a score
-  leaky_relu(a_src . h[src] + a_dst . h[dst]), normalized over each destination's edges
-  (exp, a scatter-add of the exps, a division) and the messages weighted by it. The scores
-  are not shifted by their group's maximum before exp (graph libraries take a scatter-max
-  first; with these sizes exp stays far from overflow).
+  leaky_relu(a_src . h[src] + a_dst . h[dst]), a softmax over each destination's edges as
+  graph libraries write it (the scores shifted by their group's maximum, a scatter_reduce
+  "amax", then exp, a scatter-add of the exps and a division) and the messages weighted
+  by it.
 
 Example:
     >>> model, (x, edges) = GCN().eval(), graph_inputs()
@@ -99,7 +99,11 @@ class GAT(nn.Module):
         h = self.project(x).view(nodes, self.heads, self.width)  # (N, H, W)
         score_src = (h * self.att_src).sum(-1)  # (N, H)
         score_dst = (h * self.att_dst).sum(-1)
-        score = F.leaky_relu(score_src[src] + score_dst[dst], 0.2).exp()  # (E, H)
+        score = F.leaky_relu(score_src[src] + score_dst[dst], 0.2)  # (E, H)
+        index = dst.view(-1, 1).expand_as(score)
+        peak = score.new_zeros(nodes, self.heads).scatter_reduce(0, index, score, "amax",
+                                                                 include_self=False)
+        score = (score - peak[dst]).exp()
         alpha = score / _sum_into(score, dst, nodes)[dst]
         out = _sum_into(h[src] * alpha[..., None], dst, nodes)  # (N, H, W)
         return self.head(F.elu(out.reshape(nodes, -1)))

@@ -34,10 +34,11 @@ from frontend.lowering import (
     resample,
     routing,
     scatter,
+    scatter_reduce,
     spectral,
 )
 
 FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
             backward_pool, binary_math, conv, elementwise, embedding, embedding_bag, experts,
             layout, losses, masks, matmul, modulo, norms, pool3d, ranking, reductions,
-            resample, routing, scatter, spectral)
+            resample, routing, scatter, scatter_reduce, spectral)

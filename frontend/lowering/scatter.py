@@ -87,21 +87,28 @@ def scatter_add_rule(low, node, base, dim, index, src):
         return _scatter_by_constant(low, base, d, index.value.to(torch.int64), src)
     if not isinstance(index, Ref):
         raise low.unsupported(f"scatter_add by an index of type {type(index).__name__}")
+    idx = slice_index(low, index, src, d, shape, "scatter_add")
+    out = scatter_rows_into(low, relayout(base, lambda t: t.movedim(d, 0)), idx,
+                            relayout(src, lambda t: t.movedim(d, 0)))
+    return relayout(out, lambda t: t.movedim(0, d))
+
+
+def slice_index(low, index: Ref, src, d: int, shape, what: str) -> Ref:
+    """The (T,) indices of a runtime `index` of src's shape that holds one index per slice
+    along dimension d (the same along every other dimension, those of the output `shape`:
+    an index expanded over them); else UnsupportedOpError."""
     if tuple(index.shape) != shape_of(src):
-        raise low.unsupported(f"scatter_add with an index of shape {tuple(index.shape)} "
+        raise low.unsupported(f"{what} with an index of shape {tuple(index.shape)} "
                               f"smaller than its source {shape_of(src)}")
     moved = index.index.movedim(d, 0)  # (T, *rest): the ids of the index's words
     first = moved.reshape(moved.shape[0], -1)[:, :1]
     rest_in = tuple(moved.shape[1:])
     rest_out = tuple(torch.empty(shape).movedim(d, 0).shape[1:])
     if rest_in != rest_out or not bool((moved.reshape(moved.shape[0], -1) == first).all()):
-        raise low.unsupported("scatter_add by a runtime index that differs along a dimension "
+        raise low.unsupported(f"{what} by a runtime index that differs along a dimension "
                               f"other than {d} (one index per slice along dimension {d}, "
                               "an index expanded over the others, is supported)")
-    idx = Ref(first.reshape(-1), index.dtype)
-    out = scatter_rows_into(low, relayout(base, lambda t: t.movedim(d, 0)), idx,
-                            relayout(src, lambda t: t.movedim(d, 0)))
-    return relayout(out, lambda t: t.movedim(0, d))
+    return Ref(first.reshape(-1), index.dtype)
 
 
 def scatter_rows_into(low, base, idx, values) -> Ref:

@@ -4,13 +4,14 @@ time, summed into their destinations by scatter_add and index_add) with lookups 
 (planned per call) and "onehot" (a one-hot GEMM on the fabric), edges the model was not
 compiled on, a base that is itself computed, the host's check of the indices (eager's
 IndexError), scatter_add by a constant index of any pattern, index_put's assignment by
-constant indices, and the refusals (a runtime index that differs along a column, an
-assignment by runtime indices, one naming an element twice).
+constant indices, scatter_reduce (sum, mean, amax, amin, with and without self), and the
+refusals (a runtime index that differs along a column, an assignment by runtime indices,
+one naming an element twice, a product).
 
 Tolerances: each output element sums at most 6 fp32 terms; the per-call form adds them in
 eager's token order, the one-hot GEMM in its own order (and a computed base is added after
 the sum, where eager adds into it): within assert_close's fp32 defaults (rtol 1.3e-6,
-about 11 ulps). Assignments move words: bit for bit."""
+about 11 ulps). Assignments move words and max / min pick one: bit for bit."""
 
 import pytest
 import torch
@@ -109,3 +110,37 @@ def test_negative_constant_indices_wrap_as_eager():
     for fn, tol in ((accumulate, {}), (assign, EXACT)):
         cm = frontend.compile(Fn(fn).eval(), (X,), config=CONFIG)
         torch.testing.assert_close(cm(X), fn(X), **tol)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_by_destination_nodes(reduce, include_self):
+    """scatter_reduce (`frontend.lowering.scatter_reduce`) into a computed base by an
+    integer input's indices, one per row: rows no index names keep the base's values
+    without self; max and min exact, sums and means within the fp32 defaults."""
+    dst = torch.tensor([1, 1, 3, 0, 3, 3, 1, 0, 4])
+    src = torch.randn(9, 4, generator=torch.Generator().manual_seed(3))
+
+    def f(x, d):
+        return torch.relu(x).scatter_reduce(0, d.view(-1, 1).expand_as(src), src * 2, reduce,
+                                            include_self=include_self)
+
+    cm = frontend.compile(Fn(f).eval(), (X, dst), config=CONFIG, lookups="onehot")
+    tol = EXACT if reduce in ("amax", "amin") else {}
+    for d in (dst, dst.flip(0)):
+        torch.testing.assert_close(cm(X, d), f(X, d), **tol)
+    with pytest.raises(IndexError):
+        cm(X, torch.tensor([1, 1, 3, 0, 3, 3, 1, 0, 6]))
+
+
+def test_scatter_reduce_by_a_constant_index_and_the_refusals():
+    index = torch.tensor([2, 0, 2, 5, 2])[:, None].expand(5, 4)
+
+    def by_constant(x):
+        return x.scatter_reduce(0, index, x[:5] * 3, "amax")
+
+    cm = frontend.compile(Fn(by_constant).eval(), (X,), config=CONFIG)
+    torch.testing.assert_close(cm(X), by_constant(X), **EXACT)
+    with pytest.raises(frontend.UnsupportedOpError, match="'prod'"):
+        frontend.compile(Fn(lambda x: x.scatter_reduce(0, index, x[:5], "prod")).eval(),
+                         (X,), config=CONFIG)

@@ -1,0 +1,202 @@
+"""scatter_reduce along one dimension by an index that holds one index per slice (a graph
+network's destination nodes, `index.view(-1, 1).expand_as(src)`): out[idx[t]] reduced
+with src[t], reduce "sum", "mean", "amax" or "amin", with or without self's values
+(include_self). Graph libraries take a scatter-max for max aggregation and to shift a
+softmax over each node's edges (GAT).
+
+With base (V, *rest) and src (T, *rest) (the dimension moved first, rest flattened to D
+columns), M (T, V) is the membership of token t in row v, one-hot: of an integer input's
+indices (their numbers on the fabric, `itof`; the host checks them against [0, V) before
+every call as eager does) or of a constant index (a constant). Then
+
+    sum, mean   S = M^T @ src (V, D), one GEMM; count = the column sums of M (V,)
+                mean = (self + S) / (count + 1) with self, S / count without
+    amax, amin  R[v, d] = max over t of where(M[t, v], src[t, d], -inf) (V D, T), a row
+                reduction (amin as -max(-src)); with self, self is one more column
+
+and without self, the rows no token names keep self's value (where(count > 0, ., self)).
+Division is a product by the count's reciprocal (within an ulp of eager's quotient); sums
+are fp32 in the GEMM's order; max and min are exact. Other reductions ("prod") and
+indices that differ along another dimension are refused with the reason.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from fabric.kernels import build_select
+from frontend.lowering.backward_embedding import is_index
+from frontend.lowering.common import (
+    as2d,
+    binary,
+    constant,
+    expand_to,
+    gemm,
+    index_source,
+    map_,
+    reduce_rows,
+    relayout,
+    shape_of,
+)
+from frontend.lowering.core import INT_WORDS_AS_NUMBERS, rule
+from frontend.lowering.elementwise import unary_stage
+from frontend.lowering.embedding import compare_mask, one_hot
+from frontend.lowering.masks import CYCLES
+from frontend.lowering.scatter import slice_index
+from frontend.stages import Limits
+from frontend.values import Const, IndexRange, Ref
+
+aten = torch.ops.aten
+
+REDUCES = ("sum", "mean", "amax", "amin")
+
+
+@rule(aten.scatter_reduce.two)
+def scatter_reduce(low, node, base, dim, index, src, reduce, include_self=True):
+    if reduce not in REDUCES:
+        raise low.unsupported(f"scatter_reduce {reduce!r} (sum, mean, amax and amin are)")
+    shape = shape_of(base)
+    if not shape or not node.meta["val"].dtype.is_floating_point:
+        raise low.unsupported("scatter_reduce of a 0-d or integer tensor (float tensors of "
+                              "one or more dimensions are)")
+    d = dim % len(shape)
+    if isinstance(index, Const):
+        moved = index.value.movedim(d, 0).reshape(index.value.shape[d], -1)
+        if not bool((moved == moved[:, :1]).all()) or tuple(index.value.shape) != shape_of(src):
+            raise low.unsupported("scatter_reduce by a constant index that differs along "
+                                  f"a dimension other than {d}")
+        idx = Const(moved[:, 0].to(torch.int64))
+    elif isinstance(index, Ref):
+        idx = slice_index(low, index, src, d, shape, "scatter_reduce")
+    else:
+        raise low.unsupported(f"scatter_reduce by an index of type {type(index).__name__}")
+    if isinstance(src, Const):
+        src = constant(low, src, "_src")
+    vocab, rest = shape[d], tuple(torch.empty(shape).movedim(d, 0).shape[1:])
+    width = int(torch.tensor(rest).prod()) if rest else 1
+    rows = relayout(base, lambda t: t.movedim(d, 0).reshape(vocab, width))
+    values = relayout(src, lambda t: t.movedim(d, 0).reshape(-1, width))
+    member = _membership(low, idx, vocab)  # (T, V)
+    out = _reduced(low, rows, values, member, reduce, include_self)
+    return relayout(out, lambda t: t.reshape(vocab, *rest).movedim(0, d))
+
+
+def _membership(low, idx, vocab: int):
+    """M (T, V): 1.0 where token t's index is v (a Const for a constant index, a Ref
+    computed on the fabric for an integer input's)."""
+    if isinstance(idx, Const):
+        if bool((idx.value < 0).any()) or bool((idx.value >= vocab).any()):
+            raise low.unsupported(f"scatter_reduce indices outside [0, {vocab})")
+        return Const(F.one_hot(idx.value, vocab).to(torch.float32))
+    if not is_index(low, idx):
+        raise low.unsupported("scatter_reduce by indices computed in the model (an integer "
+                              "input's indices are supported: the host checks their range)")
+    source = index_source(low, idx)
+    low.index_ranges.append(IndexRange(source.name, idx.index - source.base, vocab))
+    numbers = INT_WORDS_AS_NUMBERS[0](low, idx)  # (T,) fp32 words
+    return one_hot(low, numbers.index, vocab)
+
+
+def _reduced(low, rows, values: Ref, member, reduce: str, include_self: bool) -> Ref:
+    """The (V, D) result of the module docstring's formulas: rows (V, D) self's values,
+    values (T, D), member M (T, V)."""
+    vocab, width = shape_of(rows)
+    tokens = shape_of(values)[0]
+    count = (Const(member.value.sum(0)) if isinstance(member, Const)
+             else reduce_rows(low, member.index.t(), "sum"))  # (V,)
+    if reduce in ("sum", "mean"):
+        total = gemm(low, relayout(member, lambda t: t.t()), values, suffix="_scatter")
+        if include_self:
+            total = binary(low, rows, total, "add", (vocab, width))
+            if reduce == "sum":
+                return total
+            count = _plus_one(low, count)
+        elif reduce == "mean":
+            total = binary(low, total, _reciprocal(low, count)[:, None], "mul", (vocab, width))
+            return _where_named(low, count, total, rows)
+        else:
+            return _where_named(low, count, total, rows)
+        return binary(low, total, _reciprocal(low, count)[:, None], "mul", (vocab, width))
+    sign = 1.0 if reduce == "amax" else -1.0
+    if sign < 0:
+        values = map_(low, values, "mul", -1.0, (tokens, width))
+    # (V, D, T): src[t, d] where token t names row v, else -inf
+    candidates = _where_member(low, member, values, vocab)
+    if include_self:
+        own = rows if sign > 0 else map_(low, _ref(low, rows), "mul", -1.0, (vocab, width))
+        own = _ref(low, own)
+        candidates = torch.cat([candidates, own.index[:, :, None]], dim=2)
+    best = reduce_rows(low, candidates.reshape(vocab * width, -1), "max")
+    best = Ref(best.index.reshape(vocab, width))
+    if sign < 0:
+        best = map_(low, best, "mul", -1.0, (vocab, width))
+    return best if include_self else _where_named(low, count, best, rows)
+
+
+def _ref(low, v) -> Ref:
+    return constant(low, v, "_self") if isinstance(v, Const) else v
+
+
+def _plus_one(low, count):
+    return Const(count.value + 1) if isinstance(count, Const) else map_(
+        low, count, "add", 1.0, count.shape)
+
+
+def _reciprocal(low, count):
+    """1 / count (V,), a Const or Ref indexable as [:, None]."""
+    if isinstance(count, Const):
+        return _Column(Const(1.0 / count.value.clamp(min=1)))
+    return _Column(unary_stage(low, count, "reciprocal"))
+
+
+class _Column:
+    """A (V,) value seen as (V, 1) by `[:, None]` (a Const's tensor or a Ref's ids)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __getitem__(self, key):
+        v = self.value
+        return Const(v.value[key]) if isinstance(v, Const) else Ref(v.index[key])
+
+
+def _where_member(low, member, values: Ref, vocab: int) -> torch.Tensor:
+    """The ids (V, D, T) of where(M[t, v], values[t, d], -inf)."""
+    tokens, width = shape_of(values)
+    picked = values.index.t()[None].expand(vocab, width, tokens)
+    if isinstance(member, Const):  # a layout: the values' ids or a -inf constant's
+        floor = constant(low, Const(torch.tensor(float("-inf"))), "_floor").index
+        cond = member.value.t()[:, None, :].expand(vocab, width, tokens) != 0
+        return torch.where(cond, picked, floor.expand(vocab, width, tokens))
+    cond = Ref(member.index.t()[:, None, :].expand(vocab, width, tokens))
+    return _select(low, cond, Ref(picked), None, (vocab, width, tokens),
+                   {"b": float("-inf")}).index
+
+
+def _where_named(low, count, named, rows) -> Ref:
+    """named where count > 0, else rows (self's values): the rows no token names keep
+    them. count (V,), named and rows (V, D)."""
+    shape = shape_of(named)
+    if isinstance(count, Const):
+        cond = (count.value > 0)[:, None].expand(shape)
+        return Ref(torch.where(cond, named.index, _ref(low, rows).index.expand(shape)))
+    hit = compare_mask(low, count, 0.0, count.shape, op="gt")
+    return _select(low, Ref(hit.index[:, None].expand(shape)), named, _ref(low, rows), shape)
+
+
+def _select(low, cond: Ref, a: Ref, other: Ref | None, shape,
+            scalars: dict | None = None) -> Ref:
+    """where(cond, a, other) on the fabric (`build_select`; other None: the branch given as
+    a number, `scalars` {"b": value}): a Ref of `shape`."""
+    m, n = as2d(shape)
+    operands = [low.operand("c", expand_to(cond, shape), (m, n), int_words=True),
+                low.operand("a", expand_to(a, shape), (m, n))]
+    if other is not None:
+        operands.append(low.operand("b", expand_to(other, shape), (m, n)))
+    ref = low.stage("select", (m, n),
+                    lambda cfg, rect, **fmt: build_select(cfg, rect, m, n, **(scalars or {}),
+                                                          dtype=fmt.get("dtype", "f32")),
+                    operands, m * n * CYCLES["select"], Limits(m, n),
+                    words_per_element=len(operands) + 3, suffix="_select")
+    return Ref(ref.index.reshape(shape))
