@@ -7,7 +7,7 @@ softmax over each node's edges (GAT).
 With base (V, *rest) and src (T, *rest) (the dimension moved first, rest flattened to D
 columns), M (T, V) is the membership of token t in row v, one-hot: of an integer input's
 indices (their numbers on the fabric, `itof`; the host checks them against [0, V) before
-every call as eager does) or of a constant index (a constant). Then
+every call as eager does). Then
 
     sum, mean   S = M^T @ src (V, D), one GEMM; count = the column sums of M (V,)
                 mean = (self + S) / (count + 1) with self, S / count without
@@ -15,15 +15,19 @@ every call as eager does) or of a constant index (a constant). Then
                 reduction (amin as -max(-src)); with self, self is one more column
 
 and without self, the rows no token names keep self's value (where(count > 0, ., self)).
+By a constant index of any pattern, each output element's contributions are known: a row
+of their ids (self's beside them, -inf's filling the shorter rows for max and min) reduced
+once, and a mean divided by a constant count.
+
 Division is a product by the count's reciprocal (within an ulp of eager's quotient); sums
-are fp32 in the GEMM's order; max and min are exact. Other reductions ("prod") and
-indices that differ along another dimension are refused with the reason.
+are fp32 in the GEMM's (or the row's) order; max and min are exact. Other reductions
+("prod") and runtime indices that differ along another dimension are refused with the
+reason.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from fabric.kernels import build_select
 from frontend.lowering.backward_embedding import is_index
@@ -61,18 +65,15 @@ def scatter_reduce(low, node, base, dim, index, src, reduce, include_self=True):
         raise low.unsupported("scatter_reduce of a 0-d or integer tensor (float tensors of "
                               "one or more dimensions are)")
     d = dim % len(shape)
+    if isinstance(src, Const):
+        src = constant(low, src, "_src")
     if isinstance(index, Const):
-        moved = index.value.movedim(d, 0).reshape(index.value.shape[d], -1)
-        if not bool((moved == moved[:, :1]).all()) or tuple(index.value.shape) != shape_of(src):
-            raise low.unsupported("scatter_reduce by a constant index that differs along "
-                                  f"a dimension other than {d}")
-        idx = Const(moved[:, 0].to(torch.int64))
-    elif isinstance(index, Ref):
+        return _by_constant_pattern(low, base, d, index.value.to(torch.int64), src, reduce,
+                                    include_self)
+    if isinstance(index, Ref):
         idx = slice_index(low, index, src, d, shape, "scatter_reduce")
     else:
         raise low.unsupported(f"scatter_reduce by an index of type {type(index).__name__}")
-    if isinstance(src, Const):
-        src = constant(low, src, "_src")
     vocab, rest = shape[d], tuple(torch.empty(shape).movedim(d, 0).shape[1:])
     width = int(torch.tensor(rest).prod()) if rest else 1
     rows = relayout(base, lambda t: t.movedim(d, 0).reshape(vocab, width))
@@ -82,13 +83,49 @@ def scatter_reduce(low, node, base, dim, index, src, reduce, include_self=True):
     return relayout(out, lambda t: t.reshape(vocab, *rest).movedim(0, d))
 
 
+def _by_constant_pattern(low, base, d: int, index: torch.Tensor, src: Ref, reduce: str,
+                         include_self: bool) -> Ref:
+    """scatter_reduce by a constant index of any pattern: every output element's
+    contributions are known, a row of their ids (self's id beside them with include_self,
+    -inf's where a row has fewer, for max and min) reduced once; rows without any keep
+    self's value; a mean divides by the count (+ 1 with self), a constant."""
+    shape = shape_of(base)
+    if bool((index < 0).any()) or bool((index >= shape[d]).any()):
+        raise low.unsupported(f"scatter_reduce indices outside [0, {shape[d]})")
+    numel = int(torch.tensor(shape).prod())
+    target = torch.arange(numel).reshape(shape).gather(d, index).reshape(-1)
+    picks = tuple(slice(0, n) for n in index.shape)
+    sign = -1.0 if reduce == "amin" else 1.0
+    values = src if sign > 0 else map_(low, src, "mul", -1.0, shape_of(src))
+    own = _ref(low, base)
+    own = own if sign > 0 else map_(low, own, "mul", -1.0, shape)
+    contrib = values.index[picks].reshape(-1)
+    count = torch.bincount(target, minlength=numel)
+    width = max(int(count.max()), 1)
+    order = torch.argsort(target, stable=True)  # each element's contributions, in order
+    slot = torch.arange(len(order)) - torch.cumsum(count, 0)[target[order]] + count[target[order]]
+    fill = -1
+    if reduce in ("amax", "amin"):
+        fill = int(constant(low, Const(torch.tensor(float("-inf"))), "_floor").index)
+    rows = torch.full((numel, width), fill, dtype=torch.int64)
+    rows[target[order], slot] = contrib[order]
+    if include_self:
+        rows = torch.cat([rows, own.index.reshape(numel, 1)], dim=1)
+    op = "sum" if reduce in ("sum", "mean") else "max"
+    out = reduce_rows(low, rows, op)
+    if reduce == "mean":
+        divisor = count + 1 if include_self else count.clamp(min=1)
+        out = binary(low, out, Const(1.0 / divisor.to(torch.float32)), "mul", (numel,))
+    if sign < 0:
+        out = map_(low, out, "mul", -1.0, (numel,))
+    if not include_self:  # rows no index names keep self's value
+        out = Ref(torch.where(count > 0, out.index, _ref(low, base).index.reshape(-1)))
+    return Ref(out.index.reshape(shape), src.dtype)
+
+
 def _membership(low, idx, vocab: int):
-    """M (T, V): 1.0 where token t's index is v (a Const for a constant index, a Ref
-    computed on the fabric for an integer input's)."""
-    if isinstance(idx, Const):
-        if bool((idx.value < 0).any()) or bool((idx.value >= vocab).any()):
-            raise low.unsupported(f"scatter_reduce indices outside [0, {vocab})")
-        return Const(F.one_hot(idx.value, vocab).to(torch.float32))
+    """M (T, V): 1.0 where token t's index is v, computed on the fabric from an integer
+    input's indices."""
     if not is_index(low, idx):
         raise low.unsupported("scatter_reduce by indices computed in the model (an integer "
                               "input's indices are supported: the host checks their range)")
@@ -103,8 +140,7 @@ def _reduced(low, rows, values: Ref, member, reduce: str, include_self: bool) ->
     values (T, D), member M (T, V)."""
     vocab, width = shape_of(rows)
     tokens = shape_of(values)[0]
-    count = (Const(member.value.sum(0)) if isinstance(member, Const)
-             else reduce_rows(low, member.index.t(), "sum"))  # (V,)
+    count = reduce_rows(low, member.index.t(), "sum")  # (V,)
     if reduce in ("sum", "mean"):
         total = gemm(low, relayout(member, lambda t: t.t()), values, suffix="_scatter")
         if include_self:
@@ -113,11 +149,11 @@ def _reduced(low, rows, values: Ref, member, reduce: str, include_self: bool) ->
                 return total
             count = _plus_one(low, count)
         elif reduce == "mean":
-            total = binary(low, total, _reciprocal(low, count)[:, None], "mul", (vocab, width))
+            total = binary(low, total, _reciprocal(low, count), "mul", (vocab, width))
             return _where_named(low, count, total, rows)
         else:
             return _where_named(low, count, total, rows)
-        return binary(low, total, _reciprocal(low, count)[:, None], "mul", (vocab, width))
+        return binary(low, total, _reciprocal(low, count), "mul", (vocab, width))
     sign = 1.0 if reduce == "amax" else -1.0
     if sign < 0:
         values = map_(low, values, "mul", -1.0, (tokens, width))
@@ -138,37 +174,19 @@ def _ref(low, v) -> Ref:
     return constant(low, v, "_self") if isinstance(v, Const) else v
 
 
-def _plus_one(low, count):
-    return Const(count.value + 1) if isinstance(count, Const) else map_(
-        low, count, "add", 1.0, count.shape)
+def _plus_one(low, count: Ref) -> Ref:
+    return map_(low, count, "add", 1.0, count.shape)
 
 
-def _reciprocal(low, count):
-    """1 / count (V,), a Const or Ref indexable as [:, None]."""
-    if isinstance(count, Const):
-        return _Column(Const(1.0 / count.value.clamp(min=1)))
-    return _Column(unary_stage(low, count, "reciprocal"))
-
-
-class _Column:
-    """A (V,) value seen as (V, 1) by `[:, None]` (a Const's tensor or a Ref's ids)."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def __getitem__(self, key):
-        v = self.value
-        return Const(v.value[key]) if isinstance(v, Const) else Ref(v.index[key])
+def _reciprocal(low, count: Ref) -> Ref:
+    """1 / count as a (V, 1) column."""
+    return Ref(unary_stage(low, count, "reciprocal").index[:, None])
 
 
 def _where_member(low, member, values: Ref, vocab: int) -> torch.Tensor:
     """The ids (V, D, T) of where(M[t, v], values[t, d], -inf)."""
     tokens, width = shape_of(values)
     picked = values.index.t()[None].expand(vocab, width, tokens)
-    if isinstance(member, Const):  # a layout: the values' ids or a -inf constant's
-        floor = constant(low, Const(torch.tensor(float("-inf"))), "_floor").index
-        cond = member.value.t()[:, None, :].expand(vocab, width, tokens) != 0
-        return torch.where(cond, picked, floor.expand(vocab, width, tokens))
     cond = Ref(member.index.t()[:, None, :].expand(vocab, width, tokens))
     return _select(low, cond, Ref(picked), None, (vocab, width, tokens),
                    {"b": float("-inf")}).index
@@ -178,9 +196,6 @@ def _where_named(low, count, named, rows) -> Ref:
     """named where count > 0, else rows (self's values): the rows no token names keep
     them. count (V,), named and rows (V, D)."""
     shape = shape_of(named)
-    if isinstance(count, Const):
-        cond = (count.value > 0)[:, None].expand(shape)
-        return Ref(torch.where(cond, named.index, _ref(low, rows).index.expand(shape)))
     hit = compare_mask(low, count, 0.0, count.shape, op="gt")
     return _select(low, Ref(hit.index[:, None].expand(shape)), named, _ref(low, rows), shape)
 
