@@ -1,8 +1,8 @@
-"""Elementwise math of two (m, n) fp32 tensors in 2D blocks on a rectangle: atan2(a, b) and
-hypot(a, b) (torch's argument order: inputs "a" and "b"), built from `mathlib`'s sequences
-of PE builtins (`mathlib_binary`; no communication), with the code of
-`unary.build_blockwise` (layout of `base.Blocks`, each PE's block row major, packed; a
-register holds each PE's element count).
+"""Elementwise math of two (m, n) fp32 tensors in 2D blocks on a rectangle: atan2(a, b),
+hypot(a, b) and pow(a, b) = a ** b (torch's argument order: inputs "a" and "b"), built from
+`mathlib`'s sequences of PE builtins (`mathlib_binary`, `mathlib_pow`; no communication),
+with the code of `unary.build_blockwise` (layout of `base.Blocks`, each PE's block row
+major, packed; a register holds each PE's element count).
 
 Cycle model (exact): T = 2 + fn_cycles(e_max) + stalls(e_max) (task start and end, one
 straight list of synchronous ops over the PE's e elements, `mathlib.sequence_cycles`;
@@ -13,6 +13,11 @@ adds them):
 |---|---|---|---|
 | atan2 | 66.5 e | ATAN2_ULPS (2) | torch's (sign bits: +-0, +-pi; +-inf: k pi / 4) |
 | hypot | 51.5 e | HYPOT_ULPS (1) | an infinite input: +inf (NaN too), overflow: +inf |
+| pow | 124 e | POW_ULPS (3) where a ** b >= EXP_TINY | torch's (C99 powf; `mathlib_pow`) |
+
+pow's error grows slowly with |b log|a|| (`mathlib.pow_ulps_bound`: 1 ulp up to |u| = 16,
+2 up to 48, 3 to the ends of the range); results below EXP_TINY = 2^-125.5 flush to 0, as
+exp's.
 
 16-bit storage (dtype "f16", "bf16" or "cb16"): both inputs are widened exactly into fp32
 vectors, the fp32 code runs on them (the output in the first one's) and the result is
@@ -38,11 +43,13 @@ from fabric.program import Rect
 FUNCTIONS = {
     "atan2": (ml.atan2, ml.ATAN2_SCRATCH),
     "hypot": (ml.hypot, ml.HYPOT_SCRATCH),
+    "pow": (ml.pow_, ml.POW_SCRATCH),
 }
 INPUTS = ("a", "b")  # the kernels' input names: torch.fn(a, b) (the output is "y")
 # fp32 words per element of each function's fp32 kernel: two inputs, the output, the scratch
 BINARY_MATH_WORDS = {fn: 3 + scratch for fn, (_, scratch) in FUNCTIONS.items()}
-BINARY_MATH_ULPS = {"atan2": ml.ATAN2_ULPS, "hypot": ml.HYPOT_ULPS}
+BINARY_MATH_ULPS = {"atan2": ml.ATAN2_ULPS, "hypot": ml.HYPOT_ULPS, "pow": ml.POW_ULPS}
+REFERENCES = {"atan2": np.arctan2, "hypot": np.hypot, "pow": np.power}
 
 
 def _code(fn: str, e: int | None = None) -> list:
@@ -59,8 +66,9 @@ def binary_math_cycles(config, fn: str, e: int) -> int:
 
 def build_binary_math(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "atan2",
                       dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
-    """y = atan2(a, b) (fn "atan2": a the ordinate, b the abscissa) or hypot(a, b) (fn
-    "hypot"). Inputs {"a", "b"}; every input and the output (m, n).
+    """y = atan2(a, b) (fn "atan2": a the ordinate, b the abscissa), hypot(a, b) (fn
+    "hypot") or a ** b (fn "pow": a the base, b the exponent). Inputs {"a", "b"}; every
+    input and the output (m, n).
 
     dtype: storage format of the inputs and the output ("f32", "f16", "bf16", "cb16");
     acc_dtype: "f32" only (the sequences need fp32; a 16-bit one raises ValueError)."""
@@ -75,8 +83,9 @@ def build_binary_math(config: FabricConfig, rect: Rect, m: int, n: int, fn: str 
 
 
 def binary_math_reference(fn: str, a, b) -> np.ndarray:
-    """numpy's float64 fn(a, b) (np.arctan2, np.hypot) rounded to fp32, with the fabric's
-    flush of subnormal inputs and results."""
+    """numpy's float64 fn(a, b) (np.arctan2, np.hypot, np.power: C99's special values, as
+    torch's) rounded to fp32, with the fabric's flush of subnormal inputs and results (pow:
+    results in [FLT_MIN, EXP_TINY) stay, where the kernel gives 0)."""
     tiny = np.float32(np.finfo(np.float32).tiny)
 
     def flush(v):
@@ -84,6 +93,5 @@ def binary_math_reference(fn: str, a, b) -> np.ndarray:
         return np.where(np.abs(v) < tiny, np.copysign(np.float32(0), v), v)
 
     a64, b64 = (flush(v).astype(np.float64) for v in (a, b))
-    with np.errstate(over="ignore"):
-        out = (np.arctan2 if fn == "atan2" else np.hypot)(a64, b64)
-    return flush(out.astype(np.float32))
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        return flush(REFERENCES[fn](a64, b64).astype(np.float32))

@@ -1,6 +1,6 @@
 """Elementwise math from the PE's builtins: exp, exp2, expm1, sigmoid, tanh, sinh, cosh, erf,
-sin, cos, tan, atan, asin, acos, atan2, hypot, log, log1p, rsqrt, sqrt, reciprocal and the
-normal tail Phi(-b) (for the exact gelu).
+sin, cos, tan, atan, asin, acos, atan2, hypot, pow (a ** b of two vectors), log, log1p,
+rsqrt, sqrt, reciprocal and the normal tail Phi(-b) (for the exact gelu).
 
 The PE has no transcendental instructions; each function here is a generator that returns
 the list of DSD instructions computing `dst = f(src)` element by element, built only from
@@ -42,6 +42,7 @@ tile can serve PEs holding different numbers of elements.
 | remainder (y: number) | 12 (8) | yes | exact | abs(x / y) < 2^22 (NaN beyond) | 82 n (53.5 n) |
 | atan2(y, x) | 9 | dst may be y | 2 ulps | every pair | 66.5 n |
 | hypot(x, y) | 8 | dst may be x | 1 ulp | every pair with a finite result | 51.5 n |
+| pow_(a, b) = a ** b | 8 | dst may be a or b | 3 ulps | results >= EXP_TINY (2^-125.5) | 124 n |
 
 (WSE-2 cycles for even n; `exp_cycles(config, n)` etc. give the exact formulas from the SIMD
 widths.) The bounds (EXP_ULPS, SIGMOID_ULPS, ...) are measured against numpy's float64
@@ -61,7 +62,7 @@ function's docstring lists its values.
 The routines live by family, each module with its methods: `mathlib_exp` (exp, expm1,
 sigmoid, tanh, erf, gauss_tail), `mathlib_hyper` (exp2, sinh, cosh), `mathlib_trig` (sin,
 cos, tan), `mathlib_atrig` (atan, asin, acos), `mathlib_binary` (atan2, hypot: two sources, dst
-first), `mathlib_roots` (reciprocal, rsqrt, sqrt)
+first), `mathlib_pow` (pow_: a ** b of two sources), `mathlib_roots` (reciprocal, rsqrt, sqrt)
 and `mathlib_log` (log, log1p), on the operand checks and shared constants of
 `mathlib_common`; `mathlib_cycles` gives their cycles. This module re-exports the routines,
 their constants and their cycle formulas.
@@ -174,6 +175,15 @@ from fabric.kernels.mathlib_log import (  # noqa: F401  (log, log1p)
     log1p,
 )
 from fabric.kernels.mathlib_mod import FMOD_QUOTIENT_MAX, fmod  # noqa: F401  (fmod, %)
+from fabric.kernels.mathlib_pow import (  # noqa: F401  (pow_: a ** b)
+    ATANH_TAIL,
+    POW_SCRATCH,
+    POW_ULPS,
+    POW_ULPS_AT_ZERO,
+    POW_ULPS_PER_U,
+    pow_,
+    pow_ulps_bound,
+)
 from fabric.kernels.mathlib_roots import (  # noqa: F401  (reciprocal, rsqrt, sqrt)
     INF_BITS,
     NEGATIVE_NAN_BIAS,

@@ -1,6 +1,7 @@
 """Elementwise math of two tensors: atan2(y, x) and hypot(x, y), with PyTorch broadcasting,
 as one stage of `build_binary_math` (the sequences of `fabric.kernels.mathlib_binary`:
-atan2 within 2 ulps, hypot within 1, torch's special values).
+atan2 within 2 ulps, hypot within 1, torch's special values); `binary_math_stage` also
+serves pow of two tensors (`powers`).
 
 Both operands are broadcast to the output shape; a constant operand (a tensor the model
 holds, a 0-d tensor) is held on a resident tile (`common.constant`), so that the kernel
@@ -28,15 +29,19 @@ aten = torch.ops.aten
 
 FUNCTIONS = {aten.atan2.default: "atan2", aten.hypot.default: "hypot"}
 CYCLES = {fn: cycles_per_element(lambda cfg, e, fn=fn: binary_math_cycles(cfg, fn, e))
-          for fn in FUNCTIONS.values()}
+          for fn in BINARY_MATH_WORDS}
 
 
 @rule(*FUNCTIONS)
 def binary_math(low, node, a, b):
     """torch.atan2(a, b) / torch.hypot(a, b) of float tensors broadcast to the output
     shape: one `build_binary_math` stage (16-bit storage in mixed precision)."""
-    fn = FUNCTIONS[node.target]
-    shape = out_shape(node)
+    return binary_math_stage(low, FUNCTIONS[node.target], a, b, out_shape(node))
+
+
+def binary_math_stage(low, fn: str, a, b, shape) -> Ref:
+    """fn(a, b) (a `build_binary_math` function: "atan2", "hypot", "pow") of float tensors,
+    constants or numbers broadcast to `shape`: one stage, a Ref of `shape`."""
     a, b = (_runtime(low, v, fn, shape) for v in (a, b))
     return blockwise_stage(
         low, fn, {"a": a, "b": b}, shape, f"_{fn}",

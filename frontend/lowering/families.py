@@ -29,6 +29,7 @@ from frontend.lowering import (
     modulo,
     norms,
     pool3d,
+    powers,
     ranking,
     reductions,
     resample,
@@ -40,5 +41,5 @@ from frontend.lowering import (
 
 FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
             backward_pool, binary_math, conv, elementwise, embedding, embedding_bag, experts,
-            layout, losses, masks, matmul, modulo, norms, pool3d, ranking, reductions,
-            resample, routing, scatter, scatter_reduce, spectral)
+            layout, losses, masks, matmul, modulo, norms, pool3d, powers, ranking,
+            reductions, resample, routing, scatter, scatter_reduce, spectral)

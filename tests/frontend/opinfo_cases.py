@@ -94,13 +94,12 @@ DERIVED = (
     "masked.amax", "masked.mean", "masked.softmax", "masked.log_softmax", "masked.softmin",
     "bmm.triton_optimized"
 )
-# claimed by hand: a rule covers some samples after the first three (scalar clamp bounds and
-# integer pow exponents: EDGE_ARGS), an op without a rule folds (nearest upsampling's
-# aten.arange, on constants) or the rule refuses the variant (div's rounding modes: by a
-# runtime divisor).
+# claimed by hand: a rule covers some samples after the first three (scalar clamp bounds:
+# EDGE_ARGS), an op without a rule folds (nearest upsampling's aten.arange, on constants) or
+# the rule refuses the variant (div's rounding modes: by a runtime divisor).
 # Not claimed, every sample refused: nll_loss (aten.scalar_tensor), bilinear
-# (aten._trilinear)
-BY_HAND = ("div.trunc_rounding", "div.floor_rounding", "clamp", "pow",
+# (aten._trilinear), float_power (a cast to float64: fp32 only)
+BY_HAND = ("div.trunc_rounding", "div.floor_rounding", "clamp",
            "nn.functional.interpolate.nearest", "nn.functional.upsample_nearest")
 # rules added after DERIVED was taken (each checked with this harness's samples)
 ADDED = (
@@ -120,7 +119,8 @@ ADDED = (
     "round.decimals_0", "round.decimals_3", "round.decimals_neg_3", "heaviside", "atan2",
     "hypot", "cdist", "bucketize", "fmod", "remainder", "nn.functional.max_pool3d",
     "nn.functional.avg_pool3d", "nn.functional.adaptive_max_pool3d", "max.reduction_no_dim",
-    "min.reduction_no_dim",
+    "min.reduction_no_dim", "pow", "__rpow__", "scatter_reduce.sum", "scatter_reduce.mean",
+    "scatter_reduce.amax", "scatter_reduce.amin",
 )
 CLAIMED = DERIVED + BY_HAND + ADDED
 # one OpInfo or more for every op family with a rule: the default test run
@@ -177,7 +177,12 @@ EDGE_ROWS = torch.tensor(
 # first sample's are not the ones to test: {key: [(args, kwargs), ...]}
 ELEMENTWISE = ("nn.functional.gelu", "nn.functional.silu", "nn.functional.relu6",
                "nn.functional.hardtanh", "nn.functional.tanhshrink", "clamp", "pow")
-EDGE_ARGS = {"clamp": [((-2.0, 3.0), {})], "pow": [((3,), {})],
+# pow's exponents for EDGE_VALUES: a (16, 1) tensor, so that the (16, 32) output holds every
+# pair (C99's special values: zeros, ones, infinities, NaN, odd, even and fractional powers)
+EDGE_EXPONENTS = torch.tensor(
+    [0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5,
+     -2.5, 1e-30], dtype=torch.float32)[:, None]
+EDGE_ARGS = {"clamp": [((-2.0, 3.0), {})], "pow": [((3,), {}), ((EDGE_EXPONENTS,), {})],
              "nn.functional.gelu": [((), {"approximate": "none"}),
                                     ((), {"approximate": "tanh"})]}
 ROW_OPS = ("softmax", "log_softmax", "nn.functional.layer_norm", "mean", "sum", "amax")

@@ -35,9 +35,8 @@ from tests.frontend import opinfo_cases as oc
 
 MAX_TRIES = 6  # default run: samples tried per OpInfo until one lowers
 REFERENCE_CAP = 2  # long run: reference_inputs per OpInfo beyond its sample_inputs
-# CORE OpInfos whose samples the rules refuse (div's rounding modes: by a runtime divisor;
-# pow's tensor or fractional exponents: its rule is checked on EDGE_VALUES)
-ALL_REFUSED = {"div.trunc_rounding", "pow"}
+# CORE OpInfos whose samples the rules refuse (div's rounding modes: by a runtime divisor)
+ALL_REFUSED = {"div.trunc_rounding"}
 LOWERED = (oc.PASS, oc.PASS_F64)
 
 
