@@ -49,6 +49,7 @@ from frontend.lowering.common import (
 )
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import mul
+from frontend.lowering.masks import float_mask
 from frontend.lowering.reductions import sum_, sum_all
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref, Symbolic
@@ -388,8 +389,13 @@ SUMS = {aten.sum.dim_IntList: sum_, aten.sum.default: sum_all}  # their general 
 
 @rule(*SUMS, case=lambda low, node, x, *args, **kwargs: isinstance(x, IndexPred))
 def sum_of_checks(low, node, x, *args, **kwargs):
-    """A count of the targets that pass: the sum of the predicate's 0/1 mask."""
-    x = check_mask(low, IndexCheck.of(low, x), x.source.shape)
+    """A count of the targets that pass: the sum of the predicate's 0/1 mask, moved in per
+    call from the host's values, or with lookups "onehot" (whose models one fabric program
+    holds) computed on the fabric from the input's words (`masks.float_mask`)."""
+    if low.lookups == "onehot":
+        x = Ref(float_mask(low, x).index, torch.float32)
+    else:
+        x = check_mask(low, IndexCheck.of(low, x), x.source.shape)
     return SUMS[node.target](low, node, x, *args, **kwargs)
 
 

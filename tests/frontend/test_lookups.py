@@ -77,6 +77,33 @@ def test_gathers_are_refused_in_one_program_naming_the_way_out():
         cm.one_program(idx)
 
 
+class CountsTokens(torch.nn.Module):
+    """XLM's lengths: the tokens that are not padding, counted per row, scale a lookup."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = torch.nn.Embedding(24, 4)
+
+    def forward(self, idx):
+        lengths = (idx != 2).sum(dim=1)
+        return self.tok(idx) * lengths[:, None, None]
+
+
+@pytest.mark.parametrize("lookups", ["gather", "onehot"])
+def test_a_count_of_checked_ids_per_call_or_on_the_fabric(lookups):
+    """The count's 0/1 mask moves in per call from the host's values (lookups "gather"),
+    or is computed on the fabric from the ids' words ("onehot"), so that one program holds
+    it; the same counts either way."""
+    idx = torch.tensor([[1, 2, 2, 5], [2, 7, 7, 7]])
+    model = CountsTokens().eval()
+    cm = frontend.compile(model, (idx,), FABRIC, lookups=lookups)
+    gathered = [p.stage.name for p in cm.prepared
+                if any(op.gather is not None for op in p.stage.operands)]
+    assert bool(gathered) == (lookups == "gather")
+    for call in (idx, torch.tensor([[2, 2, 2, 2], [0, 1, 3, 4]])):
+        torch.testing.assert_close(cm(call), model(call), rtol=0, atol=0)
+
+
 @pytest.mark.long
 def test_a_token_model_runs_as_one_program():
     """TinyGPT (embeddings, attention, layer norms) with lookups "onehot" and the tiles
