@@ -7,7 +7,15 @@ import math
 
 import torch
 
-from frontend.lowering.common import constant, out_shape, positive_zeros, relayout, shape_of
+from frontend.lowering.common import (
+    binary,
+    constant,
+    map_,
+    out_shape,
+    positive_zeros,
+    relayout,
+    shape_of,
+)
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import numbers_of_int_words
 from frontend.lowering.embedding import lookup
@@ -220,15 +228,51 @@ def index(low, node, x, indices):
     a lookup along that dimension (`take_along`)."""
     runtime = [k for k, i in enumerate(indices) if i is not None and not isinstance(i, Const)]
     if runtime:
-        if len(runtime) > 1 or any(i is not None for k, i in enumerate(indices)
-                                   if k != runtime[0]):
-            raise low.unsupported("indexing by a runtime index tensor together with other "
-                                  "indices (one runtime index tensor, the rest ':', runs)")
+        if len(runtime) > 1:
+            raise low.unsupported("indexing by two runtime index tensors (one runtime index "
+                                  "tensor, beside constant ones and ':', runs)")
+        if any(i is not None for k, i in enumerate(indices) if k != runtime[0]):
+            return take_by_mixed(low, node, x, indices)
         return take_along(low, node, x, runtime[0], indices[runtime[0]])
     if not isinstance(x, Ref):
         raise low.unsupported(f"indexing {type(x).__name__}")
     picks = [None if i is None else i.value for i in indices]
     return Ref(node.target(x.index, picks), x.dtype)
+
+
+def take_by_mixed(low, node, x, indices) -> Ref:
+    """x[..., a, r, ...] by adjacent index tensors, one computed at run time (r) and the
+    others constants (CLIP's pooled token, x[arange(B), ids.argmax(-1)]): the indexed
+    dimensions flattened to one, r times its stride there plus the constants' offsets (a
+    map and an add on the fabric) picks along it (`take_along`: a one-hot product, an
+    index outside its dimension giving a row of -inf)."""
+    shape = shape_of(x)
+    ks = [k for k, i in enumerate(indices) if i is not None]
+    k0, k1 = ks[0], ks[-1]
+    if ks != list(range(k0, k1 + 1)):
+        raise low.unsupported("index tensors separated by ':' beside a runtime one (adjacent "
+                              "ones run)")
+    sizes = shape[k0:k1 + 1]
+    strides = [math.prod(sizes[j + 1:]) for j in range(len(sizes))]
+    picks = torch.broadcast_shapes(*(shape_of(indices[k]) for k in ks))
+    offset = torch.zeros(picks, dtype=torch.int64)
+    for j, k in enumerate(ks):
+        i = indices[k]
+        if isinstance(i, Ref):
+            runtime, stride = Ref(i.index.expand(picks), i.dtype), strides[j]
+            continue
+        v = i.value
+        if v.dtype == torch.bool or bool((v < -sizes[j]).any()) or bool((v >= sizes[j]).any()):
+            raise low.unsupported(f"a constant index of dtype {v.dtype} or outside "
+                                  f"[-{sizes[j]}, {sizes[j]}) beside a runtime one")
+        offset = offset + (v.to(torch.int64) % sizes[j]).expand(picks) * strides[j]
+    if low.int_words(runtime):  # an integer input's words: numbers to compute with
+        runtime = numbers_of_int_words(low, runtime)
+    flat = runtime if stride == 1 else map_(low, runtime, "mul", float(stride), picks)
+    if bool(offset.any()):
+        flat = binary(low, flat, Const(offset.to(torch.float32)), "add", picks)
+    table = relayout(x, lambda t: t.reshape(*shape[:k0], math.prod(sizes), *shape[k1 + 1:]))
+    return take_along(low, node, table, k0, Ref(flat.index, torch.int64))
 
 
 @rule(aten.index_select.default)

@@ -12,7 +12,8 @@
 - as_strided through its input's traced storage (contiguous and permuted inputs): exact (a
   re-indexing); reading memory the input does not hold is refused;
 - casts: integer casts of computed values are identities; truncating a float and reading
-  an integer input as float are refused by name.
+  an integer input as float are refused by name;
+- indexing by a runtime index beside constant ones (CLIP's pooled token): exact (a lookup).
 """
 
 import pytest
@@ -198,3 +199,24 @@ def test_integer_input_beyond_what_fp32_holds_is_refused():
     cm = frontend.compile(IdsArithmetic(), (ids,), config=CONFIG)
     with pytest.raises(frontend.FrontendError, match=r"input 'ids' holds 16777217 at \(0, 2\)"):
         cm(torch.tensor([[1, 5, 2 ** 24 + 1, -3]]))
+
+
+@pytest.mark.parametrize("name, pick", [
+    # CLIP's pooled token: the end-of-text id's position, the first maximum of the ids
+    ("argmax", lambda x, ids: x[torch.arange(3), ids.argmax(-1)]),
+    # a classifier's last real token: a count of the ids that are not padding, minus one
+    ("last", lambda x, ids: x[torch.arange(3), (ids != 0).sum(-1) - 1]),
+    ("negative constant", lambda x, ids: x[torch.tensor([-1, 0, 1]), ids.argmax(-1)]),
+    ("an input's ids", lambda x, ids: x[torch.tensor([0, 2]), ids[0, :2]]),
+])
+def test_a_runtime_index_beside_constant_ones(name, pick):
+    """Adjacent index tensors, one computed at run time: a lookup along the flattened
+    indexed dimensions by the runtime index times its stride plus the constants' offsets,
+    exact (it picks rows)."""
+    from tests.frontend.models import Fn
+
+    x = torch.randn(3, 5, 4, generator=torch.Generator().manual_seed(0))
+    ids = torch.tensor([[3, 1, 4, 1, 0], [2, 7, 1, 8, 2], [0, 0, 9, 0, 0]])
+    cm = frontend.compile(Fn(pick).eval(), (x, ids), config=CONFIG)
+    for call in (ids, ids.flip(-1)):
+        torch.testing.assert_close(cm(x, call), pick(x, call), rtol=0, atol=0)
