@@ -40,9 +40,9 @@ LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
 @dataclasses.dataclass(frozen=True)
 class Architecture:
     """name; family ("text encoder", "decoder", "encoder-decoder", "state space", "vision",
-    "audio", "recurrent", "cnn", "mlp", "recommendation", "video", "graph"); source
-    ("transformers" or "torch"); make() -> (model in eval mode, example inputs); fabric:
-    the (rows, cols) of the small fabric it runs on."""
+    "audio", "multimodal", "recurrent", "cnn", "mlp", "recommendation", "video", "graph");
+    source ("transformers" or "torch"); make() -> (model in eval mode, example inputs);
+    fabric: the (rows, cols) of the small fabric it runs on."""
 
     name: str
     family: str
@@ -99,6 +99,13 @@ def _image() -> tuple:
 def _clip() -> tuple:
     """A video clip: 4 frames of 32 x 32 (3 channels), frames before channels."""
     return (torch.randn(1, 4, 3, IMAGE, IMAGE, generator=torch.Generator().manual_seed(1)),)
+
+
+def _texts_and_image() -> tuple:
+    """Two captions of 8 token ids and one 32 x 32 image (a contrastive model's pair)."""
+    gen = torch.Generator().manual_seed(1)
+    return (torch.randint(0, VOCAB, (2, TOKENS), generator=gen),
+            torch.randn(1, 3, IMAGE, IMAGE, generator=gen))
 
 
 def _audio() -> tuple:
@@ -291,6 +298,11 @@ _HF = [
     ("hubert", "audio", _hf("HubertConfig", "HubertModel", _audio, **dict(
         _TEXT, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2))),
+    # contrastive text and image towers: each caption's pooled token (picked at its
+    # end-of-text id, a runtime index beside a constant one) against the image's
+    ("clip", "multimodal", _hf("CLIPConfig", "CLIPModel", _texts_and_image, projection_dim=16,
+                               text_config=dict(_TEXT, max_position_embeddings=2 * TOKENS),
+                               vision_config=_VIT)),
     ("whisper-encoder", "audio", _hf(
         "WhisperConfig", "models.whisper.modeling_whisper.WhisperEncoder", _mel,
         vocab_size=VOCAB, d_model=WIDTH, encoder_layers=1, decoder_layers=1,

@@ -81,6 +81,7 @@ STOPS = {
     "videomae": None,  # a 3D convolution's tubelets
     "wav2vec2": None,  # group norm in the feature encoder
     "hubert": None,
+    "clip": None,  # pooled at each caption's end-of-text id (argmax of the ids)
     "whisper-encoder": None,
     "lstm": None,
     "gru": None,
