@@ -25,7 +25,6 @@ function: test_pow_kernel.py).
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -46,13 +45,13 @@ from fabric.kernels import (
 from fabric.kernels import mathlib_numpy as mn
 from fabric.kernels.binary_math import FUNCTIONS
 from fabric.numerics import round_to
-from tests.kernels.kernel_cases import bits_equal
+from tests.kernels.kernel_cases import bits_equal, grid_then_sample, pair_grid, ulp_error
+from tests.kernels.kernel_cases import flush_subnormals as _flush
 
 CONFIG = FabricConfig.small(4, 4)
 RECT = Rect(0, 0, 4, 4)
 M, N = 16, 64  # 64 pairs per PE
 MIN_TABLE_ROWS = (128, 256)  # the unary kernels' engine (test_unary_functions)
-TINY = float(np.finfo(np.float32).tiny)
 F32_MAX = float(np.finfo(np.float32).max)
 INF, NAN = math.inf, math.nan
 SPECIALS = [0.0, -0.0, 1.0, -1.0, INF, -INF, NAN, 1e-30, -1e-30, 1e30, -1e30, 1e-40, -1e-40,
@@ -86,20 +85,6 @@ def _sweep() -> tuple[np.ndarray, np.ndarray]:
     return _flush(a), _flush(b)
 
 
-def _flush(x):
-    x = np.asarray(x, np.float32)
-    return np.where(np.abs(x) < np.float32(TINY), np.copysign(np.float32(0), x), x)
-
-
-def ulp_error(got, ref):
-    """|got - ref| in ulps of ref (fp32); equal values (inf, NaN) are 0 apart."""
-    with np.errstate(all="ignore"):
-        ulp = np.spacing(np.maximum(np.abs(ref), np.float32(TINY))).astype(np.float64)
-        err = np.abs(got.astype(np.float64) - ref.astype(np.float64)) / ulp
-    same = (got == ref) | (np.isnan(got) & np.isnan(ref))
-    return np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
-
-
 def _emulate(fn, a, b, fused):
     code_of, scratch = FUNCTIONS[fn]
     code = code_of(Mem("y"), Mem("a"), Mem("b"), [Mem(f"s{i}") for i in range(scratch)])
@@ -123,16 +108,12 @@ def test_within_stated_ulps_over_dense_sweep(fn, fused):
 
 # ---- the fabric ---------------------------------------------------------------------------
 def _grid():
-    pairs = np.array(list(itertools.product(SPECIALS, SPECIALS)), np.float32)
-    return pairs[:, 0].copy(), pairs[:, 1].copy()
+    return pair_grid(SPECIALS, SPECIALS)
 
 
 def _points():
     """The kernel's 1024 pairs: the special grid, then an even sample of the sweep."""
-    ga, gb = _grid()
-    a, b = _sweep()
-    pick = np.linspace(0, a.size - 1, M * N - ga.size).astype(int)
-    return np.concatenate([ga, a[pick]]), np.concatenate([gb, b[pick]])
+    return grid_then_sample(_grid(), _sweep(), M * N)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,6 @@ fabric against its numpy mirror bit for bit, exact cycles, and 16-bit storage.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -41,13 +40,13 @@ from fabric.kernels import mathlib as ml
 from fabric.kernels import mathlib_numpy as mn
 from fabric.kernels.base import run_kernel
 from fabric.numerics import round_to
-from tests.kernels.kernel_cases import bits_equal
+from tests.kernels.kernel_cases import bits_equal, grid_then_sample, pair_grid, ulp_error
+from tests.kernels.kernel_cases import flush_subnormals as _flush
 
 CONFIG = FabricConfig.small(4, 4)
 RECT = Rect(0, 0, 4, 4)
 M, N = 16, 64  # 64 pairs per PE
 MIN_TABLE_ROWS = (128, 256)  # the unary kernels' engine (test_unary_functions)
-TINY = float(np.finfo(np.float32).tiny)
 F32_MAX = float(np.finfo(np.float32).max)
 INF, NAN = math.inf, math.nan
 BASES = [0.0, -0.0, 1.0, -1.0, INF, -INF, NAN, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 1e-30, -1e-30,
@@ -88,20 +87,6 @@ def _sweep() -> tuple[np.ndarray, np.ndarray]:
     a, b = (np.concatenate([p[i] for p in parts]).astype(np.float32) for i in (0, 1))
     b = np.where(np.isfinite(b), b, 0).astype(np.float32)  # log|a| = 0: any b
     return _flush(a), _flush(b)
-
-
-def _flush(x):
-    x = np.asarray(x, np.float32)
-    return np.where(np.abs(x) < np.float32(TINY), np.copysign(np.float32(0), x), x)
-
-
-def ulp_error(got, ref):
-    """|got - ref| in ulps of ref (fp32); equal values (inf, NaN) are 0 apart."""
-    with np.errstate(all="ignore"):
-        ulp = np.spacing(np.maximum(np.abs(ref), np.float32(TINY))).astype(np.float64)
-        err = np.abs(got.astype(np.float64) - ref.astype(np.float64)) / ulp
-    same = (got == ref) | (np.isnan(got) & np.isnan(ref))
-    return np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
 
 
 def _emulate(a, b, fused, dst="y"):
@@ -182,16 +167,12 @@ def test_dst_may_be_the_base_or_the_exponent():
 
 # ---- the fabric ---------------------------------------------------------------------------
 def _grid():
-    pairs = np.array(list(itertools.product(BASES, EXPONENTS)), np.float32)
-    return pairs[:, 0].copy(), pairs[:, 1].copy()
+    return pair_grid(BASES, EXPONENTS)
 
 
 def _points():
     """The kernel's 1024 pairs: the special grid, then an even sample of the sweep."""
-    ga, gb = _grid()
-    a, b = _sweep()
-    pick = np.linspace(0, a.size - 1, M * N - ga.size).astype(int)
-    return np.concatenate([ga, a[pick]]), np.concatenate([gb, b[pick]])
+    return grid_then_sample(_grid(), _sweep(), M * N)
 
 
 @pytest.fixture(scope="module")
