@@ -9,7 +9,7 @@ is the symbolic pair `Complex(re, im)` of real Refs or Consts (None: zero), and
                                       last dimension's first n // 2 + 1 frequencies
     view_as_real(z)[..., 0] / [..., 1]   re / im (a `ComplexParts` until the select)
     _conj(z)                          Complex(re, -im) (an inverse FFT of a real tensor)
-    abs(z)                            hypot(re, im), one kernel (`build_binary_math`)
+    abs(z)                            hypot(re, im), one kernel (`binary_math_stage`)
 
 A pass along d multiplies the tensor, d moved last and the rest flattened to rows (m, n),
 by the DFT matrix W[j, k] = exp(-+2 pi i j k / n) = C + i S (float64, rounded once to
@@ -34,17 +34,8 @@ import math
 import numpy as np
 import torch
 
-from fabric.kernels import BINARY_MATH_WORDS, binary_math_cycles, build_binary_math
-from frontend.lowering.common import (
-    blockwise_stage,
-    constant,
-    cycles_per_element,
-    expand_to,
-    gemm,
-    map_,
-    relayout,
-    shape_of,
-)
+from frontend.lowering.binary_math import binary_math_stage
+from frontend.lowering.common import gemm, map_, relayout, shape_of
 from frontend.lowering.core import rule
 from frontend.values import Const, Ref, Symbolic
 
@@ -53,7 +44,6 @@ aten = torch.ops.aten
 COMPLEX = (torch.complex64, torch.complex128, torch.complex32)
 # aten's fft normalization codes: the scale of the forward transform by n
 NORMS = {0: lambda n: 1.0, 1: lambda n: 1.0 / math.sqrt(n), 2: lambda n: 1.0 / n}
-HYPOT_CYCLES = cycles_per_element(lambda cfg, e: binary_math_cycles(cfg, "hypot", e))
 
 
 @dataclasses.dataclass
@@ -172,14 +162,8 @@ def conj(low, node, z):
 
 @rule(aten.abs.default, case=lambda low, node, z: isinstance(z, Complex))
 def magnitude(low, node, z):
-    """|z| = hypot(re, im) (`build_binary_math`: no overflow of the squares, within an
+    """|z| = hypot(re, im) (`binary_math_stage`: no overflow of the squares, within an
     ulp), a zero part as a constant zero."""
     zero = Const(torch.zeros(z.shape))
-    parts = {"a": z.re if z.re is not None else zero, "b": z.im if z.im is not None else zero}
-    parts = {k: expand_to(constant(low, v) if isinstance(v, Const) else v, z.shape)
-             for k, v in parts.items()}
-    return blockwise_stage(
-        low, "hypot", parts, z.shape, "_abs",
-        lambda m, n: lambda cfg, rect, **fmt: build_binary_math(cfg, rect, m, n, "hypot",
-                                                                **fmt),
-        HYPOT_CYCLES, BINARY_MATH_WORDS["hypot"])
+    return binary_math_stage(low, "hypot", zero if z.re is None else z.re,
+                             zero if z.im is None else z.im, z.shape)
