@@ -115,6 +115,15 @@ def _poison(low, hits: Ref, n: int) -> Ref:
                 "mul", 4.0, (n,))
 
 
+def checked_numbers(low, indices: Ref, limit: int) -> Ref:
+    """An integer input's `indices` as fp32 numbers on the fabric (`itof`; their shape),
+    the host checking them against [0, limit) before every call (`IndexRange`: eager's
+    IndexError)."""
+    source = index_source(low, indices)
+    low.index_ranges.append(IndexRange(source.name, indices.index - source.base, limit))
+    return Ref(INT_WORDS_AS_NUMBERS[0](low, indices).index)
+
+
 def lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
     """table[indices] for a (vocab, dim) Const or Ref table and runtime indices: the
     one-hot product when they are computed; when they are an integer input's elements, a
@@ -124,10 +133,7 @@ def lookup(low, table, vocab: int, dim: int, indices: Ref) -> Ref:
     if not low.int_words(indices):
         return one_hot_lookup(low, table, vocab, dim, indices)
     if low.lookups == "onehot":
-        source = index_source(low, indices)
-        low.index_ranges.append(IndexRange(source.name, indices.index - source.base, vocab))
-        numbers = INT_WORDS_AS_NUMBERS[0](low, indices)  # (*indices.shape), fp32 words
-        return one_hot_lookup(low, table, vocab, dim, Ref(numbers.index))
+        return one_hot_lookup(low, table, vocab, dim, checked_numbers(low, indices, vocab))
     table_base = int(resident(low, table, (vocab, dim), "_table").index.reshape(-1)[0])
     return gather_rows(low, table_base, vocab, dim, indices)
 

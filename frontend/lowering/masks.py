@@ -331,16 +331,22 @@ def where(low, node, cond, a, b):
             raise low.unsupported(f"where with a branch of type {type(v).__name__}")
         names.append(name)
         values.append(v)
+    return Ref(select(low, c, dict(zip(names, values)), branches, shape).index, dtype)
+
+
+def select(low, cond: Ref, values: dict, scalars: dict, shape) -> Ref:
+    """where(cond, a, b) on the fabric (`build_select`): branch "a" and "b" each a Ref in
+    `values` or a number in `scalars`, everything broadcast to `shape`; a Ref of `shape`."""
     m, n = as2d(shape)
     # the select reads any nonzero word as true: a bool input's int32 words serve as they are
-    operands = [low.operand("c", expand_to(c, shape), (m, n), int_words=True)]
-    operands += [low.operand(name, expand_to(v, shape), (m, n)) for name, v in zip(names, values)]
+    operands = [low.operand("c", expand_to(cond, shape), (m, n), int_words=True)]
+    operands += [low.operand(name, expand_to(v, shape), (m, n)) for name, v in values.items()]
     ref = low.stage("select", (m, n),
-                    lambda cfg, rect, **fmt: build_select(cfg, rect, m, n, **branches,
+                    lambda cfg, rect, **fmt: build_select(cfg, rect, m, n, **scalars,
                                                           dtype=fmt.get("dtype", "f32")),
                     operands, m * n * CYCLES["select"], Limits(m, n),
                     words_per_element=len(operands) + 3, suffix="_select")
-    return Ref(ref.index.reshape(shape), dtype)
+    return Ref(ref.index.reshape(shape))
 
 
 def _converts_to_float(low, node, x, dtype=None, **kwargs) -> bool:

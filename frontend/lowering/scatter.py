@@ -53,10 +53,10 @@ from frontend.lowering.common import (
     scatter_add,
     shape_of,
 )
-from frontend.lowering.core import INT_WORDS_AS_NUMBERS, rule
-from frontend.lowering.embedding import one_hot
+from frontend.lowering.core import rule
+from frontend.lowering.embedding import checked_numbers, one_hot
 from frontend.stages import Limits
-from frontend.values import Const, Gather, IndexRange, Ref
+from frontend.values import Const, Gather, Ref
 
 aten = torch.ops.aten
 
@@ -160,10 +160,7 @@ def scatter_rows_into(low, base, idx, values) -> Ref:
         out = _one_hot_scatter(low, idx, g, vocab)
     else:
         out = _runtime_scatter(low, idx, g, vocab)
-    out = Ref(out.index.reshape(shape), values.dtype)
-    if isinstance(base, Const) and bool((base.value == 0).all()):
-        return out
-    return binary(low, base, out, "add", shape)
+    return _onto(low, base, Ref(out.index.reshape(shape), values.dtype))
 
 
 @dataclasses.dataclass
@@ -207,10 +204,7 @@ def _one_hot_scatter(low, idx: Ref, g: Ref, vocab: int) -> Ref:
     """out[v] = sum of g[t] over idx[t] == v for an integer input idx, on the fabric: the
     one-hot matrix of the indices' numbers (T, V) transposed times g (T, D), one GEMM; the
     host checks the indices before every call (`IndexRange`)."""
-    source = index_source(low, idx)
-    flat = Ref(idx.index.reshape(-1), idx.dtype)
-    low.index_ranges.append(IndexRange(source.name, flat.index - source.base, vocab))
-    numbers = INT_WORDS_AS_NUMBERS[0](low, flat)  # (T,) fp32 words
+    numbers = checked_numbers(low, Ref(idx.index.reshape(-1), idx.dtype), vocab)  # (T,)
     hot = one_hot(low, numbers.index, vocab)  # (T, V)
     return gemm(low, Ref(hot.index.t()), g, suffix="_scatter")  # (V, D)
 
@@ -267,7 +261,11 @@ def _scatter_by_constant(low, base, d: int, index: torch.Tensor, src) -> Ref:
     target = positions.gather(d, index)  # where each used source element lands
     picks = tuple(slice(0, n) for n in index.shape)
     out = scatter_add(low, src.index[picks], target, math.prod(shape))
-    out = Ref(out.index.reshape(shape), src.dtype)
+    return _onto(low, base, Ref(out.index.reshape(shape), src.dtype))
+
+
+def _onto(low, base, sums: Ref) -> Ref:
+    """base + sums, no stage where the base is a constant zero."""
     if isinstance(base, Const) and bool((base.value == 0).all()):
-        return out
-    return binary(low, base, out, "add", shape)
+        return sums
+    return binary(low, base, sums, "add", sums.shape)

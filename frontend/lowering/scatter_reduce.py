@@ -29,27 +29,22 @@ from __future__ import annotations
 
 import torch
 
-from fabric.kernels import build_select
 from frontend.lowering.backward_embedding import is_index
 from frontend.lowering.common import (
-    as2d,
     binary,
     constant,
-    expand_to,
     gemm,
-    index_source,
     map_,
     reduce_rows,
     relayout,
     shape_of,
 )
-from frontend.lowering.core import INT_WORDS_AS_NUMBERS, rule
+from frontend.lowering.core import rule
 from frontend.lowering.elementwise import unary_stage
-from frontend.lowering.embedding import compare_mask, one_hot
-from frontend.lowering.masks import CYCLES
+from frontend.lowering.embedding import checked_numbers, compare_mask, one_hot
+from frontend.lowering.masks import select
 from frontend.lowering.scatter import slice_index
-from frontend.stages import Limits
-from frontend.values import Const, IndexRange, Ref
+from frontend.values import Const, Ref
 
 aten = torch.ops.aten
 
@@ -129,10 +124,7 @@ def _membership(low, idx, vocab: int):
     if not is_index(low, idx):
         raise low.unsupported("scatter_reduce by indices computed in the model (an integer "
                               "input's indices are supported: the host checks their range)")
-    source = index_source(low, idx)
-    low.index_ranges.append(IndexRange(source.name, idx.index - source.base, vocab))
-    numbers = INT_WORDS_AS_NUMBERS[0](low, idx)  # (T,) fp32 words
-    return one_hot(low, numbers.index, vocab)
+    return one_hot(low, checked_numbers(low, idx, vocab).index, vocab)
 
 
 def _reduced(low, rows, values: Ref, member, reduce: str, include_self: bool) -> Ref:
@@ -188,8 +180,8 @@ def _where_member(low, member, values: Ref, vocab: int) -> torch.Tensor:
     tokens, width = shape_of(values)
     picked = values.index.t()[None].expand(vocab, width, tokens)
     cond = Ref(member.index.t()[:, None, :].expand(vocab, width, tokens))
-    return _select(low, cond, Ref(picked), None, (vocab, width, tokens),
-                   {"b": float("-inf")}).index
+    return select(low, cond, {"a": Ref(picked)}, {"b": float("-inf")},
+                  (vocab, width, tokens)).index
 
 
 def _where_named(low, count, named, rows) -> Ref:
@@ -197,21 +189,5 @@ def _where_named(low, count, named, rows) -> Ref:
     them. count (V,), named and rows (V, D)."""
     shape = shape_of(named)
     hit = compare_mask(low, count, 0.0, count.shape, op="gt")
-    return _select(low, Ref(hit.index[:, None].expand(shape)), named, _ref(low, rows), shape)
-
-
-def _select(low, cond: Ref, a: Ref, other: Ref | None, shape,
-            scalars: dict | None = None) -> Ref:
-    """where(cond, a, other) on the fabric (`build_select`; other None: the branch given as
-    a number, `scalars` {"b": value}): a Ref of `shape`."""
-    m, n = as2d(shape)
-    operands = [low.operand("c", expand_to(cond, shape), (m, n), int_words=True),
-                low.operand("a", expand_to(a, shape), (m, n))]
-    if other is not None:
-        operands.append(low.operand("b", expand_to(other, shape), (m, n)))
-    ref = low.stage("select", (m, n),
-                    lambda cfg, rect, **fmt: build_select(cfg, rect, m, n, **(scalars or {}),
-                                                          dtype=fmt.get("dtype", "f32")),
-                    operands, m * n * CYCLES["select"], Limits(m, n),
-                    words_per_element=len(operands) + 3, suffix="_select")
-    return Ref(ref.index.reshape(shape))
+    return select(low, Ref(hit.index[:, None].expand(shape)),
+                  {"a": named, "b": _ref(low, rows)}, {}, shape)
