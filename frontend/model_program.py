@@ -83,6 +83,7 @@ from fabric.kernels import (
 )
 from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
+from frontend.program_fit import crowded_registers, lighter_holds, part_pes
 from frontend.program_gates import HOST_ARM, Gate, gate_program, kernel_gates, launched
 from frontend.runtime import PreparedStage, Source, input_words
 from frontend.skip_holds import Holds, hold_counts, hold_symbol, make_holds
@@ -376,7 +377,8 @@ def _build(prepared: list[PreparedStage], colors: GraphColors, gated: bool,
            counts: dict, fit_holds: bool, input_buffers: bool) -> ModelProgram:
     """`build_model_program` with the holds `counts` {(consumer, operand, source): count};
     fit_holds: leave out a hold that does not fit its operand's PEs beside it, and where
-    merged tiles overfill a PE's SRAM, build again with fewer holds on that PE (`_lighter`)
+    merged tiles overfill a PE's SRAM, build again with fewer holds on that PE
+    (`frontend.program_fit.lighter_holds`)
     until none of them is on an overfull PE (then the build's own error, if any)."""
     config = colors.assignment.config
     for p in prepared:
@@ -505,14 +507,14 @@ def _build(prepared: list[PreparedStage], colors: GraphColors, gated: bool,
         after[stages[p.stage.name]] = frozenset(incoming)
     by_part = {k.name: k for k in kernels.values()}
     parts += [Part(g.part, gate_program(config, by_part[kernel])) for kernel, g in gates.items()]
-    crowded = _crowded(config, parts)
+    crowded = crowded_registers(config, parts)
     for at, n, remake in remakes:
-        if any(pe in crowded for part in parts[at:at + n] for pe in _pes(part)):
+        if any(pe in crowded for part in parts[at:at + n] for pe in part_pes(part)):
             parts[at:at + n] = remake()
     try:
         merged = merge_programs(config, parts)
         if fit_holds:
-            lighter = _lighter(config, merged, counts, hold_parts)
+            lighter = lighter_holds(config, merged, counts, hold_parts)
             if lighter is not None:
                 return _build(prepared, colors, gated, lighter, fit_holds, input_buffers)
         _, info = build_tables(config, merged.program)
@@ -540,57 +542,6 @@ def _input_buffer(hold, src: Source, kernel: Part, prefix: str, config, gates, g
     buffers.append(InputBuffer(hold.consumer, hold.operand, hold.source, src.tensor.name,
                                into.name, relay, hold.maps[0]))
     return relay
-
-
-def _lighter(config, merged: MergedProgram, counts: dict,
-             hold_parts: dict[tuple, list[Part]]) -> dict | None:
-    """Hold counts with fewer holds where the merged tiles overfill a PE's SRAM: on the
-    first such PE that holds of a move lie on, the move with the most words of holds there
-    keeps as many fewer as its excess of words needs (none left: the move goes without
-    holds, fewer samples on its way, the same words). None when no overfull PE has a
-    hold."""
-    for placement in merged.program.placements:
-        tile = placement.tile
-        addresses = tile.addresses(config.sram_words)
-        used = max((addresses[s.name] + s.words for s in tile.symbols.values()), default=0)
-        if used <= config.sram_words:
-            continue
-        pe = (placement.rect.row, placement.rect.col)
-        words = {key: [_words_at(part, pe) for part in into]
-                 for key, into in hold_parts.items()}
-        words = {key: w for key, w in words.items() if sum(w)}
-        if not words:
-            continue
-        key = max(words, key=lambda k: sum(words[k]))
-        per_hold = max(words[key])
-        drop = min(len(words[key]), -(-(used - config.sram_words) // per_hold))
-        return {**counts, key: counts[key] - drop}
-    return None
-
-
-def _words_at(part: Part, pe: tuple[int, int]) -> int:
-    """SRAM words `part`'s tiles declare on PE `pe` of the merged fabric (0 where it has
-    none)."""
-    return sum(s.words for placement in part.program.placements
-               if part.rect(placement.rect).contains(*pe)
-               for s in placement.tile.symbols.values())
-
-
-def _crowded(config, parts: list[Part]) -> set[tuple[int, int]]:
-    """The PEs whose registers do not hold those of every part on them, counted apart."""
-    count: dict[tuple[int, int], int] = {}
-    for part in parts:
-        for placement in part.program.placements:
-            n = len(placement.tile.used_registers())
-            for pe in part.rect(placement.rect).pes():
-                count[pe] = count.get(pe, 0) + n
-    return {pe for pe, n in count.items() if n > config.num_registers}
-
-
-def _pes(part: Part) -> set[tuple[int, int]]:
-    """The PEs of the merged fabric where `part` has a tile."""
-    return {pe for placement in part.program.placements
-            for pe in part.rect(placement.rect).pes()}
 
 
 def _round_parts(names: list[str], plan, colors: list, shared: dict, gate: Gate | None,
