@@ -23,7 +23,7 @@ from frontend.graph_colors import (
     check_color_policy,
     graph_colors,
 )
-from frontend.integer_ranges import INTEGER_LIMIT, check_integer_nodes, integer_nodes
+from frontend.integer_ranges import INTEGER_LIMIT, check_integer_nodes
 from frontend.lowering import (
     check_experts,
     check_gemm_orientation,
@@ -161,8 +161,7 @@ class CompiledModel:
                              self.lookups, self.gemm_orientation, self.experts)
         captured.refuse_buffer_updates()
         # integers computed from integer inputs, checked against 2^24 before every call
-        self.integer_nodes = integer_nodes(captured.graph, captured.user_inputs,
-                                           captured.constants)
+        self.integer_nodes = self.lowered.integer_nodes
         self.edges = stage_edges(self.lowered.stages, self.lowered.tensors)
         # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
         # at a time, their sum: shares that follow the work

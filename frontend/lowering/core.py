@@ -181,6 +181,9 @@ class Lowered:
     index_ranges: list[IndexRange] = dataclasses.field(default_factory=list)
     # assertions on integer inputs (`asserts.InputAssertion`), checked before every call
     input_assertions: list = dataclasses.field(default_factory=list)
+    # the nodes the host evaluates from integer inputs before every call
+    # (`frontend.integer_ranges`)
+    integer_nodes: list = dataclasses.field(default_factory=list)
 
 
 class Lowering:
@@ -314,7 +317,8 @@ def lower(captured: Captured, formats: dict[str, str] | None = None,
     low = Lowering(captured, formats, gemm_parts, lookups, gemm_orientation, experts)
     env: dict[str, object] = {}
     outputs: list[object] = []
-    host = host_only(captured)
+    checked = integer_nodes(captured.graph, captured.user_inputs, captured.constants)
+    host = host_only(checked)
     for node in captured.graph.nodes:
         low.node = node
         if node.name in host:
@@ -335,19 +339,17 @@ def lower(captured: Captured, formats: dict[str, str] | None = None,
         else:
             raise UnsupportedOpError(f"{describe(node)}: FX op {node.op!r} is not supported")
     return Lowered(captured, low.stages, low.tensors, env, outputs, low.index_ranges,
-                   low.input_assertions)
+                   low.input_assertions, checked)
 
 
-def host_only(captured: Captured) -> set[str]:
-    """The nodes that only the host's checks of the integer inputs use
-    (`frontend.integer_ranges`: a number read from an integer tensor, `.item()`, its
-    comparisons and the assertions on them, and what feeds nothing else): the host
-    evaluates them before every call, so they get no stage."""
-    host = {n.name for n in integer_nodes(captured.graph, captured.user_inputs,
-                                          captured.constants)}
+def host_only(checked: list[torch.fx.Node]) -> set[str]:
+    """Of the nodes the host evaluates before every call (`checked`, in graph order:
+    `frontend.integer_ranges.integer_nodes`), those that only its checks use (a number
+    read from an integer tensor, `.item()`, its comparisons and the assertions on them, and
+    what feeds nothing else): they get no stage."""
     only: set[str] = set()
-    for node in reversed(captured.graph.nodes):  # users before the values they use
-        if node.name in host and all(u.name in only for u in node.users) and (
+    for node in reversed(checked):  # users before the values they use
+        if all(u.name in only for u in node.users) and (
                 node.users or node.target is torch.ops.aten._assert_scalar.default):
             only.add(node.name)
     return only
