@@ -1,11 +1,14 @@
 """Tiny random-weight configurations of common architectures: Hugging Face `transformers`
-models (text encoders, decoders, encoder-decoders, vision and audio models) and plain
+models (text encoders, decoders, encoder-decoders, vision, detection, time-series and
+audio models) and plain
 torch models (recurrent nets, a depthwise-separable CNN, an MLP-Mixer, a DLRM, a 3D CNN over
-video clips, graph networks over an edge list: `frontend.graph_networks`), for the model-zoo
+video clips, graph networks over an edge list: `frontend.graph_networks`, a diffusion
+U-Net: `frontend.diffusion_unet`), for the model-zoo
 test and benchmark.
 
 Sizes follow one rule: one layer (or one stage per level), width 32, two heads, vocabulary
-64, 8 tokens, images 32 x 32 (3 channels), audio 400 samples; weights are seeded, so a
+64, 8 tokens, images 32 x 32 (3 channels), audio 400 samples, time series 32 steps of 3
+channels; weights are seeded, so a
 model is the same on every call. `transformers` is imported only by the factories that need
 it (the `hf` extra).
 
@@ -28,19 +31,22 @@ import torch
 import torch.nn as nn
 
 from fabric.config import FabricConfig
+from frontend.diffusion_unet import DiffusionUNet, unet_inputs
 from frontend.graph_networks import GAT, GCN, GraphSAGE, graph_inputs
 
 VOCAB, WIDTH, HEADS, TOKENS, IMAGE = 64, 32, 2, 8, 32
 GRID = (12, 12)  # the fabric most architectures run on: small(12, 12), rows x cols
 # architectures whose stages need a larger fabric: name -> its (rows, cols)
 LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
-                 "qwen2-moe": (24, 24), "canine": (16, 16)}
+                 "qwen2-moe": (24, 24), "canine": (16, 16), "olmoe": (24, 24),
+                 "deepseek-v3": (24, 24)}
 
 
 @dataclasses.dataclass(frozen=True)
 class Architecture:
     """name; family ("text encoder", "decoder", "encoder-decoder", "state space", "vision",
-    "audio", "multimodal", "recurrent", "cnn", "mlp", "recommendation", "video", "graph");
+    "detection", "time series", "audio", "multimodal", "recurrent", "cnn", "mlp",
+    "recommendation", "video", "graph", "diffusion");
     source ("transformers" or "torch"); make() -> (model in eval mode, example inputs);
     fabric: the (rows, cols) of the small fabric it runs on."""
 
@@ -108,6 +114,11 @@ def _texts_and_image() -> tuple:
             torch.randn(1, 3, IMAGE, IMAGE, generator=gen))
 
 
+def _series() -> tuple:
+    """A time series: 32 steps of 3 channels."""
+    return (torch.randn(1, 4 * 8, 3, generator=torch.Generator().manual_seed(1)),)
+
+
 def _audio() -> tuple:
     return (torch.randn(1, 400, generator=torch.Generator().manual_seed(1)),)
 
@@ -147,6 +158,8 @@ _SEQ2SEQ = dict(vocab_size=VOCAB, d_model=WIDTH, encoder_layers=1, decoder_layer
                 eos_token_id=2, decoder_start_token_id=2)
 _VIT = dict(hidden_size=WIDTH, num_hidden_layers=1, num_attention_heads=HEADS,
             intermediate_size=2 * WIDTH, image_size=IMAGE, patch_size=8)
+
+_PATCHES = dict(num_input_channels=3, context_length=4 * 8, patch_length=8, patch_stride=8)
 
 _HF = [
     # text encoders
@@ -219,8 +232,7 @@ _HF = [
                             n_layer=1, n_head=HEADS, dff=2 * WIDTH, n_positions=2 * TOKENS)),
     # mixture of experts: the router's softmax and topk, each token's 2 experts' weights
     # picked by the computed expert ids (a one-hot product) and applied as batched matmuls
-    # (experts_implementation="batched_mm"; the default grouped path sorts tokens by expert
-    # and splits them by runtime counts, shapes that depend on the values)
+    # (experts_implementation="batched_mm"; OLMoE below takes the default, grouped path)
     ("mixtral", "decoder", _hf("MixtralConfig", "MixtralModel", _ids, num_local_experts=4,
                                 num_experts_per_tok=2, experts_implementation="batched_mm",
                                 **_DECODER)),
@@ -229,6 +241,21 @@ _HF = [
                                   num_experts_per_tok=2, moe_intermediate_size=WIDTH,
                                   shared_expert_intermediate_size=WIDTH,
                                   experts_implementation="batched_mm", **_DECODER)),
+    # transformers' default experts: the token rows sorted by expert id, one product per
+    # group of rows (its grouped_mm op, offsets from a histogram), put back by the
+    # inverse order; every row meets every expert in one GEMM, masked to its group
+    ("olmoe", "decoder", _hf("OlmoeConfig", "OlmoeModel", _ids, num_experts=4,
+                              num_experts_per_tok=2, **_DECODER)),
+    # multi-head latent attention (queries and keys-values through low-rank projections,
+    # rotary and plain halves of each head), a dense first layer, then grouped experts
+    # behind a sigmoid router whose group mask is a scatter by topk's indices
+    ("deepseek-v3", "decoder", _hf(
+        "DeepseekV3Config", "DeepseekV3Model", _ids, vocab_size=VOCAB, hidden_size=WIDTH,
+        intermediate_size=2 * WIDTH, moe_intermediate_size=WIDTH // 2, num_hidden_layers=2,
+        first_k_dense_replace=1, num_attention_heads=HEADS, num_key_value_heads=HEADS,
+        n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1, q_lora_rank=16,
+        kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+        max_position_embeddings=2 * TOKENS)),
     # encoder-decoders: the decoder's self-attention causal, its cross-attention over the
     # encoder's output
     # BART makes its decoder's ids from the source's, shifted right behind the start
@@ -288,6 +315,17 @@ _HF = [
                                     image_size=IMAGE, depth_multiplier=0.25)),
     ("regnet", "vision", _hf("RegNetConfig", "RegNetModel", _image, embedding_size=8,
                               hidden_sizes=[8, 16], depths=[1, 1], groups_width=8)),
+    # detection: a ViT whose sequence carries 4 learned detection tokens
+    ("yolos", "detection", _hf("YolosConfig", "YolosModel", _image,
+                               **dict(_VIT, image_size=[IMAGE, IMAGE]), num_detection_tokens=4)),
+    # time series: 32 steps of 3 channels, patches of 8 steps (`Tensor.unfold`), each
+    # channel's patches a sequence: a transformer encoder (PatchTST) or MLPs mixing
+    # patches and features (PatchTSMixer)
+    ("patchtst", "time series", _hf("PatchTSTConfig", "PatchTSTModel", _series, **_PATCHES,
+                                    d_model=WIDTH, num_attention_heads=HEADS,
+                                    num_hidden_layers=1, ffn_dim=2 * WIDTH)),
+    ("patchtsmixer", "time series", _hf("PatchTSMixerConfig", "PatchTSMixerModel", _series,
+                                        **_PATCHES, d_model=WIDTH, num_layers=1)),
     # video: tubelets of 2 frames x 8 x 8 embedded by a 3D convolution, a ViT over them
     ("videomae", "video", _hf("VideoMAEConfig", "VideoMAEModel", _clip, **_VIT, num_frames=4,
                               tubelet_size=2)),
@@ -422,6 +460,11 @@ def _graph(module: Callable[[], nn.Module]):
     return make
 
 
+def _unet():
+    torch.manual_seed(0)
+    return DiffusionUNet().eval(), unet_inputs()
+
+
 def _torch(module: Callable[[], nn.Module], shape: tuple):
     def make():
         torch.manual_seed(0)
@@ -440,6 +483,7 @@ _TORCH = [
     ("gcn", "graph", _graph(GCN)),
     ("graphsage", "graph", _graph(GraphSAGE)),
     ("gat", "graph", _graph(GAT)),
+    ("unet", "diffusion", _unet),
 ]
 
 ARCHITECTURES: dict[str, Architecture] = {

@@ -178,9 +178,29 @@ def from_exported(exported) -> Captured:
     if len(kept) < len(sig.output_specs):  # those assignments leave the graph's outputs
         output = next(n for n in exported.graph_module.graph.nodes if n.op == "output")
         output.args = (tuple(output.args[0][k] for k in kept),)
-        exported.graph_module.recompile()
+    _empty_as_zeros(exported.graph_module.graph)
+    exported.graph_module.recompile()
     return Captured(exported.graph_module, constants, users, exported.call_spec.out_spec,
                     updates, fixed, order)
+
+
+# core ATen's tensors of unspecified values, each op's size its first argument
+EMPTY = (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_permuted.default,
+         torch.ops.aten.empty_strided.default)
+
+
+def _empty_as_zeros(graph: torch.fx.Graph) -> None:
+    """An empty tensor's values are whatever memory held, read only where the model wrote
+    them first (DeepSeek-V3's query heads, `new_empty` then two slice assignments; a
+    router's inverse order): zeros, one of the values it may hold, so that the golden
+    values, the constants folded at compile time and the host's integer checks all see
+    the same numbers in the places no write reaches."""
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in EMPTY:
+            kwargs = {k: v for k, v in node.kwargs.items() if k != "memory_format"}
+            node.target = torch.ops.aten.zeros.default
+            node.args = (node.args[0],)
+            node.kwargs = kwargs
 
 
 def from_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Captured:

@@ -73,6 +73,8 @@ def golden_values(captured, inputs: dict[str, torch.Tensor],
                 out = (_lowered(self, n, autocast_dtype)
                        if autocast_dtype is not None and n.target in AUTOCAST_LOWERED
                        else super().run_node(n))
+            except RuntimeError as exc:
+                out = _view_by_reshape(self, n, exc)
             except Exception as exc:  # eager's own message says what is wrong
                 raise FrontendError(f"{describe(n)}: eager PyTorch refuses this node on the "
                                     f"given inputs: {type(exc).__name__}: {exc}") from exc
@@ -85,6 +87,19 @@ def golden_values(captured, inputs: dict[str, torch.Tensor],
     with torch.no_grad():
         Recorder(captured.graph_module).run(*args)
     return values
+
+
+def _view_by_reshape(interpreter: torch.fx.Interpreter, node: torch.fx.Node,
+                     exc: RuntimeError):
+    """A view node's value where eager's view refuses the strides its input has when run
+    (export traced them as viewable: PatchTST's q_proj input after a transpose): the same
+    values by reshape, the graph being functional (no later write through the alias). Any
+    other node's error: FrontendError with eager's message, the node and its line."""
+    if node.target is not torch.ops.aten.view.default or "view size" not in str(exc):
+        raise FrontendError(f"{describe(node)}: eager PyTorch refuses this node on the "
+                            f"given inputs: {type(exc).__name__}: {exc}") from exc
+    x, shape = interpreter.fetch_args_kwargs_from_env(node)[0]
+    return torch.ops.aten.reshape.default(x, shape)
 
 
 def _lowered(interpreter: torch.fx.Interpreter, node: torch.fx.Node, dtype: torch.dtype):

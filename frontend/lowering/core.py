@@ -399,7 +399,8 @@ def _call(low: Lowering, node: torch.fx.Node, env):
                 "constant would repeat one draw on every call); for dropout, call "
                 "model.eval() before compiling")
         return _fold(node, args, kwargs)
-    rules = RULES.get(node.target)
+    # a rule by name: an op of a library that registers it once imported (transformers')
+    rules = RULES.get(node.target) or RULES.get(str(node.target))
     fn = rules.pick(low, node, args, kwargs) if rules is not None else None
     if fn is None:
         hint = TRAINING_MODE_OPS.get(target_name(node))

@@ -46,6 +46,7 @@ from frontend.lowering.common import binary, gemm, map_, reduce_rows, relayout
 from frontend.lowering.core import rule
 from frontend.lowering.embedding import compare_mask
 from frontend.lowering.layout import take_along
+from frontend.lowering.masks import relation
 from frontend.values import Const, Ref, Symbolic
 
 aten = torch.ops.aten
@@ -109,8 +110,17 @@ def expert_bmm(low, node, a, b):
         s, r, d = a.shape
         rows = relayout(a, lambda t: t.reshape(s * r, d))
         stacked, pick = b.table, b
+    out = _masked_experts(low, rows, _mask(low, pick.ids, stacked.shape[0]), stacked, s, r)
+    return Ref(out.permute(0, 2, 1) if isinstance(a, Picked) else out)
+
+
+def _masked_experts(low, rows: Ref, mask: Ref, stacked: torch.Tensor, s: int, r: int
+                    ) -> torch.Tensor:
+    """The module docstring's product: rows (S R, D) of X, mask (S, E), stacked (E, D, F)
+    the experts' weights; out[s, r] = sum_e mask[s, e] X[s, r] @ stacked[e], as one GEMM.
+    The index of the (S, R, F) result."""
+    d = rows.shape[1]
     experts, width = stacked.shape[0], stacked.shape[2]
-    mask = _mask(low, pick.ids, experts)  # (S, E)
     # computed transposed, out^T = W^T M^T, so that the GEMM's rows are the F outputs
     # rather than the S R token rows: a SUMMA tile's PEs hold blocks of many rows, where
     # few rows leave each fma op's fixed cost unshared (docs/benchmarks.md, "Kernels")
@@ -118,13 +128,16 @@ def expert_bmm(low, node, a, b):
     # column (s, r): row (s, r) of X once per expert, each copy times that expert's mask
     copies = relayout(rows, lambda t: t.t().reshape(1, d, s * r).expand(experts, d, s * r)
                       .reshape(spread))
-    masks = Ref(mask.index.t().reshape(experts, 1, s, 1).expand(experts, d, s, r)
-                .reshape(spread))
+
+    def spread_mask(t):  # (S, E) -> (E D, S R): column (s, r), rows of expert e
+        return t.t().reshape(experts, 1, s, 1).expand(experts, d, s, r).reshape(spread)
+
+    masks = (Const(spread_mask(mask.value).contiguous()) if isinstance(mask, Const)
+             else Ref(spread_mask(mask.index)))
     masked = binary(low, copies, masks, "mul", spread)
     weights = Const(stacked.reshape(experts * d, width).t().contiguous())  # (F, E D)
     out = gemm(low, weights, masked, suffix="_experts")  # (F, S R)
-    out = out.index.t().reshape(s, r, width)
-    return Ref(out.permute(0, 2, 1) if isinstance(a, Picked) else out)
+    return out.index.t().reshape(s, r, width)
 
 
 def _mask(low, ids: Ref, experts: int) -> Ref:
@@ -144,3 +157,40 @@ def _mask(low, ids: Ref, experts: int) -> Ref:
         low.shared[key] = binary(low, mask, Ref(poison.index.reshape(tokens, 1)), "add",
                                  shape)
     return low.shared[key]
+
+
+# transformers' product of token rows grouped by expert (its experts_implementation
+# "grouped_mm", the default, as it runs on a CPU), named: the op exists once transformers
+# is imported
+GROUPED_MM_FALLBACK = "transformers.grouped_mm_fallback.default"
+
+
+@rule(GROUPED_MM_FALLBACK)
+def grouped_mm(low, node, x, w, offs):
+    """out[s] = x[s] @ w[g] for the rows s of group g, offs[g - 1] <= s < offs[g] (offs
+    the groups' running ends, nondecreasing; rows past the last end are zeros, as
+    transformers' product leaves them): the rows sorted by their expert, w a
+    constant (E, D, F). Every row meets every expert in one GEMM, a mask keeping its
+    group's (the module docstring's product, with
+
+        ends[s, g] = (offs[g] > s),   m[s, g] = ends[s, g] - ends[s, g - 1]
+
+    for the mask), whatever the offsets computed on the fabric (a histogram's running sum)."""
+    if (not isinstance(x, Ref) or len(x.shape) != 2 or not isinstance(w, Const)
+            or w.value.dim() != 3 or not w.value.is_floating_point()):
+        raise low.unsupported("a grouped product other than 2-D rows by constant 3-D "
+                              "weights")
+    s, experts = x.shape[0], w.value.shape[0]
+    shape = (s, experts)
+    rows = torch.arange(s, dtype=torch.float32).reshape(s, 1).expand(shape)
+    if isinstance(offs, Const):
+        ends = (offs.value.reshape(1, experts) > rows).to(torch.float32)
+        mask = Const(ends - torch.nn.functional.pad(ends[:, :-1], (1, 0)))
+    else:
+        ends = relation(low, Ref(offs.index.reshape(1, experts).expand(shape)),
+                        Const(rows), "gt")
+        # ends[:, g - 1] (zeros, index -1, before the first group)
+        before = Ref(torch.cat((torch.full((s, 1), -1, dtype=torch.int64),
+                                ends.index[:, :-1]), 1))
+        mask = binary(low, ends, before, "sub", shape)
+    return Ref(_masked_experts(low, x, mask, w.value, s, 1).reshape(s, -1), x.dtype)

@@ -36,10 +36,11 @@ from frontend.lowering import (
     routing,
     scatter,
     scatter_reduce,
+    scatter_value,
     spectral,
 )
 
 FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
             backward_pool, binary_math, conv, elementwise, embedding, embedding_bag, experts,
             layout, losses, masks, matmul, modulo, norms, pool3d, powers, ranking,
-            reductions, resample, routing, scatter, scatter_reduce, spectral)
+            reductions, resample, routing, scatter, scatter_reduce, scatter_value, spectral)

@@ -103,6 +103,14 @@ def diagonal(low, node, x, offset=0, dim1=0, dim2=1):
     return relayout(x, lambda t: torch.diagonal(t, offset, dim1, dim2), low)
 
 
+@rule(aten.unfold.default)
+def unfold(low, node, x, dim, size, step):
+    """Sliding windows along `dim` (a time series' patches, `Tensor.unfold`): the windows
+    replace `dim` and each window's `size` elements are a new last dimension; elements
+    shared by overlapping windows are read twice from the one word."""
+    return relayout(x, lambda t: t.unfold(dim, size, step), low)
+
+
 @rule(aten.unsqueeze.default)
 def unsqueeze(low, node, x, dim):
     return relayout(x, lambda t: t.unsqueeze(dim), low)

@@ -367,6 +367,18 @@ def to_float(low, node, x, dtype=None, **kwargs):
     return Ref(as_mask(low, x).index if not isinstance(x, Ref) else x.index, torch.float32)
 
 
+def _float_to_bool(low, node, x, dtype=None, **kwargs) -> bool:
+    return (dtype == torch.bool and isinstance(x, Ref)
+            and node.args[0].meta["val"].dtype.is_floating_point)
+
+
+@rule(aten._to_copy.default, case=_float_to_bool)
+def float_to_bool(low, node, x, dtype=None, **kwargs):
+    """x.bool() of a computed float tensor (DeepSeek-V3's group mask): x != 0, NaN true as
+    in eager."""
+    return relation(low, x, 0.0, "ne")
+
+
 def check_mask(mask: torch.Tensor) -> None:
     """A ValueError if an additive attention mask has a row of only -inf."""
     full = torch.isneginf(mask).all(dim=-1)

@@ -9,7 +9,9 @@ dimensions are the rows), each pass the row max and the first index of it:
 
 so each pass picks the first remaining maximum; `alive` keeps a picked -inf from being picked
 again when the rest of the row is -inf too. Ascending order (sort, topk largest=False)
-ranks -x. Exact values and indices for rows without NaN, with these differences from eager:
+ranks -x; integers (a router's expert ids, sorted to group the tokens by expert) rank as
+their fp32 numbers, exact below 2^24. Exact values and indices for rows without NaN, with
+these differences from eager:
 
 - ties: the first index first. sort is stable in eager (the same order); eager's topk orders
   tied values as its CPU partial sort leaves them (topk([1, 3, 3, 0, 3], 3) gives indices
@@ -17,8 +19,11 @@ ranks -x. Exact values and indices for rows without NaN, with these differences 
 - NaN is not ordered here (eager ranks it largest): a row holding NaN gives a wrong result.
 - a value is its pass's row max: where -0 and +0 tie, its sign of zero may differ.
 
-topk with sorted=False (an order eager leaves unspecified) is refused, and so are rankings
-of more than `MAX_PASSES` elements (the passes are stages of their own).
+topk with sorted=False (DeepSeek-V3's router; an order eager leaves unspecified, on a CPU
+the order its partial sort leaves) returns the sorted order, which is one of the
+orders it allows: a model whose result depends on the order gets eager's unspecified
+answer either way, and per-node validation shows where the orders differ. Rankings of more
+than `MAX_PASSES` elements are refused (the passes are stages of their own).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import torch
 from fabric.kernels import build_select
 from frontend.lowering.common import as2d, binary, map_, negated, reduce_rows
 from frontend.lowering.core import rule
+from frontend.lowering.elementwise import numbers_of_int_words
 from frontend.lowering.masks import CYCLES, not_, relation
 from frontend.stages import Limits
 from frontend.values import Const, Ref
@@ -56,6 +62,8 @@ def rank(low, x: Ref, dim: int, k: int, largest: bool) -> tuple[Ref, Ref]:
     """The k largest (smallest) elements of x along `dim` in order, and their indices (the
     module docstring's passes): Refs of x's shape with `dim` of size k, values of x's
     dtype and int64 indices."""
+    if low.int_words(x):  # an integer input's words: ranked as numbers
+        x = numbers_of_int_words(low, x)
     nd = len(x.shape)
     dim = dim % nd if nd else 0
     moved = x.index.movedim(dim, -1) if nd else x.index.reshape(1)
@@ -93,9 +101,9 @@ def rank(low, x: Ref, dim: int, k: int, largest: bool) -> tuple[Ref, Ref]:
 
 
 def _check(low, x, r: int, what: str) -> None:
-    if not isinstance(x, Ref) or not x.dtype.is_floating_point:
+    if not isinstance(x, Ref) or x.dtype == torch.bool:
         kind = type(x).__name__ if not isinstance(x, Ref) else f"a {x.dtype} tensor"
-        raise low.unsupported(f"{what} of {kind} (a runtime float tensor)")
+        raise low.unsupported(f"{what} of {kind} (a runtime float or integer tensor)")
     if r > MAX_PASSES:
         raise low.unsupported(f"{what} of {r} elements per row (at most {MAX_PASSES}: one "
                               "pass each)")
@@ -103,9 +111,8 @@ def _check(low, x, r: int, what: str) -> None:
 
 @rule(aten.topk.default)
 def topk(low, node, x, k, dim=-1, largest=True, sorted=True):
-    """The k largest (largest=False: smallest) along `dim`, in order (module docstring)."""
-    if not sorted:
-        raise low.unsupported("topk with sorted=False (eager's order is unspecified)")
+    """The k largest (largest=False: smallest) along `dim`, in order (module docstring);
+    sorted=False (any order, eager's unspecified) gets the same order."""
     _check(low, x, k, "topk")
     if k == 0:
         raise low.unsupported("topk with k=0")

@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 
 import torch
+import torch.fx
 
 from fabric.kernels import build_rowreduce
 from frontend.lowering.backward_embedding import Clamped, Guarded, is_index
@@ -63,6 +65,8 @@ aten = torch.ops.aten
 
 @rule(aten.index_put.default)
 def index_put(low, node, base, indices, values, accumulate=False):
+    if not accumulate and _permutation(node, shape_of(base)):
+        return _assign_permuted(low, node, base, indices[0], values)
     if not accumulate:
         return _assign(low, base, indices, values)
     if len(indices) != 1 or indices[0] is None:
@@ -245,6 +249,35 @@ def _assign(low, base, indices, values) -> Ref:
                               "twice (eager resolves the duplicates in no stated order)")
     ids = aten.index_put.default(base.index, picks, values.index)
     return Ref(ids, base.dtype)
+
+
+def _permutation(node, shape) -> bool:
+    """index_put's one index is the indices of a sort of a vector as long as the base's
+    first dimension: a permutation, so every row is assigned once (a router's inverse
+    order, `inv[perm] = arange(n)`)."""
+    indices = node.args[1]
+    if len(indices) != 1 or not isinstance(indices[0], torch.fx.Node) or not shape:
+        return False
+    idx = indices[0]
+    ranked = idx.args[0] if idx.target is operator.getitem and idx.args[1] == 1 else None
+    return (isinstance(ranked, torch.fx.Node)
+            and ranked.target in (aten.sort.default, aten.sort.stable)
+            and tuple(ranked.args[0].meta["val"].shape) == (shape[0],))
+
+
+def _assign_permuted(low, node, base, perm: Ref, values) -> Ref:
+    """base with base[perm] = values for a permutation perm of its rows (`_permutation`):
+    every row is overwritten, out[v] = the values' row t with perm[t] == v, as the one-hot
+    matrix of perm's numbers transposed times the values (a sum of one term per row)."""
+    shape = shape_of(base)
+    rows, dim = shape[0], math.prod(shape[1:])
+    values = constant(low, values, "_values") if isinstance(values, Const) else values
+    if not isinstance(values, Ref):
+        raise low.unsupported(f"index_put of {type(values).__name__} values")
+    g = Ref(values.index.expand(*shape).reshape(rows, dim))
+    hot = one_hot(low, perm.index.reshape(-1), rows)  # (T, V), T = V
+    out = gemm(low, Ref(hot.index.t()), g, suffix="_permuted")  # (V, D)
+    return Ref(out.index.reshape(shape), node.meta["val"].dtype)
 
 
 def _scatter_by_constant(low, base, d: int, index: torch.Tensor, src) -> Ref:

@@ -55,6 +55,18 @@ class Upsample(nn.Module):
                 F.interpolate(y, size=(5, 7), mode="bilinear", align_corners=False))
 
 
+class Windows(nn.Module):
+    """Sliding windows (`Tensor.unfold`): a time series' patches (PatchTSMixer's), windows
+    that overlap, and windows along a middle dimension."""
+
+    def forward(self, x):  # (1, 10, 3): time steps x channels
+        y = torch.relu(x)
+        patches = y.unfold(-2, 4, 2)  # (1, 4, 3, 4): steps 0-3, 2-5, 4-7, 6-9
+        return (patches * 2.0,
+                y.transpose(1, 2).unfold(2, 3, 3) + 1.0,  # (1, 3, 3, 3): step 9 dropped
+                y.unfold(1, 5, 1).sum(-1))  # (1, 6, 3): a moving sum
+
+
 def _check(model, x):
     cm = frontend.compile(model, (x,), config=CONFIG)
     torch.testing.assert_close(cm(x), model(x))
@@ -93,6 +105,14 @@ def test_upsampling_nearest_and_bilinear():
     cm = _check(Upsample(), torch.randn(1, 2, 3, 4))
     # nearest is an index map; bilinear two GEMMs by constant matrices
     assert sorted(_kinds(cm)) == ["gemm_summa"] * 2 + ["map"] * 2
+
+
+def test_sliding_windows_are_index_maps():
+    torch.manual_seed(0)
+    cm = _check(Windows(), torch.randn(1, 10, 3))
+    # the windows are index maps; the overlapping elements read twice from one word
+    assert "map" in _kinds(cm)
+    assert not {"gemm_summa", "gather"} & set(_kinds(cm))
 
 
 class Mixed(nn.Module):

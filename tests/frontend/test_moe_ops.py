@@ -137,10 +137,22 @@ def test_topk_sort_argsort_exact(model):
         _exact(cm, model, ties)
 
 
+class Unsorted(nn.Module):
+    def forward(self, x):  # (3, 6)
+        return torch.topk(x * 1.0, 3, sorted=False)
+
+
+def test_topk_unsorted_gives_the_sorted_order():
+    """sorted=False allows any order (eager's CPU leaves its partial sort's): the same k
+    values per row as eager's, in descending order, each index naming its value."""
+    x = torch.randn(3, 6, generator=torch.Generator().manual_seed(5))
+    values, indices = frontend.compile(Unsorted(), (x,), config=CONFIG)(x)
+    want = torch.topk(x, 3)
+    assert torch.equal(values, want.values) and torch.equal(indices, want.indices)
+    assert torch.equal(Unsorted()(x).values.sort(-1, descending=True).values, values)
+
+
 def test_ranking_refusals():
-    with pytest.raises(frontend.UnsupportedOpError, match="sorted=False"):
-        frontend.compile(Refused(lambda x, y: torch.topk(x, 2, sorted=False)[0]),
-                         (torch.randn(2, 5), torch.randn(2)), config=CONFIG)
     with pytest.raises(frontend.UnsupportedOpError, match="sort of 17 elements"):
         frontend.compile(Refused(lambda x, y: torch.sort(x)[0]),
                          (torch.randn(2, 17), torch.randn(2)), config=CONFIG)

@@ -1,7 +1,8 @@
 """The model zoo: tiny random-weight configurations of common architectures
-(`frontend.architectures`: Hugging Face text encoders, decoders, vision and audio models,
-plain torch recurrent nets, a separable CNN, an MLP-Mixer, a DLRM recommendation model, a
-3D CNN over video clips, graph networks over an edge list).
+(`frontend.architectures`: Hugging Face text encoders, decoders, vision, detection,
+time-series and audio models, plain torch recurrent nets, a separable CNN, an MLP-Mixer, a
+DLRM recommendation model, a 3D CNN over video clips, graph networks over an edge list, a
+diffusion U-Net).
 
 `STOPS` says, for every architecture, what happens today: None when it runs, or the ATen
 op that stops it with an UnsupportedOpError. The default run captures and lowers each one
@@ -58,6 +59,8 @@ STOPS = {
     "ctrl": None,  # its position buffer assigned its own value in forward
     "mixtral": None,  # router topk; experts' weights picked by computed ids
     "qwen2-moe": None,  # the same, and a gated shared expert
+    "olmoe": None,  # transformers' default experts: rows sorted by expert, grouped_mm
+    "deepseek-v3": None,  # latent attention; its router's group mask a scatter by topk
     "bart": None,  # decoder ids shifted from the source's beside a start token
     "t5": None,  # called with attention_mask None (an input fixed in the graph)
     "marian": None,
@@ -78,6 +81,9 @@ STOPS = {
     "convnext": None,
     "mobilenet-v2": None,  # 17 blocks, 150 stages: at least 188 PEs, on small(24, 16)
     "regnet": None,
+    "yolos": None,  # detection tokens beside the patches
+    "patchtst": None,  # a series' patches by unfold
+    "patchtsmixer": None,
     "videomae": None,  # a 3D convolution's tubelets
     "wav2vec2": None,  # group norm in the feature encoder
     "hubert": None,
@@ -92,6 +98,7 @@ STOPS = {
     "gcn": None,  # messages gathered by an edge list, summed by scatter_add
     "graphsage": None,  # mean aggregation by index_add
     "gat": None,  # attention normalized over each node's in-edges
+    "unet": None,  # a noise level's sinusoids, group norms, a skip joined by cat
 }
 
 
