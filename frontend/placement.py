@@ -76,7 +76,9 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
 
     balance: what the tiles' sizes serve.
         "work": a model run one stage at a time; shares of PEs follow each stage's work and
-            add up to `SHARE` of the fabric, shrunk until they pack.
+            add up to `SHARE` of the fabric, shrunk until they pack; where none pack (a
+            diffusion U-Net's group norms and convolutions at their minimum tiles), the
+            tiles "cycles" finds.
         "cycles": a pipelined run, all stages at once, at the rate of the slowest; tiles
             grow to make the largest predicted cycles as small as the kernels and 60 % of
             the fabric allow (`frontend.balance`); then the others grow into the PEs left over
@@ -113,6 +115,8 @@ def place(stages: list[Stage], config: FabricConfig, edges, balance: str = "work
                                               stack)
     else:
         shapes = _work_shapes(stages, config)
+        if shapes is None:  # no work shares pack (tall minimum tiles): the rate's tiles
+            shapes = balance_cycles(stages, config, period_share=period_share, spare=spare)
     if shapes is None:
         raise _does_not_fit(stages, config)
     rects = groups.rects(shapes)

@@ -233,3 +233,22 @@ def test_sequential_shares_pack_flatter_at_their_minimum():
     for rect in rects:
         assert not set(rect.pes()) & seen
         seen |= set(rect.pes())
+
+
+def test_sequential_tiles_where_no_work_shares_pack():
+    """The diffusion U-Net's 26 stages on small(12, 12): no work shares pack (its group
+    norms' and convolutions' minimum tiles), so "work" takes the tiles "cycles" finds:
+    disjoint, inside the fabric, one per stage."""
+    from frontend.architectures import build, fabric_config
+    from frontend.capture import capture_module
+    from frontend.placement import _work_shapes
+
+    config = fabric_config("unet")
+    stages = lower(capture_module(*build("unet"))).stages
+    assert _work_shapes(stages, config) is None
+    placement = place(stages, config, [], balance="work")
+    assert len(placement.rects) == len(stages) and placement.pes_used <= config.num_pes
+    seen = set()
+    for rect in placement.rects.values():
+        assert not set(rect.pes()) & seen
+        seen |= set(rect.pes())
