@@ -1,6 +1,7 @@
 """Ranking ops of mixture-of-experts routers: topk (values and indices) and sort / argsort
-along one dimension, as k passes over the rows (the ranked dimension is a row, the other
-dimensions are the rows), each pass the row max and the first index of it:
+along one dimension (the ranked dimension is a row, the other dimensions are the rows).
+
+topk: k passes over the rows, each pass the row max and the first index of it:
 
     top   = max over the row of x'                       (`reduce_rows`, exact)
     hit   = (x' == top) * alive                          (`relation` eq: exact, inf == inf)
@@ -8,22 +9,33 @@ dimensions are the rows), each pass the row max and the first index of it:
     x'    = where(score == best, -inf, x'),  alive -= (score == best)   (`build_select`)
 
 so each pass picks the first remaining maximum; `alive` keeps a picked -inf from being picked
-again when the rest of the row is -inf too. Ascending order (sort, topk largest=False)
-ranks -x; integers (a router's expert ids, sorted to group the tokens by expert) rank as
-their fp32 numbers, exact below 2^24. Exact values and indices for rows without NaN, with
-these differences from eager:
+again when the rest of the row is -inf too. largest=False ranks -x.
 
-- ties: the first index first. sort is stable in eager (the same order); eager's topk orders
+sort (a router's expert ids sorted to group the tokens by expert): a fixed number of stages
+for any row length n, each element's place counted from the row's n x n comparisons:
+
+    place[t]  = #{s: x[s] < x[t]} + #{s < t: x[s] == x[t]}     (descending: >)
+    lands[p, t] = (place[t] == p)                               (a one-hot of the places)
+    values[p] = max over t of where(lands[p, t], x[t], -inf),  indices[p] = sum of t lands[p, t]
+
+Integers rank as their fp32 numbers, exact below 2^24. Exact values and indices for rows
+without NaN, with these differences from eager:
+
+- ties: the first index first. eager's sort keeps ties in index order with stable=True,
+  and on a CPU up to 16 elements without it (the same order; longer rows' ties it leaves
+  in an order it does not specify, so a model's node of them may differ); eager's topk orders
   tied values as its CPU partial sort leaves them (topk([1, 3, 3, 0, 3], 3) gives indices
   2, 4, 1), an order it does not specify: tests use distinct values there.
 - NaN is not ordered here (eager ranks it largest): a row holding NaN gives a wrong result.
-- a value is its pass's row max: where -0 and +0 tie, its sign of zero may differ.
+- topk's value is its pass's row max: where -0 and +0 tie, its sign of zero may differ
+  (sort's is the element itself).
 
 topk with sorted=False (DeepSeek-V3's router; an order eager leaves unspecified, on a CPU
 the order its partial sort leaves) returns the sorted order, which is one of the
 orders it allows: a model whose result depends on the order gets eager's unspecified
-answer either way, and per-node validation shows where the orders differ. Rankings of more
-than `MAX_PASSES` elements are refused (the passes are stages of their own).
+answer either way, and per-node validation shows where the orders differ. topk with k
+above `MAX_PASSES` (the passes are stages of their own) and sorts of rows longer than
+`MAX_SORTED` are refused.
 """
 
 from __future__ import annotations
@@ -36,13 +48,15 @@ from fabric.kernels import build_select
 from frontend.lowering.common import as2d, binary, map_, negated, reduce_rows
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import numbers_of_int_words
-from frontend.lowering.masks import CYCLES, not_, relation
+from frontend.lowering.embedding import one_hot
+from frontend.lowering.masks import CYCLES, not_, relation, select
 from frontend.stages import Limits
 from frontend.values import Const, Ref
 
 aten = torch.ops.aten
 
-MAX_PASSES = 16  # elements ranked per row (k of topk, the row length of sort)
+MAX_PASSES = 16  # elements topk ranks per row (its k)
+MAX_SORTED = 128  # elements sort ranks per row: n x n comparisons per row
 
 
 def _drop(low, picked: Ref, x: Ref) -> Ref:
@@ -100,13 +114,48 @@ def rank(low, x: Ref, dim: int, k: int, largest: bool) -> tuple[Ref, Ref]:
     return Ref(values.index, x.dtype), Ref(indices.index, torch.int64)
 
 
-def _check(low, x, r: int, what: str) -> None:
+def sort_by_counts(low, x: Ref, dim: int, descending: bool) -> tuple[Ref, Ref]:
+    """x sorted along `dim` and the indices (module docstring, "sort"): each element's place
+    counted from the n x n comparisons of its row, the element at each place picked by a
+    masked row max. Refs of x's shape, values of x's dtype and int64 indices."""
+    if low.int_words(x):  # an integer input's words: sorted as numbers
+        x = numbers_of_int_words(low, x)
+    nd = len(x.shape)
+    dim = dim % nd if nd else 0
+    moved = x.index.movedim(dim, -1) if nd else x.index.reshape(1)
+    n = moved.shape[-1]
+    m = moved.numel() // max(1, n)
+    rows = moved.reshape(m, n)
+    pairs = (m, n, n)
+    mine, other = Ref(rows[:, :, None].expand(pairs)), Ref(rows[:, None, :].expand(pairs))
+    # [i, t, s]: x[i, s] goes before x[i, t], by value or, tied, by index (s < t)
+    ahead = relation(low, other, mine, "gt" if descending else "lt")
+    ties = relation(low, other, mine, "eq")
+    earlier = Const(torch.ones(n, n).tril(-1).expand(pairs))
+    before = binary(low, ahead, binary(low, ties, earlier, "mul", pairs), "add", pairs)
+    place = reduce_rows(low, before.index.reshape(m * n, n), "sum")  # (m n,): x[i, t]'s
+    # [i, p, t]: x[i, t] lands at place p
+    lands = Ref(one_hot(low, place.index, n).index.reshape(pairs).transpose(1, 2))
+    picked = select(low, lands, {"a": other}, {"b": -math.inf}, pairs)
+    values = reduce_rows(low, picked.index.reshape(m * n, n), "max")
+    which = binary(low, lands, Const(torch.arange(n, dtype=torch.float32).expand(pairs)),
+                   "mul", pairs)
+    indices = reduce_rows(low, which.index.reshape(m * n, n), "sum")
+
+    def back(ref):
+        index = ref.index.reshape(moved.shape)
+        return index.movedim(-1, dim) if nd else index.reshape(())
+
+    return Ref(back(values), x.dtype), Ref(back(indices), torch.int64)
+
+
+def _check(low, x, r: int, what: str, most: int = MAX_PASSES, each: str = "one pass each"
+           ) -> None:
     if not isinstance(x, Ref) or x.dtype == torch.bool:
         kind = type(x).__name__ if not isinstance(x, Ref) else f"a {x.dtype} tensor"
         raise low.unsupported(f"{what} of {kind} (a runtime float or integer tensor)")
-    if r > MAX_PASSES:
-        raise low.unsupported(f"{what} of {r} elements per row (at most {MAX_PASSES}: one "
-                              "pass each)")
+    if r > most:
+        raise low.unsupported(f"{what} of {r} elements per row (at most {most}: {each})")
 
 
 @rule(aten.topk.default)
@@ -124,9 +173,8 @@ def sort(low, node, x, dim=-1, descending=False):
     """sort (argsort: its indices) along `dim`, ties in index order (stable, as eager's)."""
     nd = len(x.shape) if isinstance(x, Ref) else 0
     r = x.shape[dim] if nd else 1
-    _check(low, x, r, "sort")
-    values, indices = rank(low, x, dim, r, descending)
-    return values, indices
+    _check(low, x, r, "sort", MAX_SORTED, "n x n comparisons each")
+    return sort_by_counts(low, x, dim, descending)
 
 
 @rule(aten.sort.stable)

@@ -137,6 +137,25 @@ def test_topk_sort_argsort_exact(model):
         _exact(cm, model, ties)
 
 
+class StableSorts(nn.Module):
+    def forward(self, x):  # (2, 40)
+        s, j = torch.sort(x + 0.0, dim=-1, descending=True, stable=True)
+        return s, j, torch.argsort(x * 1.0, dim=1, stable=True)
+
+
+def test_sort_of_a_long_row_with_ties():
+    """40 elements per row (a router's 20 tokens x top-2 ids), values drawn from 6, so
+    most tie: places counted from the row's comparisons, ties in index order as eager's
+    stable sort (its default sort keeps ties in order on a CPU only up to 16 elements)."""
+    x = torch.randint(0, 6, (2, 40), generator=torch.Generator().manual_seed(3)).float()
+    x[1, 7] = -INF
+    cm = frontend.compile(StableSorts(), (x,), config=CONFIG)
+    _exact(cm, StableSorts(), x)
+    distinct = torch.randperm(80, generator=torch.Generator().manual_seed(4)).float()
+    distinct = distinct.reshape(2, 40) - 40.0  # no ties: eager's default sort, any length
+    _exact(frontend.compile(Sorts(), (distinct,), config=CONFIG), Sorts(), distinct)
+
+
 class Unsorted(nn.Module):
     def forward(self, x):  # (3, 6)
         return torch.topk(x * 1.0, 3, sorted=False)
@@ -153,9 +172,9 @@ def test_topk_unsorted_gives_the_sorted_order():
 
 
 def test_ranking_refusals():
-    with pytest.raises(frontend.UnsupportedOpError, match="sort of 17 elements"):
+    with pytest.raises(frontend.UnsupportedOpError, match="sort of 129 elements"):
         frontend.compile(Refused(lambda x, y: torch.sort(x)[0]),
-                         (torch.randn(2, 17), torch.randn(2)), config=CONFIG)
+                         (torch.randn(2, 129), torch.randn(2)), config=CONFIG)
 
 
 class Histograms(nn.Module):
