@@ -72,15 +72,22 @@ def _drop(low, picked: Ref, x: Ref) -> Ref:
     return Ref(ref.index.reshape(x.shape))
 
 
+def _ranked_last(low, x: Ref, dim: int) -> tuple[Ref, torch.Tensor, int]:
+    """(x, its index map with the ranked dimension last, that dimension): an integer
+    input's words first read as numbers; a 0-d x as one element."""
+    if low.int_words(x):
+        x = numbers_of_int_words(low, x)
+    nd = len(x.shape)
+    dim = dim % nd if nd else 0
+    return x, (x.index.movedim(dim, -1) if nd else x.index.reshape(1)), dim
+
+
 def rank(low, x: Ref, dim: int, k: int, largest: bool) -> tuple[Ref, Ref]:
     """The k largest (smallest) elements of x along `dim` in order, and their indices (the
     module docstring's passes): Refs of x's shape with `dim` of size k, values of x's
     dtype and int64 indices."""
-    if low.int_words(x):  # an integer input's words: ranked as numbers
-        x = numbers_of_int_words(low, x)
+    x, moved, dim = _ranked_last(low, x, dim)
     nd = len(x.shape)
-    dim = dim % nd if nd else 0
-    moved = x.index.movedim(dim, -1) if nd else x.index.reshape(1)
     r = moved.shape[-1]
     m = moved.numel() // max(1, r)
     rows = Ref(moved.reshape(m, r))
@@ -118,11 +125,8 @@ def sort_by_counts(low, x: Ref, dim: int, descending: bool) -> tuple[Ref, Ref]:
     """x sorted along `dim` and the indices (module docstring, "sort"): each element's place
     counted from the n x n comparisons of its row, the element at each place picked by a
     masked row max. Refs of x's shape, values of x's dtype and int64 indices."""
-    if low.int_words(x):  # an integer input's words: sorted as numbers
-        x = numbers_of_int_words(low, x)
+    x, moved, dim = _ranked_last(low, x, dim)
     nd = len(x.shape)
-    dim = dim % nd if nd else 0
-    moved = x.index.movedim(dim, -1) if nd else x.index.reshape(1)
     n = moved.shape[-1]
     m = moved.numel() // max(1, n)
     rows = moved.reshape(m, n)
