@@ -268,7 +268,9 @@ def _permutation(node, shape) -> bool:
 def _assign_permuted(low, node, base, perm: Ref, values) -> Ref:
     """base with base[perm] = values for a permutation perm of its rows (`_permutation`):
     every row is overwritten, out[v] = the values' row t with perm[t] == v, as the one-hot
-    matrix of perm's numbers transposed times the values (a sum of one term per row)."""
+    matrix of perm's numbers transposed times the values (a sum of one term per row):
+    exact for finite values; an inf or NaN among them makes its column NaN in every row
+    (0 x inf), as in every one-hot product by computed indices (`embedding.one_hot_lookup`)."""
     shape = shape_of(base)
     rows, dim = shape[0], math.prod(shape[1:])
     values = constant(low, values, "_values") if isinstance(values, Const) else values
