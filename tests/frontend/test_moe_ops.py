@@ -171,6 +171,30 @@ def test_topk_unsorted_gives_the_sorted_order():
     assert torch.equal(Unsorted()(x).values.sort(-1, descending=True).values, values)
 
 
+class Marks(nn.Module):
+    """Positions marked by a ranking's indices (DeepSeek-V3's group mask) and a float
+    tensor read as bool."""
+
+    def forward(self, x):  # (3, 6)
+        y = x * 1.0
+        keep = torch.zeros_like(y).scatter(1, torch.topk(y, 2).indices, 1.0)
+        marked = y.scatter(1, torch.argmax(y, 1, keepdim=True), -5.0)  # onto a runtime base
+        return keep, marked, y.masked_fill(~keep.bool(), -INF), torch.relu(y).bool()
+
+
+def test_scatter_of_a_number_by_a_ranking_and_a_cast_to_bool():
+    x = torch.randn(3, 6, generator=torch.Generator().manual_seed(7))
+    x[0, 1] = 0.0  # relu(x).bool(): zeros false
+    _exact(frontend.compile(Marks(), (x,), config=CONFIG), Marks(), x)
+
+
+def test_scatter_by_other_computed_indices_is_refused():
+    model = Refused(lambda x, y: torch.zeros_like(x).scatter(1, torch.topk(x, 2).indices + 1,
+                                                            1.0))
+    with pytest.raises(frontend.UnsupportedOpError, match="scatter"):
+        frontend.compile(model, (torch.randn(2, 5), torch.randn(2)), config=CONFIG)
+
+
 def test_ranking_refusals():
     with pytest.raises(frontend.UnsupportedOpError, match="sort of 129 elements"):
         frontend.compile(Refused(lambda x, y: torch.sort(x)[0]),
