@@ -41,16 +41,16 @@ above `MAX_PASSES` (the passes are stages of their own) and sorts of rows longer
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
+import torch.fx
 
-from fabric.kernels import build_select
-from frontend.lowering.common import as2d, binary, map_, negated, reduce_rows
+from frontend.lowering.common import binary, map_, negated, reduce_rows
 from frontend.lowering.core import rule
 from frontend.lowering.elementwise import numbers_of_int_words
 from frontend.lowering.embedding import one_hot
-from frontend.lowering.masks import CYCLES, not_, relation, select
-from frontend.stages import Limits
+from frontend.lowering.masks import not_, relation, select
 from frontend.values import Const, Ref
 
 aten = torch.ops.aten
@@ -59,17 +59,29 @@ MAX_PASSES = 16  # elements topk ranks per row (its k)
 MAX_SORTED = 128  # elements sort ranks per row: n x n comparisons per row
 
 
-def _drop(low, picked: Ref, x: Ref) -> Ref:
-    """where(picked, -inf, x) (`build_select`, exact), a Ref of x's shape."""
-    m, n = as2d(x.shape)
-    operands = [low.operand("c", picked, (m, n), int_words=True),
-                low.operand("b", x, (m, n))]
-    ref = low.stage("select", (m, n),
-                    lambda cfg, rect, **fmt: build_select(cfg, rect, m, n, a=-math.inf,
-                                                          dtype=fmt.get("dtype", "f32")),
-                    operands, m * n * CYCLES["select"], Limits(m, n), words_per_element=5,
-                    suffix="_select")
-    return Ref(ref.index.reshape(x.shape))
+# the rankings whose indices lie within their dimension: op -> position of its dim argument
+DIM_ARGUMENT = {aten.topk.default: 2, aten.sort.default: 1, aten.sort.stable: None,
+                aten.argmax.default: 1}
+SORTS = (aten.sort.default, aten.sort.stable)
+
+
+def ranked_by(index) -> tuple[torch.fx.Node, int] | None:
+    """(the ranking's node, the size of the dimension it ranks) where the graph value
+    `index` is the indices of a topk or sort, or an argmax along one dimension: each in
+    [0, that size) by construction. None for anything else."""
+    if not isinstance(index, torch.fx.Node):
+        return None
+    source = index.args[0] if index.target is operator.getitem and index.args[1] == 1 \
+        else index
+    if not isinstance(source, torch.fx.Node) or source.target not in DIM_ARGUMENT:
+        return None
+    at = DIM_ARGUMENT[source.target]
+    dim = source.kwargs.get("dim", source.args[at] if at is not None and len(source.args) > at
+                            else -1)
+    ranked = source.args[0].meta["val"]
+    if dim is None or not ranked.dim():  # argmax over every element: a flat index
+        return None
+    return source, ranked.shape[dim]
 
 
 def _ranked_last(low, x: Ref, dim: int) -> tuple[Ref, torch.Tensor, int]:
@@ -108,7 +120,7 @@ def rank(low, x: Ref, dim: int, k: int, largest: bool) -> tuple[Ref, Ref]:
             picked = relation(low, score, Ref(best.index[:, None].expand(m, r)), "eq")
             alive = not_(low, picked) if alive is None else binary(low, alive, picked, "sub",
                                                                    (m, r))
-            rows = _drop(low, picked, rows)
+            rows = select(low, picked, {"b": rows}, {"a": -math.inf}, rows.shape)
 
     def out(parts):
         index = torch.stack([p.index for p in parts], -1).reshape(*moved.shape[:-1], k)
