@@ -38,10 +38,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 
 import torch
-import torch.fx
 
 from fabric.kernels import build_rowreduce
 from frontend.lowering.backward_embedding import Clamped, Guarded, is_index
@@ -57,6 +55,7 @@ from frontend.lowering.common import (
 )
 from frontend.lowering.core import rule
 from frontend.lowering.embedding import checked_numbers, one_hot
+from frontend.lowering.ranking import SORTS, ranked_by
 from frontend.stages import Limits
 from frontend.values import Const, Gather, Ref
 
@@ -253,16 +252,12 @@ def _assign(low, base, indices, values) -> Ref:
 
 def _permutation(node, shape) -> bool:
     """index_put's one index is the indices of a sort of a vector as long as the base's
-    first dimension: a permutation, so every row is assigned once (a router's inverse
-    order, `inv[perm] = arange(n)`)."""
+    first dimension (`ranking.ranked_by`): a permutation, so every row is assigned once (a
+    router's inverse order, `inv[perm] = arange(n)`)."""
     indices = node.args[1]
-    if len(indices) != 1 or not isinstance(indices[0], torch.fx.Node) or not shape:
-        return False
-    idx = indices[0]
-    ranked = idx.args[0] if idx.target is operator.getitem and idx.args[1] == 1 else None
-    return (isinstance(ranked, torch.fx.Node)
-            and ranked.target in (aten.sort.default, aten.sort.stable)
-            and tuple(ranked.args[0].meta["val"].shape) == (shape[0],))
+    ranked = ranked_by(indices[0]) if len(indices) == 1 and shape else None
+    return (ranked is not None and ranked[0].target in SORTS
+            and tuple(ranked[0].args[0].meta["val"].shape) == (shape[0],))
 
 
 def _assign_permuted(low, node, base, perm: Ref, values) -> Ref:

@@ -18,28 +18,24 @@ indices are refused there, since one outside [0, W) would write nothing where ea
 
 from __future__ import annotations
 
-import operator
-
 import torch
-import torch.fx
 
 from frontend.lowering.common import constant, reduce_rows, shape_of
 from frontend.lowering.core import rule
 from frontend.lowering.embedding import one_hot
 from frontend.lowering.masks import select
+from frontend.lowering.ranking import ranked_by
 from frontend.values import Const, Ref
 
 aten = torch.ops.aten
 
-# the rankings whose indices lie within their dimension: op -> position of its dim argument
-DIM_ARGUMENT = {aten.topk.default: 2, aten.sort.default: 1, aten.sort.stable: None,
-                aten.argmax.default: 1}
-
 
 def _by_ranking(low, node, base, dim, index, value) -> bool:
-    """The index is a ranking's over the dimension it writes (`_ranked_within`)."""
+    """The index is a ranking's over as many elements as the dimension it writes
+    (`ranking.ranked_by`)."""
     shape = shape_of(base) if isinstance(base, (Const, Ref)) else ()
-    return bool(shape) and _ranked_within(node.args[2], shape[dim % len(shape)])
+    ranked = ranked_by(node.args[2])
+    return bool(shape) and ranked is not None and ranked[1] == shape[dim % len(shape)]
 
 
 @rule(aten.scatter.value, case=_by_ranking)
@@ -67,21 +63,3 @@ def scatter_by_ranking(low, node, base, dim, index, value):
     else:
         values["b"] = constant(low, base, "_base") if isinstance(base, Const) else base
     return Ref(select(low, mask, values, scalars, shape).index, node.meta["val"].dtype)
-
-
-def _ranked_within(index: torch.fx.Node, width: int) -> bool:
-    """`index` is the indices of a topk or sort, or an argmax, along a dimension of `width`
-    elements: each in [0, width)."""
-    if not isinstance(index, torch.fx.Node):
-        return False
-    source = index.args[0] if index.target is operator.getitem and index.args[1] == 1 \
-        else index
-    if not isinstance(source, torch.fx.Node) or source.target not in DIM_ARGUMENT:
-        return False
-    at = DIM_ARGUMENT[source.target]
-    dim = source.kwargs.get("dim", source.args[at] if at is not None and len(source.args) > at
-                            else -1)
-    if dim is None:  # argmax over every element: a flat index
-        return False
-    ranked = source.args[0].meta["val"]
-    return ranked.dim() > 0 and ranked.shape[dim] == width
