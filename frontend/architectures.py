@@ -452,17 +452,13 @@ def _dlrm():
     return DLRM().eval(), (torch.randn(2, 13, generator=gen), *ids)
 
 
-def _graph(module: Callable[[], nn.Module]):
+def _given(module: Callable[[], nn.Module], inputs: Callable[[], tuple]):
+    """A factory of `module` (seeded weights) with the example inputs `inputs()` makes."""
     def make():
         torch.manual_seed(0)
-        return module().eval(), graph_inputs()
+        return module().eval(), inputs()
 
     return make
-
-
-def _unet():
-    torch.manual_seed(0)
-    return DiffusionUNet().eval(), unet_inputs()
 
 
 def _torch(module: Callable[[], nn.Module], shape: tuple):
@@ -480,10 +476,10 @@ _TORCH = [
     ("mlp-mixer", "mlp", _torch(MixerBlock, (1, 3, 16, 16))),
     ("dlrm", "recommendation", _dlrm),
     ("video-cnn", "video", _torch(VideoCNN, (1, 3, 4, 16, 16))),
-    ("gcn", "graph", _graph(GCN)),
-    ("graphsage", "graph", _graph(GraphSAGE)),
-    ("gat", "graph", _graph(GAT)),
-    ("unet", "diffusion", _unet),
+    ("gcn", "graph", _given(GCN, graph_inputs)),
+    ("graphsage", "graph", _given(GraphSAGE, graph_inputs)),
+    ("gat", "graph", _given(GAT, graph_inputs)),
+    ("unet", "diffusion", _given(DiffusionUNet, unet_inputs)),
 ]
 
 ARCHITECTURES: dict[str, Architecture] = {
