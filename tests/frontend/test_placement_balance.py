@@ -226,11 +226,14 @@ def test_sequential_shares_pack_flatter_at_their_minimum():
 
     config = fabric_config("mobilenet-v2")
     stages = lower(capture_module(*build("mobilenet-v2"))).stages
-    placement = place(stages, config, [], balance="work")
-    rects = list(placement.rects.values())
-    assert len(rects) == len(stages) and placement.pes_used <= config.num_pes
+    _assert_disjoint_tiles(place(stages, config, [], balance="work"), stages, config)
+
+
+def _assert_disjoint_tiles(placement, stages, config):
+    """One tile per stage, inside the fabric, no PE in two."""
+    assert len(placement.rects) == len(stages) and placement.pes_used <= config.num_pes
     seen = set()
-    for rect in rects:
+    for rect in placement.rects.values():
         assert not set(rect.pes()) & seen
         seen |= set(rect.pes())
 
@@ -246,9 +249,4 @@ def test_sequential_tiles_where_no_work_shares_pack():
     config = fabric_config("unet")
     stages = lower(capture_module(*build("unet"))).stages
     assert _work_shapes(stages, config) is None
-    placement = place(stages, config, [], balance="work")
-    assert len(placement.rects) == len(stages) and placement.pes_used <= config.num_pes
-    seen = set()
-    for rect in placement.rects.values():
-        assert not set(rect.pes()) & seen
-        seen |= set(rect.pes())
+    _assert_disjoint_tiles(place(stages, config, [], balance="work"), stages, config)
