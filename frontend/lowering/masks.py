@@ -135,6 +135,8 @@ def as_mask(low, v) -> Ref:
 def any_of(low, m: Ref, dim: int, keepdim: bool) -> Ref:
     """The bool Ref of any(m, dim, keepdim) for a 0.0 / 1.0 mask m: a row max."""
     shape = list(m.shape)
+    if not shape:  # a 0-d tensor (dim 0 or -1, as torch allows): its one element
+        return _bool(m)
     d = dim % len(shape)
     kept = [i for i in range(len(shape)) if i != d]
     out = reduce_rows(low, m.index.permute(kept + [d]).reshape(-1, shape[d]), "max")

@@ -230,3 +230,19 @@ def test_hugging_face_models_with_a_padding_mask(name):
     with torch.no_grad():
         want = wrapped(ids, mask)
     torch.testing.assert_close(cm(ids, mask), want, rtol=1e-4, atol=1e-4)
+
+
+class ScalarAnyAll(nn.Module):
+    """any / all over dim 0 or -1 of a 0-d tensor (torch allows both): the element's truth."""
+
+    def forward(self, x):
+        s = x.sum()
+        return s.any(0), s.all(-1), (s > 0).any(0, keepdim=True), (s * 0).all(0)
+
+
+def test_any_all_of_a_0d_tensor_over_its_dim_match_eager():
+    x, _ = _inputs(5)
+    cm = frontend.compile(ScalarAnyAll(), (x,), config=CONFIG)
+    for got, want in zip(cm(x), ScalarAnyAll()(x)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got, want)
