@@ -24,11 +24,12 @@ The guard that decomposed scaled-dot-product attention puts after its softmax:
     where(logical_not(any(logical_not(eq(s, -inf)), dim=-1, keepdim)), 0, softmax(s))
 
 sets rows whose scores are all -inf to 0. Its predicates are symbolic values here (`Pred`);
-the `where` of that exact pattern lowers to the softmax itself. A row of all -inf scores
-needs a fully masked row of the mask (scores are finite products plus the mask), so the
-guard does not change a result there; on scores that hold the model's input directly
-(torch's _safe_softmax of an input, which may have a row of all -inf) the guard is refused.
-A `Pred` used anywhere else is computed as a mask.
+the `where` of that exact pattern lowers to the softmax itself where no row of the scores
+can be all -inf (`attention_guard`: products plus a constant mask that leaves every row a
+finite score, a causal mask), and else to where(any(s != -inf) along the row, softmax, 0)
+(a relation, a row max and a select: a runtime mask, which may cover a whole row, or
+torch's _safe_softmax of the model's input). A `Pred` used anywhere else is computed as a
+mask.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import dataclasses
 import torch
 
 from fabric.kernels import build_relation, build_select
+from frontend.lowering.attention_guard import rows_may_be_all_neginf
 from frontend.lowering.backward import Compare
 from frontend.lowering.backward import mask as compare_mask
 from frontend.lowering.backward_embedding import IndexPred
@@ -297,13 +299,13 @@ def where(low, node, cond, a, b):
     """where(cond, a, b) with a runtime condition: the attention guard (module docstring),
     else the bitwise select of a and b (Refs, Consts or numbers; broadcast)."""
     if _attention_guard(cond, a, b):
-        scores = cond.arg.arg.arg.arg
-        ids = scores.index[scores.index >= 0].unique().tolist()
-        if any(low.owner(int(g)).kind != "stage" for g in ids):
-            # a user's input may hold a row of all -inf, which the guard sets to 0 where
-            # the fabric's softmax gives NaN (torch's _safe_softmax on a raw input)
-            raise low.unsupported("the all -inf row guard of a softmax of the model's input")
-        return b
+        scores, dim = cond.arg.arg.arg.arg, cond.arg.dim
+        if not rows_may_be_all_neginf(low, scores, dim):
+            return b
+        # a row of all -inf scores is 0 (the softmax alone gives NaN there): where(any(s
+        # != -inf) along the row, softmax, 0)
+        alive = any_of(low, relation(low, scores, float("-inf"), "ne"), dim, keepdim=True)
+        return Ref(select(low, alive, {"a": b}, {"b": 0.0}, out_shape(node)).index, b.dtype)
     c = as_mask(low, cond)
     if low.format != "f32" and low.int_words(c):  # a bool input into 16-bit storage
         c = float_mask(low, c)
