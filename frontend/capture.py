@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 import torch.fx
 
-from frontend.errors import FrontendError
+from frontend.errors import FrontendError, UnsupportedOpError
 from frontend.sources import describe
 
 
@@ -156,6 +156,8 @@ def from_exported(exported) -> Captured:
                     f"(used by {describe(user) if user else name}): only tensors, numbers "
                     "and None can be constants of a compiled model")
             constants[name] = value.detach()
+        elif kind == "TOKEN":  # an op with a side effect, ordered by export's tokens
+            raise UnsupportedOpError(_effectful(nodes[name]))
         else:
             raise FrontendError(f"input {name!r} of kind {kind} is not supported")
     updates = {}
@@ -207,3 +209,14 @@ def from_graph_module(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Cap
     """The torch.compile path: dynamo hands a GraphModule whose placeholders are the user's
     inputs (parameters are attributes); it is exported and decomposed like a module."""
     return capture_module(gm, example_inputs)
+
+
+def _effectful(token: torch.fx.Node) -> str:
+    """The refusal of a graph whose ops have side effects (torch.export threads them on
+    effect tokens, `with_effects(token, op, ...)`): the first such op and its node."""
+    user = next((u for u in token.users if u.op == "call_function"), None)
+    op = user.args[1] if user is not None and len(user.args) > 1 else None
+    where = describe(user) if user is not None else f"input {token.name!r}"
+    return (f"{where} runs {getattr(op, '__name__', op)!s}, an op with a side effect "
+            "(ordered by torch.export's effect tokens: linalg's error checks of an inverse "
+            "or a solve, a print); ops with side effects are not supported")

@@ -189,7 +189,11 @@ def gather_runtime(low, node, x, dim, index, sparse_grad=False):
         out[j] = sum_t onehot[j, t] * line_j[t]   a product, a row sum
 
     exact for finite x (one nonzero term); an index outside [0, T) hits nothing and gives
-    -inf, as the one-hot lookup does."""
+    -inf, as the one-hot lookup does. A 0-d x (dim 0 or -1) is a line of one element."""
+    if not x.shape:
+        out = gather_runtime(low, node, Ref(x.index.reshape(1), x.dtype), 0,
+                             Ref(index.index.reshape(-1), index.dtype))
+        return Ref(out.index.reshape(index.shape), out.dtype)
     d = dim % len(x.shape)
     t = x.shape[d]
     if t > EXACT_INTEGERS:

@@ -349,6 +349,8 @@ def gather(low, node, x, dim, index, sparse_grad=False):
     x = _check_float(low, x, "gather")
     if isinstance(index, Const):
         return _gather_constant(low, x, dim, index.value)
+    if not x.shape:
+        raise low.unsupported("gather of a 0-d tensor by a runtime index")
     idx = class_index(low, index)
     if len(idx.shape) != len(x.shape):
         raise low.unsupported(f"gather with an index of rank {len(idx.shape)} on a tensor of "
@@ -362,8 +364,8 @@ def gather(low, node, x, dim, index, sparse_grad=False):
 def _gather_constant(low, x, dim: int, index: torch.Tensor):
     """x.gather(dim, index) for an index known at compile time: out[..] = x[.. index ..],
     the picked elements' ids (an index outside is refused before, by eager's run of the
-    node on the example inputs)."""
-    d = dim % len(shape_of(x))
+    node on the example inputs); a 0-d x (dim 0 or -1, as torch allows) gives its element."""
+    d = dim % max(1, len(shape_of(x)))
     return relayout(x, lambda t: t.gather(d, index.to(torch.int64)), low)
 
 

@@ -108,12 +108,43 @@ X = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))
 @pytest.mark.parametrize("fn,match", [
     # bernoulli was folded into one constant draw, repeated on every call
     (lambda x: F.dropout2d(x, 0.5, training=True), "random op aten.bernoulli"),
+    # an inverse's error checks (an effectful op on export's tokens) named an input
+    # 'token' the model does not have
+    (lambda x: torch.linalg.matrix_power(x[0, :3, :3], -1), "_linalg_check_errors.* side"),
     # pooling indices through a squeeze raised TypeError
     (lambda x: F.max_pool1d(x, 2, return_indices=True)[1].float(), "not computed"),
 ])
 def test_refused_with_the_reason(fn, match):
     with pytest.raises(frontend.UnsupportedOpError, match=match):
         frontend.compile(Fn(fn), (X,), config=oc.CONFIG)
+
+
+class GatherScalar(torch.nn.Module):
+    """gather of a 0-d tensor by a constant index of shape () or (1,) and by an index
+    computed on the fabric (each raised ZeroDivisionError: a dimension taken modulo the
+    rank 0)."""
+
+    def forward(self, x):
+        s = x.sum()
+        return (s.gather(0, torch.tensor(0)), s.gather(-1, torch.tensor([0])),
+                s.gather(0, (x[0, 0, :1] > 9).long()))
+
+
+class GatherScalarByInput(torch.nn.Module):
+    def forward(self, x, i):
+        return x.sum().gather(0, i)
+
+
+def test_gather_of_a_0d_tensor_by_an_input_index_is_refused():
+    with pytest.raises(frontend.UnsupportedOpError, match="gather of a 0-d tensor"):
+        frontend.compile(GatherScalarByInput(), (X, torch.tensor(0)), config=oc.CONFIG)
+
+
+def test_gather_of_a_0d_tensor_by_a_constant_index():
+    cm = frontend.compile(GatherScalar(), (X,), config=oc.CONFIG)
+    for got, want in zip(cm(X), GatherScalar()(X)):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want)
 
 
 def test_full_like_keeps_its_dtype():
