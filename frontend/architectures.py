@@ -315,6 +315,12 @@ _HF = [
                                     image_size=IMAGE, depth_multiplier=0.25)),
     ("regnet", "vision", _hf("RegNetConfig", "RegNetModel", _image, embedding_size=8,
                               hidden_sizes=[8, 16], depths=[1, 1], groups_width=8)),
+    # convolutional tokens: each stage embeds its input by a strided convolution and
+    # projects q, k and v by depthwise convolutions with batch norm (CvT); the second stage
+    # has 2 layers, as transformers indexes a stage's drop-path rates by the stage's index
+    ("cvt", "vision", _hf("CvtConfig", "CvtModel", _image, embed_dim=[16, WIDTH],
+                          num_heads=[1, HEADS], depth=[1, 2], patch_sizes=[7, 3],
+                          patch_stride=[4, 2], patch_padding=[2, 1], cls_token=[False, True])),
     # detection: a ViT whose sequence carries 4 learned detection tokens
     ("yolos", "detection", _hf("YolosConfig", "YolosModel", _image,
                                **dict(_VIT, image_size=[IMAGE, IMAGE]), num_detection_tokens=4)),

@@ -81,6 +81,7 @@ STOPS = {
     "convnext": None,
     "mobilenet-v2": None,  # 17 blocks, 150 stages: at least 188 PEs, on small(24, 16)
     "regnet": None,
+    "cvt": None,  # depthwise-convolution projections of q, k and v, batch norm
     "yolos": None,  # detection tokens beside the patches
     "patchtst": None,  # a series' patches by unfold
     "patchtsmixer": None,
