@@ -44,12 +44,20 @@ def _may_be_neginf(low, ids: torch.Tensor, depth: int) -> torch.Tensor:
     """A bool tensor of `ids`' shape: whether the element with each global id may be -inf
     (id -1 is a zero)."""
     may = ids >= 0
-    for stage in low.stages:
-        mine = stage.tensor.owns(ids)
-        if not bool(mine.any()):
+    stages = sorted(low.stages, key=lambda st: st.tensor.base)
+    if not stages:
+        return may
+    bases = torch.tensor([st.tensor.base for st in stages])
+    # the stage whose output each id may be in: the last one starting at or before it
+    which = torch.searchsorted(bases, ids.clamp(min=0), right=True) - 1
+    for i in which[may].unique().tolist():
+        if i < 0:
             continue
-        at = ids[mine] - stage.tensor.base  # flat positions in the stage's output
-        may[mine] = _stage_may_be_neginf(low, stage, at, depth)
+        stage = stages[i]
+        mine = may & (which == i) & stage.tensor.owns(ids)
+        if bool(mine.any()):
+            at = ids[mine] - stage.tensor.base  # flat positions in the stage's output
+            may[mine] = _stage_may_be_neginf(low, stage, at, depth)
     return may
 
 
