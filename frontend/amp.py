@@ -120,3 +120,30 @@ def node_dtypes(captured, inputs: dict[str, torch.Tensor],
     return out
 
 
+
+
+def traced_formats(captured) -> tuple[dict[str, str], HalfDtype | None]:
+    """A model whose own tensors are 16-bit (`model.to(torch.bfloat16)`), compiled in
+    precision "fp32" (no autocast): ({node name: fabric format of its traced dtype}, the
+    16-bit format), each node stored in the dtype the model gives it and computing in fp32,
+    as PyTorch's CPU kernels do; ({}, None) for a model of fp32 tensors.
+
+    Raises FrontendError for a model mixing float16 and bfloat16 tensors (one 16-bit
+    format per compiled model), naming a node of each."""
+    fabric = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+    formats, seen = {}, {}
+    for node in captured.graph.nodes:
+        val = node.meta.get("val")
+        first = val[0] if isinstance(val, (tuple, list)) and val else val
+        if not isinstance(first, torch.Tensor) or first.dtype not in fabric:
+            continue
+        formats[node.name] = fabric[first.dtype]
+        if first.dtype != torch.float32:
+            seen.setdefault(first.dtype, node.name)
+    if len(seen) > 1:
+        raise FrontendError("the model holds both float16 and bfloat16 tensors (nodes "
+                            f"{seen[torch.float16]!r} and {seen[torch.bfloat16]!r}): a "
+                            "compiled model stores one 16-bit format")
+    if not seen:
+        return {}, None
+    return formats, half_dtype(next(iter(seen)))

@@ -11,7 +11,7 @@ import torch
 from fabric import host_io_cycles
 from fabric.config import FabricConfig
 from fabric.kernels import WordMap, plan_redistribution
-from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half
+from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half, traced_formats
 from frontend.capture import Captured, capture_module
 from frontend.color_fit import check_period_share, fit_colors
 from frontend.errors import FrontendError, PlacementError
@@ -51,8 +51,10 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
     """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
     `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
 
-    precision: "fp32", or "mixed": nodes follow PyTorch's CPU autocast rules in a 16-bit
-        format, see `frontend.amp`.
+    precision: "fp32" (every node in the dtype the model gives it: fp32, or for a model
+        of float16 or bfloat16 tensors that format, `frontend.amp.traced_formats`), or
+        "mixed": nodes follow PyTorch's CPU autocast rules in a 16-bit format, see
+        `frontend.amp`.
     half: that format under "mixed" ("float16", "bfloat16", "cbfloat16"); default the one
         of `frontend.amp.set_half_dtype` (float16 unless set), read now.
     mode: how a call's parts follow one another in time, see `frontend.schedule`:
@@ -153,8 +155,10 @@ class CompiledModel:
             # eager's checks first (a float layer refuses integer ids): what eager refuses
             # is refused here too, never run on the fabric with the bits reinterpreted
             golden_values(captured, self._named_inputs(example_inputs))
-        self.formats = (node_formats(captured, self._named_inputs(example_inputs), self.half)
-                        if self.half else {})
+        # a model of 16-bit tensors in precision "fp32": each node in its own dtype
+        self.formats, self.stored_half = (
+            (node_formats(captured, self._named_inputs(example_inputs), self.half), None)
+            if self.half else traced_formats(captured))
         # pipelined: a GEMM the colors hold to a small tile spreads over several tiles
         self.lowered = lower(captured, self.formats,
                              column_parts(config) if self.mode == "pipelined" else None,
@@ -476,10 +480,11 @@ class CompiledModel:
     @property
     def utilization(self) -> float:
         """Useful multiply-adds over the whole fabric's fma peak: the fp32 peak, or under
-        mixed precision the 16-bit one (4 per PE-cycle on WSE-2). Sequential: for the
+        mixed precision or for a model of 16-bit tensors the 16-bit one (4 per PE-cycle on
+        WSE-2). Sequential: for the
         cycles of the call; pipelined: for the period (a sample's multiply-adds per steady
         state cycles per sample)."""
-        dtype = "f16" if self.half else "f32"
+        dtype = "f16" if self.half or self.stored_half else "f32"
         peak = self.config.simd_width("fma", dtype) * self.config.rows * self.config.cols
         cycles = self.period if self.mode == "pipelined" else self.cycles
         return self.fmas / (peak * max(1.0, cycles))

@@ -154,9 +154,11 @@ def compare(got: torch.Tensor, want: torch.Tensor,
 def validate(cm, args, raise_on_mismatch: bool = True) -> list[NodeError]:
     ex = cm.run(*args)
     golden = golden_values(cm.captured, ex.inputs)
-    half = cm.half
+    # mixed precision: against eager autocast; a model of 16-bit tensors: against eager,
+    # each node within its 16-bit format's epsilons as a mixed one
+    half = cm.half or cm.stored_half
     reference = golden
-    if half is not None and half.torch_dtype is not None:
+    if cm.half is not None and half.torch_dtype is not None:
         reference = autocast_values(cm.captured, ex.inputs, half.autocast_dtype)
     rows = []
     for node in cm.captured.graph.nodes:
@@ -181,7 +183,8 @@ def validate(cm, args, raise_on_mismatch: bool = True) -> list[NodeError]:
     if bad and raise_on_mismatch:
         what = ("assert_close's fp32 tolerances" if half is None else
                 f"{MIXED_ULPS} {half.name} epsilons of eager "
-                f"{'autocast' if half.torch_dtype is not None else 'fp32'} PyTorch")
+                f"{'' if cm.half is None else 'autocast ' if half.torch_dtype else 'fp32 '}"
+                "PyTorch")
         raise ValidationError(f"simulated values differ from eager PyTorch beyond {what}:\n"
                               f"{table(bad)}")
     return rows

@@ -80,12 +80,27 @@ def to_copy(low, node, x, dtype=None, **kwargs):
         return x
     source = node.args[0].meta["val"].dtype
     if source.is_floating_point:
-        if dtype != torch.float32:
-            raise low.unsupported(f"a cast of a {source} tensor to {dtype} (fp32 only)")
-        return x
+        return _float_cast(low, node, x, source, dtype)
     if dtype.is_floating_point and low.int_words(x):
         raise low.unsupported(f"a cast of an integer input to {dtype}")
     return Ref(x.index, dtype)
+
+
+# the 16-bit fabric format that stores each 16-bit torch dtype
+STORED = {torch.float16: "f16", torch.bfloat16: "bf16"}
+
+
+def _float_cast(low, node, x: Ref, source: torch.dtype, dtype: torch.dtype) -> Ref:
+    """A cast between float dtypes: to fp32 the identity (a kernel of fp32 reading a 16-bit
+    value widens it exactly); to a 16-bit dtype, in a node of that format (a model of
+    16-bit tensors, `amp.traced_formats`, or mixed precision), a map by 1 whose kernel
+    stores the rounded values (the receiving side rounds to nearest even)."""
+    if dtype == torch.float32:
+        return Ref(x.index, dtype)
+    if STORED.get(dtype) is None or STORED[dtype] != low.format:
+        raise low.unsupported(f"a cast of a {source} tensor to {dtype} (fp32, and the 16-bit "
+                              f"format the model stores: {low.format} here)")
+    return Ref(map_(low, x, "mul", 1.0, tuple(x.shape)).index, dtype)
 
 
 @rule(aten.slice.Tensor)
