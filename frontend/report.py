@@ -48,11 +48,13 @@ def _err(v) -> str:
 def report(cm) -> str:
     """One line per node: op, kernels, tile, PEs, SRAM, cycles, data movement, max error
     (against eager fp32; under mixed precision the node's format and its error against
-    eager autocast, or fp32 for cbfloat16, then against fp32); pipelined: one line per
+    eager autocast, or fp32 for cbfloat16, then against fp32; for a model of 16-bit
+    tensors the format and its error against eager); pipelined: one line per
     stage and the colors over the whole graph (`cm.colors`)."""
     rows = node_rows(cm)
-    half = cm.half
-    ref = "" if half is None else ("autocast" if half.torch_dtype is not None else "fp32")
+    half = cm.half or cm.stored_half  # mixed precision, or a model of 16-bit tensors
+    ref = ("" if half is None else "eager" if cm.half is None
+           else "autocast" if half.torch_dtype is not None else "fp32")
     head = (f"{'node':24} {'op':30} {'kernel':16} {'tile':18} {'PEs':>4} "
             f"{'SRAM B':>7} {'cycles':>7} {'moves':>6}")
     lines = [head + (f" {'max err':>9}" if half is None else
@@ -70,9 +72,12 @@ def report(cm) -> str:
         lines.append(line)
     cfg = cm.config
     lines.append("")
-    if half is not None:
+    if cm.half is not None:
         lines.append(f"precision: mixed, {half.name} (nodes in fp32 where CPU autocast keeps "
                      "them; products accumulate in fp32)")
+    elif half is not None:
+        lines.append(f"precision: the model's, {half.name} (each node in the dtype the model "
+                     "gives it; products accumulate in fp32)")
     if cm.last is not None and cm.mode == "pipelined":
         lines += ["", *stage_lines(cm), "", _pipelined_summary(cm)]
     elif cm.last is not None:

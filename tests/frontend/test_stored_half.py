@@ -65,6 +65,8 @@ def test_a_block_of_16_bit_tensors_matches_eager(dtype):
     with torch.no_grad():
         _close(got, model(x))
     assert all(r.ok for r in cm.validate(x))
+    report = cm.report()
+    assert "precision: the model's" in report and "err eager" in report
 
 
 def test_a_cast_to_bfloat16_rounds_as_eager():
