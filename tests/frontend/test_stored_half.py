@@ -91,3 +91,19 @@ def test_a_model_with_both_16_bit_dtypes_is_refused():
     captured = capture_module(BothHalves(), (torch.randn(2, 4),))
     with pytest.raises(frontend.FrontendError, match="both float16 and bfloat16"):
         traced_formats(captured)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name,dtype", [("llama", torch.bfloat16), ("vit", torch.float16)])
+def test_zoo_models_of_16_bit_tensors_match_eager(name, dtype):
+    """Llama's RMSNorm upcasts, ViT's softmax upcast: every node within the format's
+    epsilons of eager (validate raises otherwise), the output within 2 of them."""
+    from frontend.architectures import build, fabric_config, output_tensor
+
+    model, inputs = build(name)
+    model = model.to(dtype)
+    inputs = tuple(x.to(dtype) if x.is_floating_point() else x for x in inputs)
+    cm = frontend.compile(model, inputs, config=fabric_config(name))
+    assert all(r.ok for r in cm.validate(*inputs))
+    with torch.no_grad():
+        _close(output_tensor(cm.outputs()), output_tensor(model(*inputs)))
