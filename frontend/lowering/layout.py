@@ -80,7 +80,7 @@ def to_copy(low, node, x, dtype=None, **kwargs):
         return x
     source = node.args[0].meta["val"].dtype
     if source.is_floating_point:
-        return _float_cast(low, node, x, source, dtype)
+        return _float_cast(low, x, source, dtype)
     if dtype.is_floating_point and low.int_words(x):
         raise low.unsupported(f"a cast of an integer input to {dtype}")
     return Ref(x.index, dtype)
@@ -90,7 +90,7 @@ def to_copy(low, node, x, dtype=None, **kwargs):
 STORED = {torch.float16: "f16", torch.bfloat16: "bf16"}
 
 
-def _float_cast(low, node, x: Ref, source: torch.dtype, dtype: torch.dtype) -> Ref:
+def _float_cast(low, x: Ref, source: torch.dtype, dtype: torch.dtype) -> Ref:
     """A cast between float dtypes: to fp32 the identity (a kernel of fp32 reading a 16-bit
     value widens it exactly); to a 16-bit dtype, in a node of that format (a model of
     16-bit tensors, `amp.traced_formats`, or mixed precision), a map by 1 whose kernel
