@@ -120,8 +120,6 @@ def node_dtypes(captured, inputs: dict[str, torch.Tensor],
     return out
 
 
-
-
 def traced_formats(captured) -> tuple[dict[str, str], HalfDtype | None]:
     """A model whose own tensors are 16-bit (`model.to(torch.bfloat16)`), compiled in
     precision "fp32" (no autocast): ({node name: fabric format of its traced dtype}, the

@@ -125,8 +125,10 @@ class CompiledModel:
                  lookups: str = "gather", gemm_orientation: str = "rows",
                  experts: str = "picked"):
         """half: the 16-bit format of a "mixed" model (`frontend.amp.resolve_half`);
-        None in fp32. mode: "sequential" or "pipelined" (`frontend.schedule`). colors: what
-        a pipelined model short of colors gets, "fit", "refuse" or "report" (`compile`).
+        None in fp32 (a model of 16-bit tensors then gets `stored_half`, its format, and
+        each node its traced dtype's, `frontend.amp.traced_formats`). mode: "sequential"
+        or "pipelined" (`frontend.schedule`). colors: what a pipelined model short of
+        colors gets, "fit", "refuse" or "report" (`compile`).
         period_share: the pipelined placement's (`compile`). lookups: "gather" or
         "onehot", how embeddings by token ids are looked up (`compile`). gemm_orientation:
         "rows" or "auto", which way SUMMA tiles run their fmas (`compile`). experts:
@@ -481,9 +483,8 @@ class CompiledModel:
     def utilization(self) -> float:
         """Useful multiply-adds over the whole fabric's fma peak: the fp32 peak, or under
         mixed precision or for a model of 16-bit tensors the 16-bit one (4 per PE-cycle on
-        WSE-2). Sequential: for the
-        cycles of the call; pipelined: for the period (a sample's multiply-adds per steady
-        state cycles per sample)."""
+        WSE-2). Sequential: for the cycles of the call; pipelined: for the period (a
+        sample's multiply-adds per steady state cycles per sample)."""
         dtype = "f16" if self.half or self.stored_half else "f32"
         peak = self.config.simd_width("fma", dtype) * self.config.rows * self.config.cols
         cycles = self.period if self.mode == "pipelined" else self.cycles
