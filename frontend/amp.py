@@ -39,6 +39,9 @@ HALF_DTYPES = {
     "bfloat16": HalfDtype("bfloat16", "bf16", torch.bfloat16, torch.bfloat16),
     "cbfloat16": HalfDtype("cbfloat16", "cb16", None, torch.float16),
 }
+# the fabric format that stores each float dtype a model's tensors may have
+FABRIC_FORMATS = {torch.float32: "f32", **{h.torch_dtype: h.fabric for h in HALF_DTYPES.values()
+                                            if h.torch_dtype is not None}}
 PRECISIONS = ("fp32", "mixed")
 _ALIASES = {torch.float16: "float16", torch.bfloat16: "bfloat16", "fp16": "float16",
             "f16": "float16", "half": "float16", "bf16": "bfloat16", "cb16": "cbfloat16"}
@@ -128,14 +131,13 @@ def traced_formats(captured) -> tuple[dict[str, str], HalfDtype | None]:
 
     Raises FrontendError for a model mixing float16 and bfloat16 tensors (one 16-bit
     format per compiled model), naming a node of each."""
-    fabric = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
     formats, seen = {}, {}
     for node in captured.graph.nodes:
         val = node.meta.get("val")
         first = val[0] if isinstance(val, (tuple, list)) and val else val
-        if not isinstance(first, torch.Tensor) or first.dtype not in fabric:
+        if not isinstance(first, torch.Tensor) or first.dtype not in FABRIC_FORMATS:
             continue
-        formats[node.name] = fabric[first.dtype]
+        formats[node.name] = FABRIC_FORMATS[first.dtype]
         if first.dtype != torch.float32:
             seen.setdefault(first.dtype, node.name)
     if len(seen) > 1:

@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from frontend.amp import FABRIC_FORMATS
 from frontend.lowering.common import (
     binary,
     constant,
@@ -86,10 +87,6 @@ def to_copy(low, node, x, dtype=None, **kwargs):
     return Ref(x.index, dtype)
 
 
-# the 16-bit fabric format that stores each 16-bit torch dtype
-STORED = {torch.float16: "f16", torch.bfloat16: "bf16"}
-
-
 def _float_cast(low, x: Ref, source: torch.dtype, dtype: torch.dtype) -> Ref:
     """A cast between float dtypes: to fp32 the identity (a kernel of fp32 reading a 16-bit
     value widens it exactly); to a 16-bit dtype, in a node of that format (a model of
@@ -97,7 +94,7 @@ def _float_cast(low, x: Ref, source: torch.dtype, dtype: torch.dtype) -> Ref:
     stores the rounded values (the receiving side rounds to nearest even)."""
     if dtype == torch.float32:
         return Ref(x.index, dtype)
-    if STORED.get(dtype) is None or STORED[dtype] != low.format:
+    if FABRIC_FORMATS.get(dtype) != low.format:
         raise low.unsupported(f"a cast of a {source} tensor to {dtype} (fp32, and the 16-bit "
                               f"format the model stores: {low.format} here)")
     return Ref(map_(low, x, "mul", 1.0, tuple(x.shape)).index, dtype)
