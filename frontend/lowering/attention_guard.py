@@ -35,19 +35,21 @@ def rows_may_be_all_neginf(low, scores: Ref, dim: int) -> bool:
     docstring). `low`: the Lowering whose stages computed the scores."""
     if not scores.index.numel():
         return False
-    may = _may_be_neginf(low, scores.index, depth=0)
+    stages = sorted(low.stages, key=lambda st: st.tensor.base)
+    order = (stages, torch.tensor([st.tensor.base for st in stages], dtype=torch.int64))
+    may = _may_be_neginf(order, scores.index, depth=0)
     d = dim % max(1, scores.index.dim())
     return bool(may.all(dim=d).any()) if scores.index.dim() else bool(may)
 
 
-def _may_be_neginf(low, ids: torch.Tensor, depth: int) -> torch.Tensor:
+def _may_be_neginf(order, ids: torch.Tensor, depth: int) -> torch.Tensor:
     """A bool tensor of `ids`' shape: whether the element with each global id may be -inf
-    (id -1 is a zero)."""
+    (id -1 is a zero). order: (the Lowering's stages by the first id of their outputs,
+    those ids)."""
     may = ids >= 0
-    stages = sorted(low.stages, key=lambda st: st.tensor.base)
+    stages, bases = order
     if not stages:
         return may
-    bases = torch.tensor([st.tensor.base for st in stages])
     # the stage whose output each id may be in: the last one starting at or before it
     which = torch.searchsorted(bases, ids.clamp(min=0), right=True) - 1
     for i in which[may].unique().tolist():
@@ -57,26 +59,26 @@ def _may_be_neginf(low, ids: torch.Tensor, depth: int) -> torch.Tensor:
         mine = may & (which == i) & stage.tensor.owns(ids)
         if bool(mine.any()):
             at = ids[mine] - stage.tensor.base  # flat positions in the stage's output
-            may[mine] = _stage_may_be_neginf(low, stage, at, depth)
+            may[mine] = _stage_may_be_neginf(order, stage, at, depth)
     return may
 
 
-def _stage_may_be_neginf(low, stage, at: torch.Tensor, depth: int) -> torch.Tensor:
+def _stage_may_be_neginf(order, stage, at: torch.Tensor, depth: int) -> torch.Tensor:
     """Whether stage `stage`'s output elements at flat positions `at` may be -inf."""
     operands = {op.name: op for op in stage.operands}
     if stage.kind.startswith("gemm"):
         c0 = operands.get("C0")
         if c0 is None:
             return torch.zeros(at.shape, dtype=torch.bool)
-        return _operand_may_be_infinite(low, c0, at, depth, stage.tensor.numel)
+        return _operand_may_be_infinite(order, c0, at, depth, stage.tensor.numel)
     if (depth == 0 and stage.kind == "elementwise" and stage.node.target in SUMS
             and set(operands) == {"x", "y"}):
-        return (_operand_may_be_infinite(low, operands["x"], at, depth, stage.tensor.numel)
-                | _operand_may_be_infinite(low, operands["y"], at, depth, stage.tensor.numel))
+        return (_operand_may_be_infinite(order, operands["x"], at, depth, stage.tensor.numel)
+                | _operand_may_be_infinite(order, operands["y"], at, depth, stage.tensor.numel))
     return torch.ones(at.shape, dtype=torch.bool)
 
 
-def _operand_may_be_infinite(low, operand, at: torch.Tensor, depth: int, numel: int
+def _operand_may_be_infinite(order, operand, at: torch.Tensor, depth: int, numel: int
                              ) -> torch.Tensor:
     """Whether an elementwise operand of `numel` elements (the stage's output's) may be
     infinite at flat positions `at`: a constant where it is (or NaN), a runtime operand
@@ -87,4 +89,4 @@ def _operand_may_be_infinite(low, operand, at: torch.Tensor, depth: int, numel: 
     if operand.const is not None:
         values = torch.from_numpy(operand.const.reshape(-1)[at.numpy()])
         return ~torch.isfinite(values)
-    return _may_be_neginf(low, operand.index.reshape(-1)[at], depth + 1)
+    return _may_be_neginf(order, operand.index.reshape(-1)[at], depth + 1)
