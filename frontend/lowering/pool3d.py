@@ -35,8 +35,9 @@ def max_pool3d(low, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil
     kernel = triple(kernel_size)
     stride, padding, dilation = triple(stride, kernel), triple(padding), triple(dilation)
     shape = out_shape(node)
-    win = windows3d(_batched(x), kernel, stride, padding, dilation, shape[-3:])
-    return max_windows(low, _as_2d(win), shape), Unavailable("max_pool3d's indices")
+    return max_windows(low, _batched(x), lambda t: _as_2d(windows3d(
+        t, kernel, stride, padding, dilation, shape[-3:])), shape), Unavailable(
+            "max_pool3d's indices")
 
 
 @rule(aten.avg_pool3d.default)
@@ -56,9 +57,10 @@ def avg_pool3d(low, node, x, kernel_size, stride=(), padding=0, ceil_mode=False,
 def adaptive_pool3d(low, node, x, output_size):
     """Adaptive average (one mean per window size) or max (with its indices unavailable)."""
     shape = out_shape(node)
-    win, counts = _adaptive_windows(_batched(x), shape[-3:])
     if node.target == aten.adaptive_max_pool3d.default:
-        return max_windows(low, _as_2d(win), shape), Unavailable("adaptive_max_pool3d's indices")
+        return max_windows(low, _batched(x), lambda t: _as_2d(_adaptive_windows(
+            t, shape[-3:])[0]), shape), Unavailable("adaptive_max_pool3d's indices")
+    win, counts = _adaptive_windows(_batched(x), shape[-3:])
     od, oh, ow = shape[-3:]
     return mean_windows(low, _as_2d(win), counts.reshape(od * oh, ow), shape)
 

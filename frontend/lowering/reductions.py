@@ -8,9 +8,11 @@ PEs.
 
 A window's positions outside the input (padding, ceil_mode's last windows) are filled by
 index alone: a max pool's with an element of the same window (max is idempotent, and
-PyTorch's windows always hold one), an average's with -1 (zero). Averages whose windows
-count different divisors (count_include_pad=False, adaptive windows of several sizes) are
-one row reduction per divisor, the outputs put together by an index map."""
+PyTorch's windows always hold one; told apart from the input's own zeros, a constant
+padding's -1, by windowing the input's positions), an average's with -1 (zero). Averages
+whose windows count different divisors (count_include_pad=False, adaptive windows of
+several sizes) are one row reduction per divisor, the outputs put together by an index
+map."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from frontend.lowering.common import (
     num,
     out_shape,
     pair,
+    positions,
     reduce,
     reduce_rows,
     relayout,
@@ -250,15 +253,16 @@ def max_pool2d(low, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil
     kernel = pair(kernel_size)
     stride, padding, dilation = pair(stride, kernel), pair(padding), pair(dilation)
     shape = out_shape(node)
-    win = windows(_batched(x), kernel, stride, padding, dilation, shape[-2:])
-    return max_windows(low, win, shape), Unavailable("max_pool2d's indices")
+    return max_windows(low, _batched(x), lambda t: windows(t, kernel, stride, padding,
+                                                           dilation, shape[-2:]),
+                       shape), Unavailable("max_pool2d's indices")
 
 
 @rule(aten.adaptive_max_pool2d.default)
 def adaptive_max_pool2d(low, node, x, output_size):
     shape = out_shape(node)
-    win, _ = _adaptive_windows(_batched(x), shape[-2:])
-    return max_windows(low, win, shape), Unavailable("adaptive_max_pool2d's indices")
+    return max_windows(low, _batched(x), lambda t: _adaptive_windows(t, shape[-2:])[0],
+                       shape), Unavailable("adaptive_max_pool2d's indices")
 
 
 @rule(aten.avg_pool2d.default)
@@ -324,13 +328,19 @@ def _adaptive_windows(index: torch.Tensor, out_hw):
     return win, inside.reshape(oh, ow, -1).sum(-1)
 
 
-def max_windows(low, win: torch.Tensor, shape) -> Ref:
-    """max over every window of (N, C, OH, OW, K) ids, a Ref of `shape` (the output's); a
-    -1 (outside the input) is filled with the first element of its window inside it."""
-    rows = win.reshape(-1, win.shape[-1])
-    inside = rows >= 0
+def max_windows(low, index: torch.Tensor, windows_of, shape) -> Ref:
+    """max over every window of the (N, C, ...) index map `index`, a Ref of `shape` (the
+    output's). windows_of(t) gives the (N, C, OH, OW, K) windows of an index map t of
+    index's shape, -1 where a window reaches outside it; it is applied to the positions of
+    `index`, so that an outside position (filled with the first element of its window
+    inside it: max is idempotent) is told from an element of the input that reads as zero
+    (-1 in `index`: a constant padding's zeros, which take part in the max)."""
+    win = windows_of(positions(index.shape))
+    at = win.reshape(-1, win.shape[-1])
+    inside = at >= 0
     if not bool(inside.any(1).all()):
         raise AssertionError("a pooling window outside the input")
+    rows = index.reshape(-1)[at.clamp(min=0)]
     first = rows.gather(1, inside.int().argmax(1, keepdim=True))
     out = reduce_rows(low, torch.where(inside, rows, first), "max")
     return Ref(out.index.reshape(shape))

@@ -45,7 +45,10 @@ class Pools(nn.Module):
                 F.avg_pool2d(y, 3, 2, 1, count_include_pad=False),  # divisors 4, 6, 9
                 F.adaptive_avg_pool2d(y, (3, 4)),  # windows of 2 x 2 and 3 x 2
                 F.adaptive_avg_pool2d(y[:, :, 1:, 1:], (2, 2)),  # divisible: 2 x 2 each
-                F.adaptive_max_pool2d(y, 3))
+                F.adaptive_max_pool2d(y, 3),
+                # zeros padded before the pool take part in its max (BiT's stem)
+                F.max_pool2d(F.pad(y, (1, 1, 1, 1)), 3, 2),
+                F.adaptive_max_pool2d(F.pad(y, (0, 2, 0, 2)), 2))
 
 
 class Upsample(nn.Module):
@@ -96,8 +99,8 @@ def test_constant_pad_nd():
 def test_pooling_with_padding_and_adaptive_windows():
     torch.manual_seed(0)
     cm = _check(Pools(), torch.randn(1, 2, 5, 5))
-    # one row reduction per distinct divisor: 1 + 1 max pools, 3 + 2 + 1 means, 1 max
-    assert _kinds(cm).count("rowreduce") == 9
+    # one row reduction per distinct divisor: 1 + 1 max pools, 3 + 2 + 1 means, 1 + 2 max
+    assert _kinds(cm).count("rowreduce") == 11
 
 
 def test_upsampling_nearest_and_bilinear():

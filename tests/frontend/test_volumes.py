@@ -45,6 +45,8 @@ def test_conv3d(kwargs):
     ("avg divisor", lambda t: F.avg_pool3d(t, 2, divisor_override=3), False),
     ("adaptive avg", lambda t: F.adaptive_avg_pool3d(t, (2, 3, 4)), False),
     ("adaptive max", lambda t: F.adaptive_max_pool3d(t, (2, 2, 3)), True),
+    # zeros padded before the pool take part in its max (the clip shifted to negatives)
+    ("max of zero-padded", lambda t: F.max_pool3d(F.pad(t - 4.0, (1,) * 6), 3, 2), True),
     ("local response norm", lambda t: F.local_response_norm(t[:, :, 0], 3), False),
 ])
 def test_pool3d(name, fn, exact):
