@@ -39,7 +39,7 @@ GRID = (12, 12)  # the fabric most architectures run on: small(12, 12), rows x c
 # architectures whose stages need a larger fabric: name -> its (rows, cols)
 LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
                  "qwen2-moe": (24, 24), "canine": (16, 16), "olmoe": (24, 24),
-                 "deepseek-v3": (24, 24)}
+                 "deepseek-v3": (24, 24), "gpt-oss": (16, 16), "jamba": (16, 16)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +196,12 @@ _HF = [
     # token mixing by a 2D Fourier transform's real part instead of attention
     ("fnet", "text encoder", _hf("FNetConfig", "FNetModel", _ids, **{
         k: v for k, v in _TEXT.items() if k != "num_attention_heads"})),
+    # alternating local and global attention (here one layer of local: a band of 4
+    # tokens each side), rotary positions, gated gelu, no biases
+    ("modernbert", "text encoder", _hf(
+        "ModernBertConfig", "ModernBertModel", _ids, layer_types=["sliding_attention"],
+        local_attention=4, **dict(_TEXT, pad_token_id=0, bos_token_id=0, eos_token_id=0,
+                                  cls_token_id=0, sep_token_id=0))),
     # decoders
     ("gpt2", "decoder", _hf("GPT2Config", "GPT2Model", _ids, vocab_size=VOCAB,
                              n_positions=2 * TOKENS, n_embd=WIDTH, n_layer=1, n_head=HEADS,
@@ -256,6 +262,12 @@ _HF = [
         n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1, q_lora_rank=16,
         kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
         max_position_embeddings=2 * TOKENS)),
+    # attention sinks (a learned logit per head beside the keys), sliding-window layers,
+    # experts whose gated linear unit is clamped
+    ("gpt-oss", "decoder", _hf("GptOssConfig", "GptOssModel", _ids, head_dim=16,
+                                num_local_experts=4, num_experts_per_tok=2,
+                                layer_types=["sliding_attention"], sliding_window=4,
+                                **_DECODER)),
     # encoder-decoders: the decoder's self-attention causal, its cross-attention over the
     # encoder's output
     # BART makes its decoder's ids from the source's, shifted right behind the start
@@ -290,6 +302,20 @@ _HF = [
                                   hidden_size=WIDTH, num_hidden_layers=1, num_heads=4,
                                   head_dim=16, state_size=8, n_groups=1, expand=2,
                                   chunk_size=4)),
+    # hybrids: a gated linear recurrence (RG-LRU) after a causal convolution, then a
+    # local attention layer (Griffin); Mamba layers beside attention, experts every
+    # other layer (Jamba)
+    ("recurrent-gemma", "state space", _hf(
+        "RecurrentGemmaConfig", "RecurrentGemmaModel", _ids, vocab_size=VOCAB,
+        hidden_size=WIDTH, num_hidden_layers=2, num_attention_heads=HEADS,
+        num_key_value_heads=HEADS, intermediate_size=2 * WIDTH, lru_width=WIDTH,
+        attention_window_size=TOKENS, block_types=["recurrent", "attention"], pad_token_id=0,
+        bos_token_id=0, eos_token_id=0)),
+    ("jamba", "state space", _hf(
+        "JambaConfig", "JambaModel", _ids, attn_layer_period=2, attn_layer_offset=1,
+        expert_layer_period=2, expert_layer_offset=1, num_experts=2, num_experts_per_tok=1,
+        mamba_d_state=4, mamba_expand=2, mamba_dt_rank=4, mamba_d_conv=4,
+        **dict(_DECODER, num_hidden_layers=2))),
     # vision
     ("vit", "vision", _hf("ViTConfig", "ViTModel", _image, **_VIT)),
     ("deit", "vision", _hf("DeiTConfig", "DeiTModel", _image, **_VIT)),
@@ -307,6 +333,10 @@ _HF = [
                                  patch_sizes=[4, 2], strides=[4, 2], padding=[1, 0])),
     ("swin", "vision", _hf("SwinConfig", "SwinModel", _image, image_size=IMAGE, patch_size=4,
                             embed_dim=16, depths=[1], num_heads=[HEADS], window_size=4)),
+    # weight-standardized convolutions (each kernel normalized in forward), group norms,
+    # zeros padded before the stem's max pool (BiT)
+    ("bit", "vision", _hf("BitConfig", "BitModel", _image, embedding_size=8,
+                          hidden_sizes=[8, 16], depths=[1, 1], num_groups=4)),
     ("resnet", "vision", _hf("ResNetConfig", "ResNetModel", _image, embedding_size=8,
                               hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic")),
     ("convnext", "vision", _hf("ConvNextConfig", "ConvNextModel", _image, hidden_sizes=[8, 16],

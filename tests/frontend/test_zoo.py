@@ -40,6 +40,7 @@ STOPS = {
     "t5-encoder": None,
     "xlm": None,  # assert lengths.max().item() <= slen: checked by the host
     "fnet": None,  # fftn(x, dim=(1, 2)).real: DFT matrices as GEMMs
+    "modernbert": None,  # a sliding window's band mask
     "gpt2": None,
     "gpt-neo": None,
     "gptj": None,
@@ -60,6 +61,7 @@ STOPS = {
     "mixtral": None,  # router topk; experts' weights picked by computed ids
     "qwen2-moe": None,  # the same, and a gated shared expert
     "olmoe": None,  # transformers' default experts: rows sorted by expert, grouped_mm
+    "gpt-oss": None,  # attention sinks: a learned column beside the scores
     "deepseek-v3": None,  # latent attention; its router's group mask a scatter by topk
     "bart": None,  # decoder ids shifted from the source's beside a start token
     "t5": None,  # called with attention_mask None (an input fixed in the graph)
@@ -68,6 +70,8 @@ STOPS = {
     "mbart": None,  # its start token gathered by a count computed on the fabric
     "whisper": None,
     "mamba": None,  # a selective scan, a causal depthwise convolution
+    "recurrent-gemma": None,  # a gated linear recurrence, its scan unrolled
+    "jamba": None,
     "mamba2": None,  # the scan in chunks: masked products of cumulative decays
     "vit": None,
     "deit": None,
@@ -77,6 +81,7 @@ STOPS = {
     "segformer": None,
     "poolformer": None,
     "swin": None,  # as_strided after the adaptive pool
+    "bit": None,  # weights standardized in forward, zeros padded before a max pool
     "resnet": None,
     "convnext": None,
     "mobilenet-v2": None,  # 17 blocks, 150 stages: at least 188 PEs, on small(24, 16)
