@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import logging
+import sys
 import warnings
 from collections.abc import Sequence
 
@@ -109,11 +111,24 @@ def capture_module(model: torch.nn.Module, example_inputs: Sequence) -> Captured
     example_inputs = tuple(example_inputs)
     was_training = model.training
     with torch_internals_quiet():
+        # export prints the graph it had traced to stderr when it fails (hundreds of lines
+        # above its message): kept on the error instead, `partial_graph`
+        printed = io.StringIO()
         try:
-            exported = torch.export.export(model, example_inputs)
+            with contextlib.redirect_stderr(printed):
+                exported = torch.export.export(model, example_inputs)
         except Exception as exc:  # export's own message says what it could not trace
-            raise FrontendError(f"torch.export could not capture {type(model).__name__}: "
-                                f"{type(exc).__name__}: {exc}") from exc
+            partial = getattr(exc, "partial_fx_graph", None)
+            error = FrontendError(
+                f"torch.export could not capture {type(model).__name__}: "
+                f"{type(exc).__name__}: {exc}" + (
+                    "" if partial is None else
+                    f"\n(the {len(str(partial).splitlines())} lines of the graph export had "
+                    "traced: this error's `partial_graph`)"))
+            error.partial_graph = partial
+            raise error from exc
+        else:
+            sys.stderr.write(printed.getvalue())  # what a successful export printed
         finally:
             model.train(was_training)
         try:

@@ -133,3 +133,21 @@ def test_more_colors_than_the_fabric_has_are_reused_over_time():
                       for p in cm.prepared if p.stage.kind == "gemm_summa")
     assert gemm_colors > len(CONFIG.program_colors)
     torch.testing.assert_close(cm(x), model(x))
+
+
+class DataDependent(nn.Module):
+    """Python control flow on a tensor's value: export cannot trace it."""
+
+    def forward(self, x):
+        y = x * 2.0
+        if y.sum() > 0:
+            return y + 1.0
+        return y - 1.0
+
+
+def test_a_model_export_cannot_trace_gets_exports_reason_and_no_printed_graph(capfd):
+    with pytest.raises(frontend.FrontendError, match=r"could not capture DataDependent: "
+                       r"GuardOnDataDependentSymNode(.|\n)*this error's `partial_graph`") as err:
+        frontend.compile(DataDependent(), (torch.randn(3),), config=CONFIG)
+    assert "aten.mul.Tensor" in str(err.value.partial_graph)  # the graph up to the branch
+    assert "def forward" not in capfd.readouterr().err  # export printed it to stderr
