@@ -10,7 +10,8 @@ broadcasting to (*idx.shape, *rest); rows of `rest` flatten to D = prod(rest) co
 
 - Compile-time indices: a static scatter-add (`common.scatter_add`), a layout when every
   row gets at most one token, else a row reduction over each row's tokens. scatter_add by a
-  constant index of any pattern goes there too, element by element.
+  constant index of any pattern goes there too, element by element, and index_put with
+  constant indices on any dimensions (F.fold: patches added into an image).
 - Indices of an integer user input, lookups "gather" (`frontend.compile`'s default): a
   scatter-add planned per call (`ScatterRows`): every token's row of values moves into the
   slots of the row its index names, and a row reduction sums them in token order (as
@@ -68,9 +69,13 @@ def index_put(low, node, base, indices, values, accumulate=False):
         return _assign_permuted(low, node, base, indices[0], values)
     if not accumulate:
         return _assign(low, base, indices, values)
+    if all(i is None or isinstance(i, Const) for i in indices) and (
+            len(indices) != 1 or indices[0] is None):
+        return _accumulate_at_constant(low, base, indices, values)
     if len(indices) != 1 or indices[0] is None:
-        raise low.unsupported("index_put by indices on more than the first dimension (one "
-                              "index tensor, on dimension 0, is supported)")
+        raise low.unsupported("index_put by runtime indices on more than the first "
+                              "dimension (one index tensor, on dimension 0, or constant "
+                              "indices on any, are supported)")
     if not isinstance(base, (Const, Ref)) or not shape_of(base):
         raise low.unsupported(f"index_put into a {type(base).__name__} of shape "
                               f"{shape_of(base) if isinstance(base, (Const, Ref)) else '?'}")
@@ -248,6 +253,30 @@ def _assign(low, base, indices, values) -> Ref:
                               "twice (eager resolves the duplicates in no stated order)")
     ids = aten.index_put.default(base.index, picks, values.index)
     return Ref(ids, base.dtype)
+
+
+def _accumulate_at_constant(low, base, indices, values) -> Ref:
+    """base.index_put(indices, values, accumulate=True) for constant indices on any
+    dimensions (None for a whole one; F.fold's col2im: the patches' elements added into
+    the image): torch's own indexing of base's positions says where each element of values
+    lands, and a static scatter-add sums those that land together."""
+    shape = shape_of(base)
+    picks = [None if i is None else i.value for i in indices]
+    for k, p in enumerate(picks):
+        if p is not None and p.dtype != torch.bool:
+            if bool((p < -shape[k]).any()) or bool((p >= shape[k]).any()):
+                raise low.unsupported(f"index_put indices outside [-{shape[k]}, {shape[k]}) "
+                                      f"on dimension {k}")
+            picks[k] = p % shape[k]  # eager wraps negative ones
+    if isinstance(values, Const):
+        values = constant(low, values, "_values")
+    if not isinstance(values, Ref):
+        raise low.unsupported(f"index_put of {type(values).__name__} values")
+    positions = torch.arange(math.prod(shape)).reshape(shape)
+    target = aten.index.Tensor(positions, picks)  # the landing place of each value
+    contrib = values.index.broadcast_to(target.shape)
+    out = scatter_add(low, contrib, target, math.prod(shape))
+    return _onto(low, base, Ref(out.index.reshape(shape), values.dtype))
 
 
 def _permutation(node, shape) -> bool:

@@ -3,7 +3,8 @@ PyTorch: a graph network's aggregation (messages gathered by an edge list given 
 time, summed into their destinations by scatter_add and index_add) with lookups "gather"
 (planned per call) and "onehot" (a one-hot GEMM on the fabric), edges the model was not
 compiled on, a base that is itself computed, the host's check of the indices (eager's
-IndexError), scatter_add by a constant index of any pattern, index_put's assignment by
+IndexError), scatter_add by a constant index of any pattern, F.fold's patches added into an image
+and other accumulations by constant indices on any dimensions, index_put's assignment by
 constant indices, scatter_reduce (sum, mean, amax, amin, with and without self), and the
 refusals (a runtime index that differs along a column, an assignment by runtime indices,
 one naming an element twice, a product).
@@ -15,6 +16,7 @@ about 11 ulps). Assignments move words and max / min pick one: bit for bit."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import frontend
 from tests.frontend.models import CONFIG, Fn
@@ -61,6 +63,29 @@ def test_scatter_add_by_a_constant_index_of_any_pattern():
 
     def f(x):
         return x.scatter_add(0, index, x[:3] * 3)
+
+    cm = frontend.compile(Fn(f).eval(), (X,), config=CONFIG)
+    torch.testing.assert_close(cm(X), f(X))
+
+
+@pytest.mark.parametrize("stride", [2, 1])  # patches apart, and overlapping (sums of 4)
+def test_fold_adds_patches_into_the_image(stride):
+    """F.fold (col2im): index_put with accumulate by constant indices on the last two
+    dimensions, after leading slices; its inverse unfold is a layout."""
+    def f(x):
+        cols = F.unfold(torch.relu(x), 2, stride=stride) * 2.0
+        return F.fold(cols, (6, 6), 2, stride=stride)
+
+    image = torch.randn(1, 2, 6, 6, generator=torch.Generator().manual_seed(3))
+    cm = frontend.compile(Fn(f).eval(), (image,), config=CONFIG)
+    torch.testing.assert_close(cm(image), f(image))
+
+
+def test_accumulation_by_constant_indices_on_two_dimensions():
+    rows, cols = torch.tensor([0, 2, 2, 0]), torch.tensor([1, 3, 3, -1])  # (2, 3) twice
+
+    def f(x):
+        return torch.relu(x[:3]).index_put((rows, cols), x[0], accumulate=True)
 
     cm = frontend.compile(Fn(f).eval(), (X,), config=CONFIG)
     torch.testing.assert_close(cm(X), f(X))
