@@ -42,7 +42,7 @@ from frontend.lowering.common import (
     per_column_block,
     scalar,
 )
-from frontend.lowering.core import int_words_converter, rule
+from frontend.lowering.core import Unavailable, int_words_converter, rule
 from frontend.stages import Limits
 from frontend.values import Const, Ref
 
@@ -307,6 +307,16 @@ def leaky_relu(low, node, x, negative_slope=0.01):
     if float(negative_slope) == 0.0:
         return map_(low, x, "relu", 0.0, x.shape)
     return extremum(low, x, None, "leaky_relu", x.shape, float(negative_slope))
+
+
+@rule(aten.rrelu_with_noise_functional.default)
+def rrelu(low, node, x, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    """Randomized leaky ReLU in eval mode: leaky_relu with the slope (lower + upper) / 2,
+    as eager; in training mode its slopes are random draws, refused."""
+    if training:
+        raise low.unsupported("rrelu in training mode (random slopes; call model.eval())")
+    slope = (float(lower) + float(upper)) / 2.0
+    return leaky_relu(low, node, x, slope), Unavailable("rrelu's noise")
 
 
 @rule(aten.pow.Tensor_Scalar)

@@ -1,7 +1,8 @@
 """Pointwise and comparison ops through the whole frontend, against eager PyTorch:
-hardswish, hardsigmoid, leaky_relu, abs, maximum / minimum (broadcast), clamp with tensor
-bounds, log, log1p (lowering rules `elementwise.unary`, `elementwise.maximum`,
-`elementwise.clamp_tensor`, `elementwise.leaky_relu`), comparisons of runtime tensors
+hardswish, hardsigmoid, leaky_relu, rrelu in eval mode, abs, maximum / minimum
+(broadcast), clamp with tensor bounds, log, log1p (lowering rules `elementwise.unary`,
+`elementwise.maximum`, `elementwise.clamp_tensor`, `elementwise.leaky_relu`,
+`elementwise.rrelu`), comparisons of runtime tensors
 (Tensor and Scalar overloads), logical and / or / xor / not, any, where and masked_fill with
 a runtime condition, mask.float(), the logical ops of number tensors (nonzero is true),
 any / all, isnan, isinf, isfinite, sign, signbit (`masks`), in fp32 and in mixed precision.
@@ -43,7 +44,7 @@ def _special(x: torch.Tensor) -> torch.Tensor:
 class Activations(nn.Module):
     def forward(self, x, y):
         return (F.hardswish(x), F.hardsigmoid(x), F.leaky_relu(x), F.leaky_relu(x, 0.2),
-                F.leaky_relu(x, 1.5), torch.abs(x), torch.maximum(x, y[:1]),
+                F.leaky_relu(x, 1.5), F.rrelu(x, 0.1, 0.3), torch.abs(x), torch.maximum(x, y[:1]),
                 torch.minimum(x, y), torch.clamp(x, y - 1, y[:, :1] + 1), torch.clamp(x, max=y),
                 torch.clamp(x, min=torch.tensor(-0.5)))
 
@@ -83,6 +84,15 @@ def test_activations_match_eager():
     torch.testing.assert_close(got[:2], want[:2], equal_nan=True)  # hardswish, hardsigmoid
     for g, w in zip(got[2:], want[2:]):
         torch.testing.assert_close(g, w, **EXACT)
+
+
+def test_rrelu_in_training_mode_is_refused_by_name():
+    class Random(nn.Module):
+        def forward(self, x):
+            return F.rrelu(x, training=True)
+
+    with pytest.raises(frontend.UnsupportedOpError, match="rrelu in training mode"):
+        frontend.compile(Random(), (torch.randn(4, 6),), config=CONFIG)
 
 
 def test_log_and_log1p_match_eager_with_special_values():
