@@ -22,6 +22,7 @@ from frontend.lowering import (
     embedding,
     embedding_bag,
     experts,
+    grid_sample,
     layout,
     losses,
     masks,
@@ -42,5 +43,5 @@ from frontend.lowering import (
 
 FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
             backward_pool, binary_math, conv, elementwise, embedding, embedding_bag, experts,
-            layout, losses, masks, matmul, modulo, norms, pool3d, powers, ranking,
+            grid_sample, layout, losses, masks, matmul, modulo, norms, pool3d, powers, ranking,
             reductions, resample, routing, scatter, scatter_reduce, scatter_value, spectral)
