@@ -120,7 +120,8 @@ ADDED = (
     "hypot", "cdist", "bucketize", "fmod", "remainder", "nn.functional.max_pool3d",
     "nn.functional.avg_pool3d", "nn.functional.adaptive_max_pool3d", "max.reduction_no_dim",
     "min.reduction_no_dim", "pow", "__rpow__", "scatter_reduce.sum", "scatter_reduce.mean",
-    "scatter_reduce.amax", "scatter_reduce.amin",
+    "scatter_reduce.amax", "scatter_reduce.amin", "nn.functional.grid_sample",
+    "nn.functional.rrelu", "nn.functional.unfold",
 )
 CLAIMED = DERIVED + BY_HAND + ADDED
 # one OpInfo or more for every op family with a rule: the default test run
