@@ -45,13 +45,26 @@ ROOT_KINDS = frozenset({"gemm_summa"})
 def hosts_of(stage: Stage, producers: dict[str, Stage]) -> list[str]:
     """The producers whose whole output, in their own element order, is one of `stage`'s
     runtime operands, in operand order; none when `stage` is not elementwise."""
+    return _hosts(stage, _by_base(producers))
+
+
+def _by_base(producers: dict[str, Stage]) -> dict[int, list[tuple[str, Stage]]]:
+    """The producers by their output's first global id (an operand in some producer's
+    element order starts with that id: one lookup instead of a pass over them all)."""
+    by_base: dict[int, list[tuple[str, Stage]]] = {}
+    for name, producer in producers.items():
+        by_base.setdefault(producer.tensor.base, []).append((name, producer))
+    return by_base
+
+
+def _hosts(stage: Stage, by_base: dict[int, list[tuple[str, Stage]]]) -> list[str]:
     if stage.kind not in LAYOUT_FREE:
         return []
     found = []
     for operand in stage.operands:
-        if operand.index is None:
+        if operand.index is None or not operand.index.numel():
             continue
-        for name, producer in producers.items():
+        for name, producer in by_base.get(int(operand.index.reshape(-1)[0]), ()):
             if name not in found and producer.tensor.in_order(operand.index):
                 found.append(name)
     return found
@@ -60,8 +73,8 @@ def hosts_of(stage: Stage, producers: dict[str, Stage]) -> list[str]:
 def riders(stages: Sequence[Stage]) -> dict[str, list[str]]:
     """{stage: the producers it could ride below} for every elementwise stage that reads
     some producer's whole output."""
-    producers = {s.name: s for s in stages if s.kind != "resident"}
-    return {s.name: hosts for s in stages if (hosts := hosts_of(s, producers))}
+    by_base = _by_base({s.name: s for s in stages if s.kind != "resident"})
+    return {s.name: hosts for s in stages if (hosts := _hosts(s, by_base))}
 
 
 @dataclasses.dataclass
