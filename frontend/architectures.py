@@ -39,7 +39,8 @@ GRID = (12, 12)  # the fabric most architectures run on: small(12, 12), rows x c
 # architectures whose stages need a larger fabric: name -> its (rows, cols)
 LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
                  "qwen2-moe": (24, 24), "canine": (16, 16), "olmoe": (24, 24),
-                 "deepseek-v3": (24, 24), "gpt-oss": (16, 16), "jamba": (16, 16)}
+                 "deepseek-v3": (24, 24), "gpt-oss": (16, 16), "jamba": (16, 16),
+                 "rwkv": (24, 24)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -316,6 +317,14 @@ _HF = [
         expert_layer_period=2, expert_layer_offset=1, num_experts=2, num_experts_per_tok=1,
         mamba_d_state=4, mamba_expand=2, mamba_dt_rank=4, mamba_d_conv=4,
         **dict(_DECODER, num_hidden_layers=2))),
+    # linear attention as a recurrence: each channel's state decays by a learned rate
+    # and takes exp(k) v, a token at a time (RWKV's time mixing, unrolled over the 8
+    # tokens), token shifts feeding its channel mixing; 2 layers (transformers' init
+    # spreads its rates over the layers), weights not rescaled by the layer's depth
+    ("rwkv", "recurrent", _hf("RwkvConfig", "RwkvModel", _ids, vocab_size=VOCAB,
+                              hidden_size=WIDTH, num_hidden_layers=2,
+                              attention_hidden_size=WIDTH, intermediate_size=2 * WIDTH,
+                              context_length=2 * TOKENS, rescale_every=0)),
     # vision
     ("vit", "vision", _hf("ViTConfig", "ViTModel", _image, **_VIT)),
     ("deit", "vision", _hf("DeiTConfig", "DeiTModel", _image, **_VIT)),

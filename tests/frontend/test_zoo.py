@@ -72,6 +72,7 @@ STOPS = {
     "mamba": None,  # a selective scan, a causal depthwise convolution
     "recurrent-gemma": None,  # a gated linear recurrence, its scan unrolled
     "jamba": None,
+    "rwkv": None,  # its time mixing's recurrence unrolled: 460 stages, on small(24, 24)
     "mamba2": None,  # the scan in chunks: masked products of cumulative decays
     "vit": None,
     "deit": None,
