@@ -43,6 +43,10 @@ class Captured:
     # every input's placeholder name in call order, tensors and fixed ones (default: the
     # tensors, `user_inputs`)
     call_order: list[str] = dataclasses.field(default_factory=list)
+    # the parameters among `buffer_updates`' names, and whether the model was captured in
+    # training mode (what `refuse_buffer_updates` advises)
+    updated_parameters: frozenset[str] = frozenset()
+    training: bool = False
 
     def __post_init__(self):
         self.call_order = self.call_order or list(self.user_inputs)
@@ -53,10 +57,17 @@ class Captured:
             nodes = {n.name: n for n in self.graph.nodes}
             listed = "; ".join(f"{name!r} by {describe(nodes[node])}"
                                for name, node in self.buffer_updates.items())
-            raise FrontendError(f"the model updates its buffers in place ({listed}): a "
+            params = [n for n in self.buffer_updates if n in self.updated_parameters]
+            what = ("parameters" if len(params) == len(self.buffer_updates) else
+                    "buffers and parameters" if params else "buffers")
+            advice = ("put the model in eval mode if it updates them in training only, or "
+                      "return the new value instead" if self.training else
+                      "the model is in eval mode, so its forward makes the update on every "
+                      "call or on the first (a rescale of its weights): make it before "
+                      "compiling, or return the new value instead")
+            raise FrontendError(f"the model updates its {what} in place ({listed}): a "
                                 "compiled model computes outputs from fixed weights and "
-                                "buffers; put the model in eval mode or return the new "
-                                "value instead")
+                                f"buffers; {advice}")
 
     @property
     def graph(self) -> torch.fx.Graph:
@@ -131,12 +142,52 @@ def capture_module(model: torch.nn.Module, example_inputs: Sequence) -> Captured
             sys.stderr.write(printed.getvalue())  # what a successful export printed
         finally:
             model.train(was_training)
+        before = exported.graph
+        traces = _user_traces(before)
         try:
             exported = exported.run_decompositions()
         except Exception as exc:  # a decomposition that needs data (take's indices, say)
             raise FrontendError(f"torch.export could not capture {type(model).__name__} in "
                                 f"core ATen ops: {type(exc).__name__}: {exc}") from exc
-    return from_exported(exported)
+        _restore_traces(exported.graph, before, traces)
+    captured = from_exported(exported)
+    captured.training = was_training
+    return captured
+
+
+def _user_traces(graph: torch.fx.Graph) -> dict[str, str]:
+    """{node name: the stack trace in the user's code} of export's graph before its
+    decompositions; a node of a context's subgraph (torch.no_grad(), autocast: a higher
+    order op without a trace of its own) takes its first user's."""
+    traces = {}
+    for node in graph.nodes:
+        trace = node.meta.get("stack_trace") or next(
+            (u.meta["stack_trace"] for u in node.users if u.meta.get("stack_trace")), None)
+        if trace:
+            traces[node.name] = trace
+    return traces
+
+
+def _restore_traces(graph: torch.fx.Graph, graph_before: torch.fx.Graph,
+                    traces: dict[str, str]) -> None:
+    """Give the user's stack trace back to the decomposed nodes that carry only the
+    generated code of a context's subgraph (`File "<eval_with_key>..."`), found through
+    their provenance (`from_node`) in `graph_before`, the graph before the decompositions
+    (`_user_traces`: its nodes' traces), so that errors name the user's line (a weight
+    rescaled under torch.no_grad())."""
+    for node in graph.nodes:
+        trace = node.meta.get("stack_trace")
+        if node.op != "call_function" or (trace and "<eval_with_key>" not in trace):
+            continue
+        sources = node.meta.get("from_node") or []
+        while sources:
+            found = next((traces[s.name] for s in sources if s.graph_id == id(graph_before)
+                          and s.name in traces and "<eval_with_key>" not in traces[s.name]),
+                         None)
+            if found:
+                node.meta["stack_trace"] = found
+                break
+            sources = [p for s in sources for p in (getattr(s, "from_node", None) or [])]
 
 
 def from_exported(exported) -> Captured:
@@ -175,7 +226,7 @@ def from_exported(exported) -> Captured:
             raise UnsupportedOpError(_effectful(nodes[name]))
         else:
             raise FrontendError(f"input {name!r} of kind {kind} is not supported")
-    updates = {}
+    updates, parameters = {}, set()
     kept = []  # the positions of the graph's outputs that stay outputs
     for position, spec in enumerate(sig.output_specs):
         kind = spec.kind.name
@@ -191,6 +242,8 @@ def from_exported(exported) -> Captured:
                 # self.pos_encoding.to(dtype)` of the dtype it has) is no update
                 continue
             updates[spec.target] = spec.arg.name
+            if kind == "PARAMETER_MUTATION":
+                parameters.add(spec.target)
         kept.append(position)
     if len(kept) < len(sig.output_specs):  # those assignments leave the graph's outputs
         output = next(n for n in exported.graph_module.graph.nodes if n.op == "output")
@@ -198,7 +251,7 @@ def from_exported(exported) -> Captured:
     _empty_as_zeros(exported.graph_module.graph)
     exported.graph_module.recompile()
     return Captured(exported.graph_module, constants, users, exported.call_spec.out_spec,
-                    updates, fixed, order)
+                    updates, fixed, order, frozenset(parameters))
 
 
 # core ATen's tensors of unspecified values, each op's size its first argument

@@ -82,6 +82,30 @@ def test_a_model_updating_a_buffer_is_refused_with_its_line():
                        ) as err:
         frontend.compile(CountsItsCalls(), (torch.randn(2, 4),), config=CONFIG)
     assert "self.calls.add_(1.0)" in str(err.value)
+    assert "put the model in eval mode" in str(err.value)  # it is in training mode
+
+
+class RescalesOnFirstCall(nn.Module):
+    """Halves its weight on its first call in eval mode (as RWKV rescales its layers)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(4))
+        self.rescaled = False
+
+    def forward(self, x):
+        if not self.rescaled:
+            with torch.no_grad():
+                self.weight.div_(2.0)
+            self.rescaled = True
+        return x * self.weight
+
+
+def test_a_model_updating_a_parameter_in_eval_mode_is_told_so():
+    with pytest.raises(frontend.FrontendError, match=r"updates its parameters in place "
+                       r"\('weight'(.|\n)*the model is in eval mode") as err:
+        frontend.compile(RescalesOnFirstCall().eval(), (torch.randn(2, 4),), config=CONFIG)
+    assert "self.weight.div_(2.0)" in str(err.value)
 
 
 class ReassignsItsBuffer(nn.Module):
