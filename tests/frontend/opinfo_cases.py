@@ -97,8 +97,8 @@ DERIVED = (
 # claimed by hand: a rule covers some samples after the first three (scalar clamp bounds:
 # EDGE_ARGS), an op without a rule folds (nearest upsampling's aten.arange, on constants) or
 # the rule refuses the variant (div's rounding modes: by a runtime divisor).
-# Not claimed, every sample refused: nll_loss (aten.scalar_tensor), bilinear
-# (aten._trilinear), float_power (a cast to float64: fp32 only)
+# Not claimed, every sample refused: nll_loss (aten.scalar_tensor), float_power (a cast
+# to float64: fp32 only)
 BY_HAND = ("div.trunc_rounding", "div.floor_rounding", "clamp",
            "nn.functional.interpolate.nearest", "nn.functional.upsample_nearest")
 # rules added after DERIVED was taken (each checked with this harness's samples)
@@ -121,7 +121,7 @@ ADDED = (
     "nn.functional.avg_pool3d", "nn.functional.adaptive_max_pool3d", "max.reduction_no_dim",
     "min.reduction_no_dim", "pow", "__rpow__", "scatter_reduce.sum", "scatter_reduce.mean",
     "scatter_reduce.amax", "scatter_reduce.amin", "nn.functional.grid_sample",
-    "nn.functional.rrelu", "nn.functional.unfold",
+    "nn.functional.rrelu", "nn.functional.unfold", "nn.functional.bilinear",
 )
 CLAIMED = DERIVED + BY_HAND + ADDED
 # one OpInfo or more for every op family with a rule: the default test run
