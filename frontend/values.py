@@ -123,4 +123,6 @@ class Tensor:
 
 class Symbolic:
     """Base of runtime values that are neither tensors nor constants (the predicates of
-    the attention mask guard, see `lowering.masks`)."""
+    the attention mask guard, see `lowering.masks`). `what` names one in errors."""
+
+    what = "a value the lowering keeps symbolic"

@@ -67,6 +67,8 @@ class FirstMaxima(Symbolic):
     """max_pool2d's indices: not materialized; the backward rule recomputes the mask of
     each window's first maximum from the pooled input."""
 
+    what = "max_pool2d's indices (recomputed only by the pool's backward)"
+
 
 def _output_used(node, i: int) -> bool:
     return any(u.target is operator.getitem and u.args[1] == i for u in node.users)

@@ -88,7 +88,7 @@ def relayout(value, fn, low=None):
     if isinstance(value, Symbolic):
         # a value rules only consume (max_pool1d's indices through a squeeze): an error
         # naming the node where it is used (or output)
-        return Unavailable(f"{type(value).__name__} after a layout op")
+        return Unavailable(f"{value.what} after a layout op")
     raise TypeError(f"cannot relayout {type(value).__name__}")
 
 

@@ -292,6 +292,9 @@ class Lowering:
             return Operand(name, shape, index=value.index.reshape(shape))
         if type(value) in MATERIALIZERS:
             return self.operand(name, self.materialized(value), shape)
+        if isinstance(value, (Unavailable, Symbolic)):  # not computed on the fabric
+            raise self.unsupported(f"an input that is {value.what} (not computed on the "
+                                   "fabric)")
         raise self.unsupported(f"an input of type {type(value).__name__}")
 
     def materialized(self, value):

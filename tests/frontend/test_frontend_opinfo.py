@@ -123,6 +123,9 @@ X = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))
     (lambda x: torch.linalg.matrix_power(x[0, :3, :3], -1), "_linalg_check_errors.* side"),
     # pooling indices through a squeeze raised TypeError
     (lambda x: F.max_pool1d(x, 2, return_indices=True)[1].float(), "not computed"),
+    # max_unpool2d of the pool's indices said "an input of type Unavailable"
+    (lambda x: F.max_unpool2d(*F.max_pool2d(x[None], 2, return_indices=True), 2),
+     "an input that is max_pool2d's indices .*not computed on the fabric"),
 ])
 def test_refused_with_the_reason(fn, match):
     with pytest.raises(frontend.UnsupportedOpError, match=match):
