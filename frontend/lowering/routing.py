@@ -230,3 +230,19 @@ def bucketize(low, node, x, boundaries, out_int32=False, right=False):
     count = reduce_rows(low, low.materialized(below).index, "sum")  # x <= b (right: x < b)
     out = map_(low, map_(low, count, "mul", -1.0, (n,)), "add", float(k), (n,))
     return Ref(out.index.reshape(x.shape), node.meta["val"].dtype)
+
+
+@rule(aten.searchsorted.Tensor)
+def searchsorted(low, node, sorted_sequence, values, out_int32=False, right=False,
+                 side=None, sorter=None):
+    """torch.searchsorted into a 1-D sorted sequence: `bucketize` of the values (the same
+    index, eager's for both sides: side "right" is right=True); a batched sequence or a
+    sorter is refused."""
+    if sorter is not None:
+        raise low.unsupported("searchsorted with a sorter")
+    if len(shape_of(sorted_sequence)) != 1:
+        raise low.unsupported("searchsorted into a sequence of more than one dimension "
+                              "(one sorted 1-D sequence, as bucketize's boundaries, is "
+                              "supported)")
+    return bucketize(low, node, values, sorted_sequence, out_int32,
+                     bool(right) or side == "right")

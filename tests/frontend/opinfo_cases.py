@@ -122,6 +122,7 @@ ADDED = (
     "min.reduction_no_dim", "pow", "__rpow__", "scatter_reduce.sum", "scatter_reduce.mean",
     "scatter_reduce.amax", "scatter_reduce.amin", "nn.functional.grid_sample",
     "nn.functional.rrelu", "nn.functional.unfold", "nn.functional.bilinear",
+    "searchsorted",
 )
 CLAIMED = DERIVED + BY_HAND + ADDED
 # one OpInfo or more for every op family with a rule: the default test run
@@ -160,7 +161,7 @@ CORE = (
 # empty tensor (the frontend refuses those at its entry, with a FrontendError naming it)
 MAX_ELEMENTS = 500
 # the first floating-point tensor is the runtime input unless listed: {key: leaf index}
-RUNTIME_LEAF: dict[str, int] = {}
+RUNTIME_LEAF: dict[str, int] = {"searchsorted": 1}  # its values (the sequence a constant)
 
 # special values for every elementwise op: inf, nan, zeros of both signs, the ends of the
 # exp / sigmoid / tanh ranges, huge and tiny normals and subnormals

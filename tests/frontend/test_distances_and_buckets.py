@@ -1,6 +1,6 @@
-"""torch.cdist (p = 2, 1, inf: the norms of the pairs' differences) and torch.bucketize
-(a count of comparisons against sorted boundaries) through `frontend.compile`, against
-eager fp32.
+"""torch.cdist (p = 2, 1, inf: the norms of the pairs' differences), torch.bucketize
+(a count of comparisons against sorted boundaries) and torch.searchsorted into a 1-D
+sequence (bucketize's index) through `frontend.compile`, against eager fp32.
 
 Tolerances: bucketize, and cdist with p = 1 and inf (sums of |d| over 4 features, a max),
 are exact or within assert_close's fp32 defaults (rtol 1.3e-6): |d| and max are exact, a
@@ -80,6 +80,19 @@ def test_bucketize_by_runtime_boundaries_and_integer_ids():
     ids = torch.tensor([[1, 5, 9], [0, 4, 8]])
     cm = frontend.compile(Fn(ids_in).eval(), (ids,), config=CONFIG)
     assert torch.equal(cm(ids), ids_in(ids))
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_into_a_sorted_sequence(side):
+    def fn(x):
+        return torch.searchsorted(BOUNDS, x, side=side)
+
+    x = _values()
+    cm = frontend.compile(Fn(fn).eval(), (x,), config=CONFIG)
+    assert torch.equal(cm(x), fn(x))
+    with pytest.raises(frontend.UnsupportedOpError, match="more than one dimension"):
+        frontend.compile(Fn(lambda v: torch.searchsorted(BOUNDS.expand(2, -1), v[:2])).eval(),
+                         (x,), config=CONFIG)
 
 
 def test_bucketize_with_unsorted_boundaries_is_refused():
