@@ -36,7 +36,7 @@ from frontend.lowering.common import (
     windows,
 )
 from frontend.lowering.core import Unavailable, rule
-from frontend.lowering.elementwise import unary_stage
+from frontend.lowering.elementwise import pow_, unary_stage
 from frontend.lowering.embedding import compare_mask
 from frontend.stages import Limits
 from frontend.values import Const, Ref
@@ -98,7 +98,9 @@ def amin(low, node, x, dims=(), keepdim=False):
 def vector_norm(low, node, x, ord=2, dims=None, keepdim=False, dtype=None):
     """The 2-norm sqrt(sum(x * x)) (F.normalize, cosine similarity), the 1-norm sum(|x|)
     and the max norm max(|x|) over `dims`: a product or an abs, one row reduction
-    (`common.reduce`) and, for the 2-norm, a sqrt."""
+    (`common.reduce`) and, for the 2-norm, a sqrt; any other positive order p as
+    (sum |x|^p)^(1/p), the powers by `elementwise.pow_` (products for p up to 4,
+    exp(p log x) else)."""
     if not isinstance(x, Ref) or not x.dtype.is_floating_point:
         raise low.unsupported("vector_norm of a runtime float tensor only")
     order = float(ord)
@@ -108,7 +110,10 @@ def vector_norm(low, node, x, ord=2, dims=None, keepdim=False, dtype=None):
     if order in (1, math.inf):
         return reduce(low, node, unary_stage(low, x, "abs"), dims, keepdim,
                       "sum" if order == 1 else "max")
-    raise low.unsupported(f"vector_norm of order {ord} (2, 1 and inf)")
+    if math.isfinite(order) and order > 0:  # (sum |x|^p)^(1/p), as eager's CPU kernel
+        powers = pow_(low, node, unary_stage(low, x, "abs"), order)
+        return pow_(low, node, reduce(low, node, powers, dims, keepdim, "sum"), 1.0 / order)
+    raise low.unsupported(f"vector_norm of order {ord} (positive finite orders and inf)")
 
 
 @rule(aten._cdist_forward.default)

@@ -76,12 +76,14 @@ def test_vector_norms_and_normalize():
     fns = (lambda t: torch.linalg.vector_norm(t, dim=-1),
            lambda t: torch.linalg.vector_norm(t, 1, (0, 1)),
            lambda t: torch.linalg.vector_norm(t, math.inf, -1, keepdim=True),
-           lambda t: F.normalize(t, dim=-1))
+           lambda t: F.normalize(t, dim=-1),
+           lambda t: torch.linalg.vector_norm(t, 3, -1),  # (sum |x|^3)^(1/3)
+           lambda t: torch.linalg.vector_norm(t, 1.5, 0))
     _, outs = _compiled(lambda t: tuple(f(t) for f in fns), x)
     for got, f in zip(outs, fns):
         torch.testing.assert_close(got, f(x))
-    with pytest.raises(frontend.UnsupportedOpError, match="vector_norm of order 3"):
-        _compiled(lambda t: torch.linalg.vector_norm(t, 3), x)
+    with pytest.raises(frontend.UnsupportedOpError, match="vector_norm of order -inf"):
+        _compiled(lambda t: torch.linalg.vector_norm(t, -math.inf), x)
 
 
 @pytest.mark.parametrize("affine", [False, True])
