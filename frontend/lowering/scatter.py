@@ -233,14 +233,7 @@ def _assign(low, base, indices, values) -> Ref:
     if not all(i is None or isinstance(i, Const) for i in indices):
         raise low.unsupported("index_put without accumulate by runtime indices (an "
                               "assignment whose duplicates eager resolves in no stated order)")
-    picks = [None if i is None else i.value for i in indices]
-    for k, p in enumerate(picks):
-        size = shape_of(base)[k]
-        if p is not None and p.dtype != torch.bool:
-            if bool((p < -size).any()) or bool((p >= size).any()):
-                raise low.unsupported(f"index_put indices outside [-{size}, {size}) on "
-                                      f"dimension {k}")
-            picks[k] = p % size  # eager wraps negative ones
+    picks = _constant_picks(low, shape_of(base), indices)
     base, values = (constant(low, v, "_assigned") if isinstance(v, Const) else v
                     for v in (base, values))
     if not (isinstance(base, Ref) and isinstance(values, Ref)):
@@ -255,19 +248,28 @@ def _assign(low, base, indices, values) -> Ref:
     return Ref(ids, base.dtype)
 
 
+def _constant_picks(low, shape, indices) -> list:
+    """index_put's constant `indices` (Consts or None, for a base of `shape`) as the
+    tensors torch indexes with: integer ones checked against their dimension and wrapped
+    where negative (as eager), boolean masks as they are."""
+    picks = [None if i is None else i.value for i in indices]
+    for k, p in enumerate(picks):
+        if p is not None and p.dtype != torch.bool:
+            size = shape[k]
+            if bool((p < -size).any()) or bool((p >= size).any()):
+                raise low.unsupported(f"index_put indices outside [-{size}, {size}) on "
+                                      f"dimension {k}")
+            picks[k] = p % size  # eager wraps negative ones
+    return picks
+
+
 def _accumulate_at_constant(low, base, indices, values) -> Ref:
     """base.index_put(indices, values, accumulate=True) for constant indices on any
     dimensions (None for a whole one; F.fold's col2im: the patches' elements added into
     the image): torch's own indexing of base's positions says where each element of values
     lands, and a static scatter-add sums those that land together."""
     shape = shape_of(base)
-    picks = [None if i is None else i.value for i in indices]
-    for k, p in enumerate(picks):
-        if p is not None and p.dtype != torch.bool:
-            if bool((p < -shape[k]).any()) or bool((p >= shape[k]).any()):
-                raise low.unsupported(f"index_put indices outside [-{shape[k]}, {shape[k]}) "
-                                      f"on dimension {k}")
-            picks[k] = p % shape[k]  # eager wraps negative ones
+    picks = _constant_picks(low, shape, indices)
     if isinstance(values, Const):
         values = constant(low, values, "_values")
     if not isinstance(values, Ref):
