@@ -480,12 +480,18 @@ class CompiledModel:
         return sum(s.fmas for s in self.lowered.stages)
 
     @property
+    def half_storage(self) -> HalfDtype | None:
+        """The 16-bit format the model's nodes are stored in: mixed precision's, or that of
+        a model of 16-bit tensors (`stored_half`); None when every node is fp32."""
+        return self.half or self.stored_half
+
+    @property
     def utilization(self) -> float:
         """Useful multiply-adds over the whole fabric's fma peak: the fp32 peak, or under
         mixed precision or for a model of 16-bit tensors the 16-bit one (4 per PE-cycle on
         WSE-2). Sequential: for the cycles of the call; pipelined: for the period (a
         sample's multiply-adds per steady state cycles per sample)."""
-        dtype = "f16" if self.half or self.stored_half else "f32"
+        dtype = "f16" if self.half_storage else "f32"
         peak = self.config.simd_width("fma", dtype) * self.config.rows * self.config.cols
         cycles = self.period if self.mode == "pipelined" else self.cycles
         return self.fmas / (peak * max(1.0, cycles))

@@ -52,7 +52,7 @@ def report(cm) -> str:
     tensors the format and its error against eager); pipelined: one line per
     stage and the colors over the whole graph (`cm.colors`)."""
     rows = node_rows(cm)
-    half = cm.half or cm.stored_half  # mixed precision, or a model of 16-bit tensors
+    half = cm.half_storage  # mixed precision, or a model of 16-bit tensors
     ref = ("" if half is None else "eager" if cm.half is None
            else "autocast" if half.torch_dtype is not None else "fp32")
     head = (f"{'node':24} {'op':30} {'kernel':16} {'tile':18} {'PEs':>4} "

@@ -131,9 +131,7 @@ def mixed_tolerance(want: torch.Tensor, fmt: str) -> tuple[float, float]:
     value and, as atol, to the node's largest finite magnitude: sums cancel, so an element's
     error scales with the terms that made it, not with its own size."""
     eps = EPSILON[fmt]
-    finite = want[torch.isfinite(want)]
-    scale = float(finite.abs().max()) if finite.numel() else 0.0
-    return MIXED_ULPS * eps, MIXED_ULPS * eps * scale
+    return MIXED_ULPS * eps, MIXED_ULPS * eps * _largest_magnitude(want)
 
 
 def fp32_tolerance(want: torch.Tensor) -> tuple[float, float]:
@@ -141,9 +139,14 @@ def fp32_tolerance(want: torch.Tensor) -> tuple[float, float]:
     epsilons of the node's largest finite magnitude (a residual's 1e-5 is below one
     epsilon of a node whose values reach 100)."""
     rtol, atol = TOLERANCES[torch.float32]
+    return rtol, max(atol, FP32_SCALE_ULPS * 2.0 ** -23 * _largest_magnitude(want))
+
+
+def _largest_magnitude(want: torch.Tensor) -> float:
+    """The largest finite |value| of a node (0 when none is finite): the scale its sums'
+    roundings follow."""
     finite = want[torch.isfinite(want)]
-    scale = float(finite.abs().max()) if finite.numel() else 0.0
-    return rtol, max(atol, FP32_SCALE_ULPS * 2.0 ** -23 * scale)
+    return float(finite.abs().max()) if finite.numel() else 0.0
 
 
 def compare(got: torch.Tensor, want: torch.Tensor,
@@ -171,7 +174,7 @@ def validate(cm, args, raise_on_mismatch: bool = True) -> list[NodeError]:
     golden = golden_values(cm.captured, ex.inputs)
     # mixed precision: against eager autocast; a model of 16-bit tensors: against eager,
     # each node within its 16-bit format's epsilons as a mixed one
-    half = cm.half or cm.stored_half
+    half = cm.half_storage
     reference = golden
     if cm.half is not None and half.torch_dtype is not None:
         reference = autocast_values(cm.captured, ex.inputs, half.autocast_dtype)
