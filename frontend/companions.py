@@ -42,12 +42,6 @@ LAYOUT_FREE = frozenset({"map", "elementwise", "affine", "clamp", "gelu", "gelu_
 ROOT_KINDS = frozenset({"gemm_summa"})
 
 
-def hosts_of(stage: Stage, producers: dict[str, Stage]) -> list[str]:
-    """The producers whose whole output, in their own element order, is one of `stage`'s
-    runtime operands, in operand order; none when `stage` is not elementwise."""
-    return _hosts(stage, _by_base(producers))
-
-
 def _by_base(producers: dict[str, Stage]) -> dict[int, list[tuple[str, Stage]]]:
     """The producers by their output's first global id (an operand in some producer's
     element order starts with that id: one lookup instead of a pass over them all)."""
@@ -57,7 +51,10 @@ def _by_base(producers: dict[str, Stage]) -> dict[int, list[tuple[str, Stage]]]:
     return by_base
 
 
-def _hosts(stage: Stage, by_base: dict[int, list[tuple[str, Stage]]]) -> list[str]:
+def hosts_of(stage: Stage, by_base: dict[int, list[tuple[str, Stage]]]) -> list[str]:
+    """The producers (`by_base`: by their outputs' first ids, `_by_base`) whose whole
+    output, in their own element order, is one of `stage`'s runtime operands, in operand
+    order; none when `stage` is not elementwise."""
     if stage.kind not in LAYOUT_FREE:
         return []
     found = []
@@ -74,7 +71,7 @@ def riders(stages: Sequence[Stage]) -> dict[str, list[str]]:
     """{stage: the producers it could ride below} for every elementwise stage that reads
     some producer's whole output."""
     by_base = _by_base({s.name: s for s in stages if s.kind != "resident"})
-    return {s.name: hosts for s in stages if (hosts := _hosts(s, by_base))}
+    return {s.name: hosts for s in stages if (hosts := hosts_of(s, by_base))}
 
 
 @dataclasses.dataclass
