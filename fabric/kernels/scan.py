@@ -1,7 +1,8 @@
-"""Inclusive prefix sums and products along the rows of an (m, r) tensor (torch.cumsum and
-torch.cumprod over the last dimension): z[i, j] = x[i, 0] + x[i, 1] + ... + x[i, j] (op
-"sum") or x[i, 0] * x[i, 1] * ... * x[i, j] (op "prod"), the rows split over a column of
-PEs (a P x 1 rectangle, the whole row on one PE, as `rowreduce`).
+"""Inclusive prefix sums, products, maxima and minima along the rows of an (m, r) tensor
+(torch.cumsum, torch.cumprod and the values of torch.cummax / cummin over the last
+dimension): z[i, j] = x[i, 0] + x[i, 1] + ... + x[i, j] (op "sum"), x[i, 0] * ... * x[i, j]
+("prod"), max(x[i, 0], ..., x[i, j]) ("max") or the min ("min"), the rows split over a
+column of PEs (a P x 1 rectangle, the whole row on one PE, as `rowreduce`).
 
 A row's scan is a chain of r - 1 dependent additions (multiplications), so it runs inside
 one PE; the rows of a PE's block advance together, one column of the block per op (the ops
@@ -12,13 +13,15 @@ mb = the largest block (padding rows hold zeros; their results are not read).
 
 Per PE (fp32), z (mb, r) apart from x:
     z[:, 0] = x[:, 0]                       mov, mb elements at stride r
-    z[:, j] = z[:, j - 1] op x[:, j]        j = 1 .. r - 1: one add (mul) of mb elements each
+    z[:, j] = z[:, j - 1] op x[:, j]        j = 1 .. r - 1: one add (mul, max, min) of mb
+                                            elements each
 
 Cycle model (exact): T = 1 + c_mov(mb) + (r - 1) c_op(mb) + 1, c_op(e) = ceil(e / w_op)
-(op add or mul; task start and end one cycle each; w_op capped by the stride r of the
-columns, `FabricConfig.stride_width`). Each row is folded left to right in fp32, as
+(op add, mul, max or min; task start and end one cycle each; w_op capped by the stride r of
+the columns, `FabricConfig.stride_width`). Each row is folded left to right in fp32, as
 np.cumsum and np.cumprod do (bit for bit); integer-valued inputs (counts, token masks) give
-exact sums and products up to 2^24.
+exact sums and products up to 2^24. The running max and min are exact, NaN propagating
+from where it first appears (as torch.cummax's values).
 
 16-bit storage (dtype "f16", "bf16" or "cb16", acc_dtype "f32"): x and z are 16-bit
 symbols; x is widened exactly into an fp32 (mb, r) vector w (to_f32), the scan runs in
@@ -43,8 +46,10 @@ from fabric.kernels.rowreduce import load_row_blocks, op_cycles, row_blocks
 from fabric.numerics import round_to, words_for
 from fabric.program import Program, Rect, Tile
 
-OPS = {"sum": ("add", ins.add), "prod": ("mul", ins.mul)}  # op: (builtin, instruction)
-NAMES = {"sum": "cumsum", "prod": "cumprod"}
+# op: (builtin, instruction)
+OPS = {"sum": ("add", ins.add), "prod": ("mul", ins.mul), "max": ("max", ins.max_),
+       "min": ("max", ins.min_)}  # fmins: the width of fmaxs
+NAMES = {"sum": "cumsum", "prod": "cumprod", "max": "cummax", "min": "cummin"}
 
 
 def scan_cycles(config: FabricConfig, mb: int, r: int, op: str = "sum",
@@ -68,18 +73,18 @@ def build_cumsum(config: FabricConfig, rect: Rect, m: int, r: int, dtype: str = 
 
 def build_scan(config: FabricConfig, rect: Rect, m: int, r: int, op: str = "sum",
                dtype: str = "f32", acc_dtype: str = "f32") -> Kernel:
-    """z[i, j] = sum ("sum") or product ("prod") of x[i, :j + 1] for x of shape (m, r);
-    rect must be one column wide.
+    """z[i, j] = sum ("sum"), product ("prod"), max ("max") or min ("min") of x[i, :j + 1]
+    for x of shape (m, r); rect must be one column wide.
 
     Args:
-        op: "sum" (cumsum) or "prod" (cumprod).
+        op: "sum" (cumsum), "prod" (cumprod), "max" (cummax) or "min" (cummin).
         dtype: storage format of x and z: "f32", "f16", "bf16" or "cb16".
         acc_dtype: "f32" only (the running sums or products in fp32, each output rounded
             once).
 
     Returns:
-        a Kernel named "cumsum" or "cumprod": inputs {"x": (m, r)}; output (m, r) float32;
-        model `scan_cycles`.
+        a Kernel named "cumsum", "cumprod", "cummax" or "cummin": inputs {"x": (m, r)};
+        output (m, r) float32; model `scan_cycles`.
     """
     if op not in OPS:
         raise ValueError(f"scan: op must be one of {sorted(OPS)}, got {op!r}")
@@ -124,11 +129,13 @@ def build_scan(config: FabricConfig, rect: Rect, m: int, r: int, op: str = "sum"
 
 def scan_reference(x: np.ndarray, op: str = "sum", dtype: str = "f32") -> np.ndarray:
     """The kernel's arithmetic in numpy: x rounded to dtype, a left-to-right fp32 running
-    sum (np.cumsum) or product (np.cumprod) per row, each rounded once to dtype."""
+    sum (np.cumsum), product (np.cumprod), max or min per row, each rounded once to
+    dtype."""
     x = np.asarray(x, np.float32)
     if dtype != "f32":
         x = round_to(x, dtype)
-    z = {"sum": np.cumsum, "prod": np.cumprod}[op](x, axis=1, dtype=np.float32)
+    z = {"sum": np.cumsum, "prod": np.cumprod, "max": np.maximum.accumulate,
+         "min": np.minimum.accumulate}[op](x, axis=1, dtype=np.float32)
     return z if dtype == "f32" else round_to(z, dtype)
 
 

@@ -29,6 +29,7 @@ from frontend.lowering import (
     matmul,
     modulo,
     norms,
+    order_statistics,
     pool3d,
     powers,
     ranking,
@@ -43,5 +44,6 @@ from frontend.lowering import (
 
 FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
             backward_pool, binary_math, conv, elementwise, embedding, embedding_bag, experts,
-            grid_sample, layout, losses, masks, matmul, modulo, norms, pool3d, powers, ranking,
-            reductions, resample, routing, scatter, scatter_reduce, scatter_value, spectral)
+            grid_sample, layout, losses, masks, matmul, modulo, norms, order_statistics,
+            pool3d, powers, ranking, reductions, resample, routing, scatter, scatter_reduce,
+            scatter_value, spectral)

@@ -84,7 +84,7 @@ def ranked_by(index) -> tuple[torch.fx.Node, int] | None:
     return source, ranked.shape[dim]
 
 
-def _ranked_last(low, x: Ref, dim: int) -> tuple[Ref, torch.Tensor, int]:
+def ranked_last(low, x: Ref, dim: int) -> tuple[Ref, torch.Tensor, int]:
     """(x, its index map with the ranked dimension last, that dimension): an integer
     input's words first read as numbers; a 0-d x as one element."""
     if low.int_words(x):
@@ -98,7 +98,7 @@ def rank(low, x: Ref, dim: int, k: int, largest: bool) -> tuple[Ref, Ref]:
     """The k largest (smallest) elements of x along `dim` in order, and their indices (the
     module docstring's passes): Refs of x's shape with `dim` of size k, values of x's
     dtype and int64 indices."""
-    x, moved, dim = _ranked_last(low, x, dim)
+    x, moved, dim = ranked_last(low, x, dim)
     nd = len(x.shape)
     r = moved.shape[-1]
     m = moved.numel() // max(1, r)
@@ -137,7 +137,7 @@ def sort_by_counts(low, x: Ref, dim: int, descending: bool) -> tuple[Ref, Ref]:
     """x sorted along `dim` and the indices (module docstring, "sort"): each element's place
     counted from the n x n comparisons of its row, the element at each place picked by a
     masked row max. Refs of x's shape, values of x's dtype and int64 indices."""
-    x, moved, dim = _ranked_last(low, x, dim)
+    x, moved, dim = ranked_last(low, x, dim)
     nd = len(x.shape)
     n = moved.shape[-1]
     m = moved.numel() // max(1, n)
@@ -165,8 +165,10 @@ def sort_by_counts(low, x: Ref, dim: int, descending: bool) -> tuple[Ref, Ref]:
     return Ref(back(values), x.dtype), Ref(back(indices), torch.int64)
 
 
-def _check(low, x, r: int, what: str, most: int = MAX_PASSES, each: str = "one pass each"
-           ) -> None:
+def check_ranked(low, x, r: int, what: str, most: float = MAX_PASSES,
+                 each: str = "one pass each") -> None:
+    """Refuse a ranking of anything but a runtime float or integer tensor, or of rows of
+    more than `most` elements."""
     if not isinstance(x, Ref) or x.dtype == torch.bool:
         kind = type(x).__name__ if not isinstance(x, Ref) else f"a {x.dtype} tensor"
         raise low.unsupported(f"{what} of {kind} (a runtime float or integer tensor)")
@@ -178,7 +180,7 @@ def _check(low, x, r: int, what: str, most: int = MAX_PASSES, each: str = "one p
 def topk(low, node, x, k, dim=-1, largest=True, sorted=True):
     """The k largest (largest=False: smallest) along `dim`, in order (module docstring);
     sorted=False (any order, eager's unspecified) gets the same order."""
-    _check(low, x, k, "topk")
+    check_ranked(low, x, k, "topk")
     if k == 0:
         raise low.unsupported("topk with k=0")
     return rank(low, x, dim, k, largest)
@@ -189,7 +191,7 @@ def sort(low, node, x, dim=-1, descending=False):
     """sort (argsort: its indices) along `dim`, ties in index order (stable, as eager's)."""
     nd = len(x.shape) if isinstance(x, Ref) else 0
     r = x.shape[dim] if nd else 1
-    _check(low, x, r, "sort", MAX_SORTED, "n x n comparisons each")
+    check_ranked(low, x, r, "sort", MAX_SORTED, "n x n comparisons each")
     return sort_by_counts(low, x, dim, descending)
 
 

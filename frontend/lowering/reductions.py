@@ -219,13 +219,14 @@ def argmax(low, node, x, dim=None, keepdim=False):
     return Ref(indices.index.reshape(out_shape(node)), torch.int64)
 
 
-def _scan(low, node, x, dim, op: str) -> Ref:
-    """Running sums or products (op "sum" | "prod") along `dim`: x's other dimensions are
-    the rows, `dim` the r columns of a row, scanned by `build_scan` (rows over a column of
-    PEs). Integer values (a token mask's counts) are exact up to 2^24 in the fp32 words
-    kernels compute in; an integer input's int32 words would need a conversion first, and
-    are refused. A comparison's running count is the cumsum of its 0/1 mask."""
-    name = {"sum": "cumsum", "prod": "cumprod"}[op]
+def scan(low, x, dim, op: str, dtype: torch.dtype) -> Ref:
+    """Running sums, products, maxima or minima (op "sum" | "prod" | "max" | "min") along
+    `dim`, a Ref of x's shape and `dtype`: x's other dimensions are the rows, `dim` the r
+    columns of a row, scanned by `build_scan` (rows over a column of PEs). Integer values
+    (a token mask's counts) are exact up to 2^24 in the fp32 words kernels compute in; an
+    integer input's int32 words would need a conversion first, and are refused. A
+    comparison's running count is the cumsum of its 0/1 mask."""
+    name = SCANS[op]
     x = low.materialized(x)
     if low.int_words(x):
         raise low.unsupported(f"{name} of an integer input (its int32 words; a {name} of a "
@@ -239,18 +240,21 @@ def _scan(low, node, x, dim, op: str) -> Ref:
                     Limits(m, 1, cols_fixed=1), words_per_element=2)
     out = ref.index.reshape(moved.shape).movedim(-1, dim) if moved.dim() else \
         ref.index.reshape(())
-    return Ref(out, node.meta["val"].dtype)
+    return Ref(out, dtype)
+
+
+SCANS = {"sum": "cumsum", "prod": "cumprod", "max": "cummax", "min": "cummin"}
 
 
 @rule(aten.cumsum.default)
 def cumsum(low, node, x, dim, dtype=None):
-    return _scan(low, node, x, dim, "sum")
+    return scan(low, x, dim, "sum", node.meta["val"].dtype)
 
 
 @rule(aten.cumprod.default)
 def cumprod(low, node, x, dim, dtype=None):
     """Running products (a Ref's -1 reads as zero: the product of a zero, as it should)."""
-    return _scan(low, node, x, dim, "prod")
+    return scan(low, x, dim, "prod", node.meta["val"].dtype)
 
 
 @rule(aten.max_pool2d_with_indices.default)

@@ -122,7 +122,7 @@ ADDED = (
     "min.reduction_no_dim", "pow", "__rpow__", "scatter_reduce.sum", "scatter_reduce.mean",
     "scatter_reduce.amax", "scatter_reduce.amin", "nn.functional.grid_sample",
     "nn.functional.rrelu", "nn.functional.unfold", "nn.functional.bilinear",
-    "searchsorted",
+    "searchsorted", "median", "nanmedian", "kthvalue", "cummax", "cummin", "logcumsumexp",
 )
 CLAIMED = DERIVED + BY_HAND + ADDED
 # one OpInfo or more for every op family with a rule: the default test run
@@ -142,7 +142,7 @@ CORE = (
     "mm", "addmm", "bmm", "matmul", "nn.functional.linear",
     # reductions
     "mean", "sum", "amax", "var", "argmax", "cumsum", "nn.functional.group_norm",
-    "linalg.vector_norm",
+    "linalg.vector_norm", "median", "logcumsumexp",
     # pooling, convolution, resampling, embedding
     "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
     "nn.functional.adaptive_avg_pool2d", "nn.functional.adaptive_max_pool2d",

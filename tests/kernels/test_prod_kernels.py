@@ -107,10 +107,26 @@ def test_cumprod_of_integers_is_exact():
     np.testing.assert_array_equal(res.output, np.cumprod(x.astype(np.int64), axis=1))
 
 
+@pytest.mark.parametrize("op,dtype", [("max", "f32"), ("min", "f32"), ("max", "bf16")])
+def test_running_extrema_exact_and_cycles(op, dtype):
+    """cummax / cummin: exact, NaN kept from where it first appears (np.maximum.accumulate
+    propagates NaN as torch.cummax's values do), infinities as numbers."""
+    x = np.random.default_rng(5).standard_normal((6, 7)).astype(np.float32)
+    x[1, 2], x[3, 0], x[4, 5], x[5, 3] = np.nan, np.inf, -np.inf, np.nan
+    k = build_scan(CONFIG, Rect(0, 1, 2, 1), 6, 7, op, dtype=dtype)
+    assert k.name == {"max": "cummax", "min": "cummin"}[op]
+    res = run_kernel(k, {"x": x})
+    fold = np.maximum.accumulate if op == "max" else np.minimum.accumulate
+    np.testing.assert_array_equal(res.output, fold(round_to(x, dtype) if dtype != "f32" else x,
+                                                   axis=1))
+    np.testing.assert_array_equal(res.output, sc.scan_reference(x, op, dtype))
+    assert res.cycles == k.model_cycles == sc.scan_cycles(CONFIG, 3, 7, op, dtype)
+
+
 def test_scan_ops_are_named():
     assert build_cumsum(CONFIG, Rect(0, 0, 2, 1), 4, 3).name == "cumsum"
     with pytest.raises(ValueError, match="scan: op must be one of"):
-        build_scan(CONFIG, Rect(0, 0, 2, 1), 4, 3, "max")
+        build_scan(CONFIG, Rect(0, 0, 2, 1), 4, 3, "mean")
     with pytest.raises(ValueError, match="one PE wide"):
         build_scan(CONFIG, Rect(0, 0, 2, 2), 8, 4, "prod")
     with pytest.raises(ValueError, match="rowreduce: op must be one of.*'prod'"):
