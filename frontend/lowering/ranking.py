@@ -60,15 +60,16 @@ MAX_SORTED = 128  # elements sort ranks per row: n x n comparisons per row
 
 
 # the rankings whose indices lie within their dimension: op -> position of its dim argument
+# (max.dim and min.dim: Phi-3.5-MoE's router takes its first expert as max's index)
 DIM_ARGUMENT = {aten.topk.default: 2, aten.sort.default: 1, aten.sort.stable: None,
-                aten.argmax.default: 1}
+                aten.argmax.default: 1, aten.max.dim: 1, aten.min.dim: 1}
 SORTS = (aten.sort.default, aten.sort.stable)
 
 
 def ranked_by(index) -> tuple[torch.fx.Node, int] | None:
     """(the ranking's node, the size of the dimension it ranks) where the graph value
-    `index` is the indices of a topk or sort, or an argmax along one dimension: each in
-    [0, that size) by construction. None for anything else."""
+    `index` is the indices of a topk or sort, or an argmax, max or min along one dimension:
+    each in [0, that size) by construction. None for anything else."""
     if not isinstance(index, torch.fx.Node):
         return None
     source = index.args[0] if index.target is operator.getitem and index.args[1] == 1 \

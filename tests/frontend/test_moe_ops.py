@@ -179,7 +179,10 @@ class Marks(nn.Module):
         y = x * 1.0
         keep = torch.zeros_like(y).scatter(1, torch.topk(y, 2).indices, 1.0)
         marked = y.scatter(1, torch.argmax(y, 1, keepdim=True), -5.0)  # onto a runtime base
-        return keep, marked, y.masked_fill(~keep.bool(), -INF), torch.relu(y).bool()
+        # Phi-3.5-MoE's router: its first expert masked out by max's index
+        second = y.scatter(-1, y.max(dim=-1, keepdim=True)[1], -INF)
+        return (keep, marked, y.masked_fill(~keep.bool(), -INF), torch.relu(y).bool(),
+                second, y.scatter(1, y.min(1, keepdim=True).indices, 0.0))
 
 
 def test_scatter_of_a_number_by_a_ranking_and_a_cast_to_bool():
