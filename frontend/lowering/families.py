@@ -17,6 +17,7 @@ from frontend.lowering import (
     backward_norms,
     backward_pool,
     binary_math,
+    complex_values,
     conv,
     elementwise,
     embedding,
@@ -42,8 +43,8 @@ from frontend.lowering import (
     spectral,
 )
 
-FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms,
-            backward_pool, binary_math, conv, elementwise, embedding, embedding_bag, experts,
-            grid_sample, layout, losses, masks, matmul, modulo, norms, order_statistics,
-            pool3d, powers, ranking, reductions, resample, routing, scatter, scatter_reduce,
-            scatter_value, spectral)
+FAMILIES = (asserts, backward, backward_conv, backward_embedding, backward_norms, backward_pool,
+            binary_math, complex_values, conv, elementwise, embedding, embedding_bag, experts,
+            grid_sample, layout, losses, masks, matmul, modulo, norms, order_statistics, pool3d,
+            powers, ranking, reductions, resample, routing, scatter, scatter_reduce, scatter_value,
+            spectral)

@@ -191,6 +191,26 @@ def test_scatter_of_a_number_by_a_ranking_and_a_cast_to_bool():
     _exact(frontend.compile(Marks(), (x,), config=CONFIG), Marks(), x)
 
 
+class Writes(nn.Module):
+    """Tensors written at a ranking's indices: Llama 4's router (its top-k logits into
+    -inf) and a sort undone (each element back at its place)."""
+
+    def forward(self, x):  # (3, 6)
+        y = x * 1.0
+        top = torch.topk(y, 2, dim=1)
+        router = torch.full_like(y, -INF).scatter_(1, top.indices, top.values)
+        ordered = torch.sort(y, dim=1)
+        undone = torch.zeros_like(y).scatter(1, ordered.indices, ordered.values)
+        return router, undone, y.scatter(1, y.argmax(1, keepdim=True), y[:, :1] * 2.0)
+
+
+def test_scatter_of_a_tensor_by_a_ranking():
+    x = torch.randn(3, 6, generator=torch.Generator().manual_seed(9))
+    x[1, 2] = -0.0  # a signed zero written back as it is
+    x[2, 4] = INF
+    _exact(frontend.compile(Writes(), (x,), config=CONFIG), Writes(), x)
+
+
 def test_scatter_by_other_computed_indices_is_refused():
     # topk's indices halved: computed, in range here, but no ranking's
     model = Refused(lambda x, y: torch.zeros_like(x).scatter(1, torch.topk(x, 2).indices // 2,
