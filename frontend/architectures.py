@@ -40,7 +40,7 @@ GRID = (12, 12)  # the fabric most architectures run on: small(12, 12), rows x c
 LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
                  "qwen2-moe": (24, 24), "canine": (16, 16), "olmoe": (24, 24),
                  "deepseek-v3": (24, 24), "gpt-oss": (16, 16), "jamba": (16, 16),
-                 "rwkv": (24, 24)}
+                 "rwkv": (24, 24), "llama4": (16, 16), "phimoe": (16, 16)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,6 +269,20 @@ _HF = [
                                 num_local_experts=4, num_experts_per_tok=2,
                                 layer_types=["sliding_attention"], sliding_window=4,
                                 **_DECODER)),
+    # Llama 4: rotary embeddings as complex phasors, chunked attention (4 tokens) in one
+    # layer and a layer without rotary embeddings (its queries scaled by position), a
+    # sigmoid router writing its top-1 logit into -inf beside a shared expert
+    ("llama4", "decoder", _hf("Llama4TextConfig", "Llama4TextModel", _ids, head_dim=16,
+                               num_local_experts=4, num_experts_per_tok=1,
+                               interleave_moe_layer_step=1, moe_layers=[0, 1],
+                               no_rope_layers=[1, 0], attention_chunk_size=4,
+                               layer_types=["chunked_attention", "full_attention"],
+                               intermediate_size_mlp=2 * WIDTH,
+                               **dict(_DECODER, num_hidden_layers=2))),
+    # Phi-3.5-MoE: the sparse mixer's router, each of its 2 experts picked as a max after
+    # the one before is masked out by a scatter of -inf at its index
+    ("phimoe", "decoder", _hf("PhimoeConfig", "PhimoeModel", _ids, num_local_experts=4,
+                               num_experts_per_tok=2, **_DECODER)),
     # encoder-decoders: the decoder's self-attention causal, its cross-attention over the
     # encoder's output
     # BART makes its decoder's ids from the source's, shifted right behind the start
@@ -317,6 +331,12 @@ _HF = [
         expert_layer_period=2, expert_layer_offset=1, num_experts=2, num_experts_per_tok=1,
         mamba_d_state=4, mamba_expand=2, mamba_dt_rank=4, mamba_d_conv=4,
         **dict(_DECODER, num_hidden_layers=2))),
+    # Falcon-H1: attention and a Mamba-2 mixer side by side in every layer, their outputs
+    # summed with learned multipliers
+    ("falcon-h1", "state space", _hf(
+        "FalconH1Config", "FalconH1Model", _ids, head_dim=16, mamba_d_state=4,
+        mamba_expand=2, mamba_d_head=8, mamba_n_heads=8, mamba_n_groups=1,
+        mamba_chunk_size=8, mamba_d_ssm=64, **_DECODER)),
     # linear attention as a recurrence: each channel's state decays by a learned rate
     # and takes exp(k) v, a token at a time (RWKV's time mixing, unrolled over the 8
     # tokens), token shifts feeding its channel mixing; 2 layers (transformers' init

@@ -62,6 +62,8 @@ STOPS = {
     "qwen2-moe": None,  # the same, and a gated shared expert
     "olmoe": None,  # transformers' default experts: rows sorted by expert, grouped_mm
     "gpt-oss": None,  # attention sinks: a learned column beside the scores
+    "llama4": None,  # rotary embeddings as complex phasors; its router's scatter of logits
+    "phimoe": None,  # its router's scatter by max's index
     "deepseek-v3": None,  # latent attention; its router's group mask a scatter by topk
     "bart": None,  # decoder ids shifted from the source's beside a start token
     "t5": None,  # called with attention_mask None (an input fixed in the graph)
@@ -72,6 +74,7 @@ STOPS = {
     "mamba": None,  # a selective scan, a causal depthwise convolution
     "recurrent-gemma": None,  # a gated linear recurrence, its scan unrolled
     "jamba": None,
+    "falcon-h1": None,
     "rwkv": None,  # its time mixing's recurrence unrolled: 460 stages, on small(24, 24)
     "mamba2": None,  # the scan in chunks: masked products of cumulative decays
     "vit": None,
