@@ -131,6 +131,16 @@ class FabricConfig:
             one word of padding per symbol can (`fabric.bank_layout`), and the kernels'
             cycle models count what remains (`fabric.banks.read_pair_stalls`).
             `replace(bank_conflicts=False)` runs a program without the rule.
+        async_memory_ops: whether a program may issue a DSD op asynchronously (on a
+            microthread, its task going on) when none of its operands is a fabric DSD. The
+            SDK refuses it ("Asynchronous DSD operations must have at least one fabric DSD
+            operand", release notes; "DSD operations involving fabric operands are allowed
+            to happen asynchronously", Data Structure Descriptors): with False, `Program.
+            place` refuses such an op, naming the tile, task and instruction, and the
+            kernels that would issue one issue it synchronously instead (the GEMMs' and
+            the GEMV's fmas, the moves' local copies; each cycle model follows). True in
+            the presets for now, the machine every figure of the project was measured on
+            (docs/engine.md, "Public facts").
         reserved_colors: colors the host's memcpy infrastructure owns (the SDK's memcpy
             takes 3 of the 24 routable colors; its examples leave 21, 22 and 23 to it). A
             program may not route them, bind a data task to them or name them in a fabric
@@ -170,6 +180,7 @@ class FabricConfig:
     reserved_colors: tuple = (21, 22, 23)
     sram_banks: int = 8
     bank_conflicts: bool = True
+    async_memory_ops: bool = True
     task_binding: str = "color"
     num_input_queues: int = 8
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from fabric import instructions as ins
 from fabric.bank_layout import bank_aware_addresses, natural_addresses
 from fabric.isa import Port
 from fabric.numerics.formats import HALF_DTYPES
@@ -217,6 +218,8 @@ class Program:
         """Run `tile` on every PE of `rect`. `params` maps a register name to its initial
         value: a scalar for every PE, or an array of shape (rect.rows, rect.cols)."""
         self._check_rect(rect, f"tile {tile.name!r}")
+        if not self.config.async_memory_ops:
+            _check_async_ops(tile, self.config)
         for other in self.placements:
             if _overlap(other.rect, rect):
                 raise ValueError(f"tile {tile.name!r} at {rect} overlaps tile "
@@ -283,6 +286,23 @@ class Program:
 
 
 @functools.cache
+def _check_async_ops(tile: Tile, config) -> None:
+    """Refuse an asynchronous DSD op none of whose operands is a fabric DSD
+    (`FabricConfig.async_memory_ops` False: the SDK's rule)."""
+    for task in tile.tasks.values():
+        for i, item in enumerate(task.code):
+            if not (isinstance(item, ins.Instr) and item.is_async):
+                continue
+            if not any(isinstance(x, (ins.FabIn, ins.FabOut)) for x in (item.dst, item.a,
+                                                                         item.b)):
+                raise ValueError(
+                    f"tile {tile.name!r}, task {task.name!r}, instruction {i} "
+                    f"({item.op.name.lower()}): an asynchronous DSD op needs a fabric "
+                    f"operand on {config.name} (async_memory_ops=False, the SDK's rule: "
+                    "\"Asynchronous DSD operations must have at least one fabric DSD "
+                    "operand\"); issue it synchronously")
+
+
 def _ports(ports: tuple) -> frozenset:
     """The Ports of `ports` (Ports or their ints) as a set; cached: a move's program routes
     every PE of its flows, a few hundred thousand routes over a handful of port sets."""

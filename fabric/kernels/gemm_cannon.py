@@ -50,6 +50,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -94,9 +95,15 @@ def ring_flows(p: int) -> list[tuple[int, int]]:
     return [(pos[(l + 1) % p], pos[l]) for l in range(p)] if p > 1 else []
 
 
-def ring_colors(p: int) -> list[int]:
+SEARCHED_RINGS = 16  # rings up to this size colored by search, longer ones greedily
+
+
+@functools.lru_cache(maxsize=64)
+def ring_colors(p: int) -> tuple[int, ...]:
     """A color index per ring flow, distinct among flows that share a router, with the
-    fewest colors (a small backtracking search: 2 for p = 2, 3 from p = 3 on)."""
+    fewest colors (a small backtracking search up to SEARCHED_RINGS: 2 for p = 2, 3 from
+    p = 3 on; beyond, the interval graph's greedy coloring, as few). Cached: the model of
+    a synchronous-fma Cannon asks for it at every step."""
     flows = ring_flows(p)
     cells = [set(range(min(s, d), max(s, d) + 1)) for s, d in flows]
     clash = [[g for g in range(len(flows)) if g != f and cells[g] & cells[f]]
@@ -114,11 +121,20 @@ def ring_colors(p: int) -> list[int]:
                 out.pop()
         return False
 
+    if p > SEARCHED_RINGS:
+        # flows are intervals of routers (an interval graph): each in order of its first
+        # router takes the lowest color its colored neighbours leave, which uses as few
+        # colors as the most flows at one router (the search below grows exponentially)
+        out = [-1] * len(flows)
+        for f in sorted(range(len(flows)), key=lambda f: (min(cells[f]), max(cells[f]))):
+            taken = {out[g] for g in clash[f]}
+            out[f] = next(c for c in range(len(flows)) if c not in taken)
+        return tuple(out)
     for count in range(1, len(flows) + 1):
         out: list[int] = []
         if fill(out, count):
-            return out
-    return []
+            return tuple(out)
+    return ()
 
 
 def cannon_order(i: int, j: int, ks: Sequence[tuple[int, int]]) -> list[int]:

@@ -8,8 +8,10 @@ major: column j at word j*Mb of symbol `c`) and computes, step after step,
     symbol `bbuf`)
 
 as kb * Nb async fmas `C[:, j] += A[:, k] * B[k, j]` (k outer, j inner), the scalar B[k, j]
-taken into a register with `load`. While step t computes, the panels of step t + 1 travel
-(received into the other half of a double buffer) by async fabric movs. What moves where
+taken into a register with `load` (synchronous fmas where `FabricConfig.async_memory_ops`
+is False, the SDK's rule: an op on memory alone is not async; `gemm_cycles` models both).
+While step t computes, the panels of step t + 1 travel (received into the other half of a
+double buffer) by async fabric movs. What moves where
 is data: a small int32 table `sched` per PE, written by the host with the operands.
 
 `sched` layout (words):
@@ -198,18 +200,22 @@ def check_fits(config: FabricConfig, words: TileWords, what: str) -> None:
 
 
 # ---- the tile program ------------------------------------------------------------------------
-def _mul_acc(numerics: Numerics, c: Mem, a: Mem, on_done):
-    """C[:, j] += A[:, k] * s, async: fp32 fma, fmachs (16-bit a and s, fp32 c) or fmach."""
-    if numerics.wide_acc:
-        return ins.fmachs(c, c, a, "s", dtype=numerics.dtype, is_async=True, on_done=on_done)
-    return ins.fma(c, c, a, "s", dtype=numerics.dtype, is_async=True, on_done=on_done)
+def _mul_acc(numerics: Numerics, c: Mem, a: Mem, name: str, sync: bool) -> list:
+    """C[:, j] += A[:, k] * s: fp32 fma, fmachs (16-bit a and s, fp32 c) or fmach, async
+    activating chain `name` when done, or (`sync`) synchronous and then the activate."""
+    fma = ins.fmachs if numerics.wide_acc else ins.fma
+    if sync:
+        return [fma(c, c, a, "s", dtype=numerics.dtype), ins.activate(name)]
+    return [fma(c, c, a, "s", dtype=numerics.dtype, is_async=True, on_done=ins.Activate(name))]
 
 
 def _chain(name: str, other: str, c: Mem, a: Mem, b_scalar: Mem, first: bool,
-           numerics: Numerics) -> list:
+           numerics: Numerics, sync: bool = False) -> list:
     """One of the two fma issuers (see the module docstring). They take turns through
     block/unblock: a chain issues F_n+2 only after its own F_n completed and the other chain
-    issued F_n+1. With ny = 0 chain_y only hands over and chain_x issues alone."""
+    issued F_n+1. With ny = 0 chain_y only hands over and chain_x issues alone. `sync`: the
+    fma holds the main thread until it is done (an fma on memory alone cannot be async
+    where `FabricConfig.async_memory_ops` is False), then the chain activates itself."""
     turn = [ins.block(name), ins.unblock(other)]
     if first:
         head = []
@@ -220,7 +226,7 @@ def _chain(name: str, other: str, c: Mem, a: Mem, b_scalar: Mem, first: bool,
         ins.branch_if_zero("rem", "fin"),
         ins.iadd("rem", "rem", -1),
         ins.load("s", b_scalar),
-        _mul_acc(numerics, c, a, ins.Activate(name)),
+        *_mul_acc(numerics, c, a, name, sync),
         *turn,
         ins.iadd("bo", "bo", 1),
         ins.iadd("cj", "cj", "mb"),
@@ -252,13 +258,15 @@ def _comm_op(op: CommOp, numerics: Numerics):
 
 
 def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int,
-              loop_color: int | None = None, with_c0: bool = False) -> Tile:
+              loop_color: int | None = None, with_c0: bool = False,
+              sync_fmas: bool = False) -> Tile:
     """The GEMM tile: symbols abuf, bbuf, c (and bs, acc of 16-bit tiles, see the module
     docstring) and sched (i32) of `words`, the comm ops `ops` (mode i + 1 of a comm record
     runs ops[i]), comm records from word `comm_base` of sched. Registers mb, cend, ny (and
     y) are per-PE params of the placement; 16-bit tiles copy bbuf into bs on `loop_color`
     (routed from RAMP back to RAMP on every PE). with_c0: the accumulator holds the
-    host-written C0 when `main` starts, so it is not zeroed."""
+    host-written C0 when `main` starts, so it is not zeroed. sync_fmas: the chains' fmas
+    synchronous (`_chain`)."""
     num = words.numerics
     h = num.dtype
     if num.half and loop_color is None:
@@ -273,8 +281,10 @@ def gemm_tile(name: str, words: TileWords, ops: Sequence[CommOp], comm_base: int
     c_col = Mem(acc.name, offset_reg="cj", length_reg="mb")  # C[:, j]: Mb elements
     a_col = Mem("abuf", offset_reg="ak", length_reg="mb")  # A[:, k]: Mb elements
     b_elem = Mem("bs" if num.half else "bbuf", offset_reg="bo")  # B[k, j]
-    tile.local_task("chain_x", _chain("chain_x", "chain_y", c_col, a_col, b_elem, True, num))
-    tile.local_task("chain_y", _chain("chain_y", "chain_x", c_col, a_col, b_elem, False, num))
+    tile.local_task("chain_x", _chain("chain_x", "chain_y", c_col, a_col, b_elem, True, num,
+                                      sync_fmas))
+    tile.local_task("chain_y", _chain("chain_y", "chain_x", c_col, a_col, b_elem, False, num,
+                                      sync_fmas))
 
     comm = [
         ins.load("x", sched.dsd(0, offset_reg="cp")),
@@ -442,8 +452,8 @@ def gemm_kernel(config: FabricConfig, rect: Rect, name: str, shape: tuple[int, i
     if half:  # the length of each PE's B copy into bs
         kbs = np.array([[blk[3][1] for blk in row] for row in blocks])
         params["y"] = (kbs * nb).astype(np.int64)
-    prog.place(gemm_tile(name, words, ops, comm_base, loop_color, with_c0), rect,
-               params=params)
+    prog.place(gemm_tile(name, words, ops, comm_base, loop_color, with_c0,
+                         sync_fmas=not config.async_memory_ops), rect, params=params)
     acc_symbol = "acc" if numerics.wide_acc else "c"  # where C0 goes
     routes(prog)
     if half:

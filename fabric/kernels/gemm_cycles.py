@@ -40,6 +40,14 @@ A step as the engine runs it (from advance's start to the next advance's start):
     the model does not count exactly: a panel about as long as the step's fmas (Nb <= 2 with
     ceil(Mb / w) > CHAIN_CYCLES) ends up to 6 % after the model.
 
+Synchronous fmas (`FabricConfig.async_memory_ops` False, the SDK's rule: an fma on memory
+alone is not async): a chain's task holds the main thread through its fma, CHAIN_CYCLES +
+ceil(Mb / w) cycles per fma (its conflicts added), and each chain leaves the other one
+ready, so comm runs only once the step's fmas are done:
+
+    step = comm group t + 1 after (ADVANCE_CYCLES + kb Nb (CHAIN_CYCLES + ceil(Mb / w))
+           + conflicts + kb WRAP_CYCLES + FIN_CYCLES)
+
 Under the bank read-pair rule (`FabricConfig.bank_conflicts`) an fma's element groups whose
 reads of A and C start in banks equal mod 4 take a second cycle each: `conflict_cycles`
 counts them per PE and step from the tile's layout (`TileWords.address`), the datapath's
@@ -236,6 +244,9 @@ def step_end(config: FabricConfig, start: np.ndarray, mb, nb, kb, group, wavelet
     and returns its end; `wavelets`: its wavelets per PE; `reach`: as `interleaves`';
     `conflicts`: the cycles its fmas lose to bank conflicts (`conflict_cycles`)."""
     chains = paced_end(start, nb, kb)
+    if not config.async_memory_ops:  # synchronous fmas: the chains hold the main thread
+        fmas = np.asarray(kb) * np.asarray(nb)
+        return group(chains + fmas * fma_cycles(config, mb, numerics) + np.asarray(conflicts))
     overlap = interleaves(config, mb, nb, kb, reach, numerics, conflicts)
     paced = chains if overlap.all() else np.where(overlap, chains, group(chains))
     return np.maximum(paced, datapath_end(config, start, mb, nb, kb, wavelets, numerics,

@@ -81,15 +81,20 @@ from fabric.program import Program, Rect, Tile
 LOOP_PREP = 7  # instructions from an async fma's issue to the sync fma's issue
 
 def local_product_cycles(m: int, nq: int, fma_width: int = 1, zero_width: int = 2,
-                         widen_width: int = 0, column_stalls: Sequence[int] = ()) -> int:
+                         widen_width: int = 0, column_stalls: Sequence[int] = (),
+                         sync: bool = False) -> int:
     """Cycles from the first instruction of the local product (zeroing y) to the first
     instruction after it, for an m x nq block: fmas of ceil(m / fma_width) cycles (plus
     column k's element groups waiting on a bank pair, `column_stalls[k]`; none where not
-    given), the zeroing at zero_width, and (widen_width > 0) a final widening of m values."""
+    given), the zeroing at zero_width, and (widen_width > 0) a final widening of m values.
+    sync: every fma synchronous (`FabricConfig.async_memory_ops` False), so the loop's
+    instructions after the first fma of a pair (LOOP_PREP less its issue) follow it
+    instead of running beside it."""
     pairs, odd = divmod(nq, 2)
     stalls = list(column_stalls) or [0] * nq
     f = [-(-m // fma_width) + s for s in stalls]
-    cycles = sum(max(f[2 * i], LOOP_PREP) + f[2 * i + 1] + 1 for i in range(pairs))
+    first = (lambda c: c + LOOP_PREP - 1) if sync else (lambda c: max(c, LOOP_PREP))
+    cycles = sum(first(f[2 * i]) + f[2 * i + 1] + 1 for i in range(pairs))
     widen = -(-m // widen_width) if widen_width else 0
     return -(-m // zero_width) + 2 + cycles + (f[-1] + 1 if odd else 1) + widen
 
@@ -153,7 +158,7 @@ def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
                     along="row", algo=algo, name="rd", then_root=root,
                     then_root_cycles=sum(-(-mp // w) for w in root_widths) + root_waits)
     copy = _copy_x(h, colors[-1]) if num.half else []
-    product = _local_product(M, num)
+    product = _local_product(M, num, sync=not config.async_memory_ops)
     code = [*copy, *bc.code, *product, *red.code]
     tile.local_task("main", code)
     params = {"m": mp, "nq": nq, "J": nq // 2, "odd": nq % 2, **bc.params, **red.params}
@@ -172,7 +177,8 @@ def build_gemv(config: FabricConfig, rect: Rect, m: int, n: int, dtype: str = "f
     def local_cycles(e, cols):  # the fma of column k reads A from element k * M beside y
         waits = [op_read_pair_stalls(config, tile, fma, e, registers={"oa": k * M})
                  for k in range(cols)]
-        return local_product_cycles(e, cols, *_widths(config, num), column_stalls=waits)
+        return local_product_cycles(e, cols, *_widths(config, num), column_stalls=waits,
+                                    sync=not config.async_memory_ops)
 
     local = np.vectorize(local_cycles)(mp, nq)
     done = red.exit_times(bc.exit_times(entry) + local)
@@ -244,10 +250,12 @@ def _copy_x(h: str, color: int) -> list:
     ]
 
 
-def _local_product(M: int, num: Numerics = FP32) -> list:
+def _local_product(M: int, num: Numerics = FP32, sync: bool = False) -> list:
     """y[:m] = sum_k A[:, k] * x[k] over the block's nq columns (registers m, J = nq // 2,
     odd = nq % 2; ka, oa start at 0). A column k is at element k * M of symbol A. 16-bit:
-    the scalars come from xs; fmachs into acc, or fmach into y then widened into acc."""
+    the scalars come from xs; fmachs into acc, or fmach into y then widened into acc.
+    sync: the loop's first fma synchronous too (an fma on memory alone is not async where
+    `FabricConfig.async_memory_ops` is False)."""
     h = num.dtype
     y = ins.Mem("acc" if num.wide_acc else "y", length_reg="m")
     xs = "xs" if num.half else "x"
@@ -267,7 +275,7 @@ def _local_product(M: int, num: Numerics = FP32) -> list:
         ins.load("xa", ins.Mem(xs, offset_reg="ka")),
         ins.branch_if_zero("J", "lp.tail"),
         ins.label("lp.loop"),
-        fma("xa", "oa", is_async=True),  # column ka, in flight ...
+        fma("xa", "oa", is_async=not sync),  # column ka, in flight ...
         ins.load("xb", ins.Mem(xs, 1, offset_reg="ka")),  # ... while the loop prepares
         ins.iadd("ob", "oa", M),
         ins.iadd("oa", "oa", 2 * M),

@@ -130,14 +130,16 @@ def _merge_2d(items, runs, sides):
 def chain_code(task: str, counter: str, ops: Sequence[Callable[[object], object]],
                then: Sequence = (), word: str | None = None) -> list:
     """The code of a chain task issuing ops[0], ops[1], ... one per activation. ops[i]
-    (on_done) returns the async instruction; all but the last reactivate `task`. With
+    (on_done) returns the async instruction (or a list: a synchronous op and the
+    activation); all but the last reactivate `task`. With
     `then` (scalar instructions and labels), the last op reactivates it too, and that
     last activation runs `then` (e.g. `gate_code`: the chain says it has delivered).
     The register `counter` holds the activations so far; with `word` (a u32 symbol) they
     live in that word instead and `counter` is scratch, loaded at the start of each
     activation and stored at its end (two cycles more), so that every chain of a PE may
     share one register (tasks run one at a time on a CE: `fabric.merge.Part.shared`)."""
-    steps = [lambda done, op=op: [op(done)] for op in ops]
+    # an op is one async instruction, or a list (a synchronous copy and its activation)
+    steps = [lambda done, op=op: _listed(op(done)) for op in ops]
     if then:
         steps.append(lambda done: list(then))
     e = len(steps)
@@ -160,6 +162,10 @@ def chain_code(task: str, counter: str, ops: Sequence[Callable[[object], object]
     code[-1] = ins.label("next")
     code.append(ins.iadd(counter, counter, 1))
     return code + ([ins.store(ins.Mem(word, 0, 1), ins.Reg(counter))] if word else [])
+
+
+def _listed(code) -> list:
+    return list(code) if isinstance(code, list) else [code]
 
 
 def gate_code(register: str, wait: str, tasks: Sequence[str]) -> list:

@@ -32,9 +32,15 @@ def through_f32(src_fmt: str, dst_fmt: str) -> bool:
     return src_fmt != dst_fmt and src_fmt in HALF_DTYPES and dst_fmt in HALF_DTYPES
 
 
-def _convert(dst, dst_fmt: str, src, src_fmt: str, done):
+def _convert(dst, dst_fmt: str, src, src_fmt: str, done, sync: bool = False):
     """The async op writing `src` (format src_fmt) into `dst` (dst_fmt): a copy within one
-    format, else to_half (from fp32) or to_f32 (to fp32)."""
+    format, else to_half (from fp32) or to_f32 (to fp32). sync (a copy on memory alone
+    where `FabricConfig.async_memory_ops` is False): the op synchronous, then the
+    activation its completion would have made; a list of instructions."""
+    if sync:
+        op = _convert(dst, dst_fmt, src, src_fmt, None)
+        op = dataclasses.replace(op, is_async=False)
+        return [op] + ([ins.activate(done.task)] if done is not None else [])
     if dst_fmt == src_fmt:
         return ins.mov(dst, src, dtype=dst_fmt, is_async=True, on_done=done)
     if src_fmt == "f32":
@@ -56,19 +62,20 @@ def recv_op(m, run: Run, fmt: str):
     return lambda done: _convert(_mem(DST, run), fmt, inp, m.wire, done)
 
 
-def copy_op(to: Run, of: Run, fmt: str):
+def copy_op(to: Run, of: Run, fmt: str, sync: bool = False):
     """The op copying destination words `of` into destination words `to`, both of format
-    `fmt` (an element the PE received once, into its other slots)."""
-    return lambda done: _convert(_mem(DST, to), fmt, _mem(DST, of), fmt, done)
+    `fmt` (an element the PE received once, into its other slots); sync: as `_convert`."""
+    return lambda done: _convert(_mem(DST, to), fmt, _mem(DST, of), fmt, done, sync)
 
 
-def local_ops(d: Run, d_fmt: str, s: Run, s_fmt: str) -> list:
-    """The chain ops of one local run: one op, or h1 -> h2 through the fp32 scratch."""
+def local_ops(d: Run, d_fmt: str, s: Run, s_fmt: str, sync: bool = False) -> list:
+    """The chain ops of one local run: one op, or h1 -> h2 through the fp32 scratch;
+    sync: as `_convert`."""
     if not through_f32(s_fmt, d_fmt):
-        return [lambda done: _convert(_mem(DST, d), d_fmt, _mem(SRC, s), s_fmt, done)]
+        return [lambda done: _convert(_mem(DST, d), d_fmt, _mem(SRC, s), s_fmt, done, sync)]
     tmp = ins.Mem(SCRATCH, 0, d.length)
-    return [lambda done: _convert(tmp, "f32", _mem(SRC, s), s_fmt, done),
-            lambda done: _convert(_mem(DST, d), d_fmt, tmp, "f32", done)]
+    return [lambda done: _convert(tmp, "f32", _mem(SRC, s), s_fmt, done, sync),
+            lambda done: _convert(_mem(DST, d), d_fmt, tmp, "f32", done, sync)]
 
 
 def local_cycles(config, d: Run, d_fmt: str, s: Run, s_fmt: str) -> int:

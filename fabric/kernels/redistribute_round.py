@@ -63,8 +63,11 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
     """One round's program and figures; `gates` {cell: tasks}: the delivering chains of
     those PEs each count one delivery into the PE's gate; `counters`: where the chains
     count their activations (`redistribute_ops.tile_spec`)."""
+    # copies on memory alone synchronous where an async op needs a fabric operand
+    sync = not config.async_memory_ops
     chains: dict[Cell, dict[str, list]] = {}
     elems: dict[Cell, dict[str, int]] = {}  # datapath cycles per PE and chain
+    held: dict[Cell, dict[str, int]] = {}  # of those, the synchronous copies' (main thread)
     taken: dict[Cell, int] = {}  # flows each receiving PE has so far
     for m in moves:
         send = chains.setdefault(m.src, {}).setdefault("send", [])
@@ -76,22 +79,29 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
             taken[d] = taken.get(d, 0) + 1
             recv = chains.setdefault(d, {}).setdefault(chain, [])
             recv += [recv_op(m, run, dst.dtypes[run.symbol]) for run in runs]
-            recv += [copy_op(to, of, dst.dtypes[to.symbol]) for to, of in m.copies.get(d, ())]
+            recv += [copy_op(to, of, dst.dtypes[to.symbol], sync)
+                     for to, of in m.copies.get(d, ())]
             e = elems.setdefault(d, {})
-            e[chain] = e.get(chain, 0) + m.wavelets + sum(
+            copies = sum(
                 local_cycles(config, to, dst.dtypes[to.symbol], of, dst.dtypes[of.symbol])
                 for to, of in m.copies.get(d, ()))
+            e[chain] = e.get(chain, 0) + m.wavelets + copies
+            if sync:
+                h = held.setdefault(d, {})
+                h[chain] = h.get(chain, 0) + copies
     scratch = {}
     for cell, runs in local.items():
         chains.setdefault(cell, {})["local"] = [
             op for d, s in runs for op in local_ops(d, dst.dtypes[d.symbol], s,
-                                                     src.dtypes[s.symbol])]
+                                                     src.dtypes[s.symbol], sync)]
         scratch[cell] = _scratch_words(src, dst, runs)
 
     for cell, runs in local.items():
         elems.setdefault(cell, {})["local"] = sum(
             local_cycles(config, d, dst.dtypes[d.symbol], s, src.dtypes[s.symbol])
             for d, s in runs)
+        if sync:
+            held.setdefault(cell, {})["local"] = elems[cell]["local"]
     datapath = {cell: sum(e.values()) for cell, e in elems.items()}
     ops = {cell: {k: len(v) for k, v in ch.items()} for cell, ch in chains.items()}
 
@@ -116,7 +126,8 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
     # chains share one datapath and one main thread
     busy = 0
     for cell, o in ops.items():
-        thread = {k: n * chain_cycles(n, counters == "memory") for k, n in o.items()}
+        thread = {k: n * chain_cycles(n, counters == "memory") + held.get(cell, {}).get(k, 0)
+                  for k, n in o.items()}
         busy = max(busy, datapath[cell], sum(thread.values()),
                    *(elems[cell][k] + thread[k] for k in o))
     # as traffic.py's model: the busiest link's wavelets, then the farthest flow's latency

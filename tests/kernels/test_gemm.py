@@ -193,7 +193,7 @@ def test_c0_starts_the_sums_and_saves_the_zeroing(kind, rect, m, k, n):
         fused.load(Simulator(CONFIG, fused.program), {"A": a, "B": b, "C0": c0[:, :-1]})
 
 
-@pytest.mark.parametrize("p", [2, 3, 4, 5, 8, 11])
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 8, 11, 40])  # 40: colored greedily
 def test_folded_ring_neighbours_and_colors(p):
     pos = fold(p)
     assert sorted(pos) == list(range(p))
