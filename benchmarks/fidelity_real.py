@@ -11,8 +11,10 @@ Two parts:
    kernel's symbol layout as it is, its accumulator and A panel start at words of equal
    parity, so every fma group's two reads meet in one bank pair, and the cycle model counts
    those conflicts from the layout (`gemm_cycles.conflict_cycles`). Each grid runs again
-   without the rule (the machine before it) and with the layout the SDK advises
-   (`bank_aware=True`: the accumulator one word further, in other bank pairs than A).
+   without the rule (the machine before it), with the layout the SDK advises
+   (`bank_aware=True`: the accumulator one word further, in other bank pairs than A), and
+   under the SDK's rule that an async DSD op needs a fabric operand
+   (`async_memory_ops=False`: the fmas synchronous, "sdk_").
 2. Facts: every figure of docs/engine.md "Public facts and their sources", the preset's
    value beside the public one, computed from the presets (not copied).
 
@@ -54,14 +56,18 @@ def fma_rate(p: int, cycles: int, block: int = BLOCK) -> float:
 def simulate(p: int) -> dict:
     """The 44 x 44-block Cannon GEMM on a p x p fabric under the machine in force (the
     read-pair rule, the kernel's layout): cycles, model, fma rate; the same run without the
-    rule ("norule_") and with the bank-aware layout ("aware_")."""
+    rule ("norule_"), with the bank-aware layout ("aware_") and with synchronous fmas, the
+    SDK's async rule ("sdk_")."""
     size = p * BLOCK
     rng = np.random.default_rng(p)
     a, b = (rng.standard_normal((size, size)).astype(np.float32) for _ in range(2))
     out = {"p": p}
-    for prefix, conflicts, aware in (("", True, False), ("norule_", False, False),
-                                     ("aware_", True, True)):
-        config = FabricConfig.small(p, p, bank_conflicts=conflicts)
+    for prefix, conflicts, aware, strict in (("", True, False, False),
+                                             ("norule_", False, False, False),
+                                             ("aware_", True, True, False),
+                                             ("sdk_", True, False, True)):
+        config = FabricConfig.small(p, p, bank_conflicts=conflicts,
+                                    async_memory_ops=not strict)
         kernel = build_gemm_cannon(config, Rect(0, 0, p, p), size, size, size,
                                    bank_aware=aware)
         result = run_kernel(kernel, {"A": a, "B": b}, max_cycles=20_000_000)
@@ -78,8 +84,8 @@ def simulate(p: int) -> dict:
 
 def full_wafer_model() -> dict:
     """The Cannon model on 750 x 750 PEs of the wse2 preset (the read-pair rule, the
-    kernel's layout) against the measurement; without the rule ("norule_") and with the
-    bank-aware layout ("aware_")."""
+    kernel's layout) against the measurement; without the rule ("norule_"), with the
+    bank-aware layout ("aware_") and under the SDK's async rule ("sdk_")."""
     size = MEASURED_P * BLOCK
     rect = Rect(0, 0, MEASURED_P, MEASURED_P)
     measured_rate = MEASURED_TFLOPS * 1e12 / 2 / MEASURED_P**2 / WSE2.clock_hz
@@ -87,7 +93,8 @@ def full_wafer_model() -> dict:
            "measured_fma_per_pe_cycle": measured_rate}
     for prefix, config, aware in (("", WSE2, False),
                                   ("norule_", WSE2.replace(bank_conflicts=False), False),
-                                  ("aware_", WSE2, True)):
+                                  ("aware_", WSE2, True),
+                                  ("sdk_", WSE2.replace(async_memory_ops=False), False)):
         cycles = cannon_model(config, rect, size, size, size, bank_aware=aware)
         tflops = 2 * size**3 / config.cycles_to_seconds(cycles) / 1e12
         out.update({f"{prefix}model_cycles": cycles,
@@ -141,6 +148,11 @@ def facts() -> list[dict]:
          f"{w2.task_binding} / {w3.task_binding} 0..{w3.num_input_queues - 1}"),
         ("async microthreads WSE-2 / WSE-3", "queue ids 0..7 in the examples / 8",
          f"{w2.num_async_slots} / {w3.num_async_slots}"),
+        ("async DSD op without a fabric operand", "refused (SDK release notes: \"must have "
+         "at least one fabric DSD operand\")",
+         ("allowed in the presets" if w2.async_memory_ops else "refused")
+         + "; refused with async_memory_ops=False (the GEMMs' and GEMV's fmas, the moves' "
+           "local copies then synchronous)"),
         ("SRAM banks", "8 of 6 KB, successive 16-bit half-words in successive banks",
          f"{w2.sram_banks} ({w2.sram_bytes // max(w2.sram_banks, 1) // 1024} KiB each)"),
         ("two 32-bit reads per cycle", "from banks differing mod 4",
@@ -165,6 +177,10 @@ def plot(runs: list[dict], wafer: dict, path: Path) -> None:
     ax.plot(ps, [fma_rate(r["p"], r["model_cycles"]) for r in runs], "x--", label="its model")
     ax.plot(ps, [r["norule_fma_per_pe_cycle"] for r in runs], "^-",
             label="simulated without the read-pair rule")
+    ax.plot(ps, [r["sdk_fma_per_pe_cycle"] for r in runs], "v-",
+            label="simulated, synchronous fmas (the SDK's async rule)")
+    ax.plot([MEASURED_P], [wafer["sdk_model_fma_per_pe_cycle"]], "P",
+            label="model, synchronous fmas, 750 x 750")
     ax.plot([MEASURED_P], [wafer["model_fma_per_pe_cycle"]], "s", label="model, 750 x 750")
     ax.plot([MEASURED_P], [wafer["norule_model_fma_per_pe_cycle"]], "D",
             label="model without the rule, 750 x 750")
@@ -195,14 +211,18 @@ def main(argv=None) -> int:
               f"({r['model_error']:+.2%}), {r['fma_per_pe_cycle']:.3f} fma/PE/cycle; "
               f"without the rule: {r['norule_cycles']} cycles, "
               f"{r['norule_fma_per_pe_cycle']:.3f}; bank-aware layout: "
-              f"{r['aware_cycles']} cycles, {r['aware_fma_per_pe_cycle']:.3f} fma/PE/cycle")
+              f"{r['aware_cycles']} cycles, {r['aware_fma_per_pe_cycle']:.3f} fma/PE/cycle; "
+              f"synchronous fmas: {r['sdk_cycles']} cycles, model {r['sdk_model_cycles']} "
+              f"({r['sdk_model_error']:+.2%}), {r['sdk_fma_per_pe_cycle']:.3f}")
     wafer = full_wafer_model()
     print(f"750x750 model: {wafer['model_fma_per_pe_cycle']:.3f} fma/PE/cycle, "
           f"{wafer['model_tflops']:.1f} TFLOP/s vs measured {MEASURED_TFLOPS} "
           f"({wafer['model_over_measured']:.2f}x); without the rule "
           f"{wafer['norule_model_tflops']:.1f} TFLOP/s "
           f"({wafer['norule_model_over_measured']:.2f}x); bank-aware layout "
-          f"{wafer['aware_model_tflops']:.1f} TFLOP/s ({wafer['aware_model_over_measured']:.2f}x)")
+          f"{wafer['aware_model_tflops']:.1f} TFLOP/s ({wafer['aware_model_over_measured']:.2f}x); "
+          f"synchronous fmas {wafer['sdk_model_tflops']:.1f} TFLOP/s "
+          f"({wafer['sdk_model_over_measured']:.2f}x)")
     table = facts()
     for row in table:
         print(f"  {row['fact']}: public {row['public']}; project {row['project']}")
@@ -225,6 +245,11 @@ def main(argv=None) -> int:
             f"fma/PE/cycle",
             f"with the bank-aware layout: model {wafer['aware_model_tflops']:.0f} TFLOP/s "
             f"({wafer['aware_model_over_measured']:.2f}x)",
+            f"under the SDK's async rule (async_memory_ops=False: the fmas synchronous): "
+            f"model {wafer['sdk_model_tflops']:.0f} TFLOP/s "
+            f"({wafer['sdk_model_over_measured']:.2f}x); simulated on "
+            f"{runs[-1]['p']}x{runs[-1]['p']}: {runs[-1]['sdk_fma_per_pe_cycle']:.3f} "
+            f"fma/PE/cycle",
         ],
         "runs": runs, "wafer": wafer, "facts": table,
         "table": {"columns": ["fact", "public", "project"],
