@@ -285,7 +285,6 @@ class Program:
         return None
 
 
-@functools.cache
 def _check_async_ops(tile: Tile, config) -> None:
     """Refuse an asynchronous DSD op none of whose operands is a fabric DSD
     (`FabricConfig.async_memory_ops` False: the SDK's rule)."""
@@ -303,6 +302,7 @@ def _check_async_ops(tile: Tile, config) -> None:
                     "operand\"); issue it synchronously")
 
 
+@functools.cache
 def _ports(ports: tuple) -> frozenset:
     """The Ports of `ports` (Ports or their ints) as a set; cached: a move's program routes
     every PE of its flows, a few hundred thousand routes over a handful of port sets."""
