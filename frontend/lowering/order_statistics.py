@@ -47,7 +47,7 @@ from frontend.lowering.common import binary, constant, map_, reduce_rows
 from frontend.lowering.core import Unavailable, rule
 from frontend.lowering.elementwise import numbers_of_int_words, unary_stage
 from frontend.lowering.masks import relation, select
-from frontend.lowering.ranking import MAX_SORTED, check_ranked, ranked_last
+from frontend.lowering.ranking import MAX_SORTED, check_ranked, count_places, ranked_last
 from frontend.lowering.reductions import scan
 from frontend.values import Const, Ref
 
@@ -59,12 +59,11 @@ def _reads_indices(node) -> bool:
     return any(u.target is operator.getitem and u.args[1] == 1 for u in node.users)
 
 
-def _rows(low, x, dim, what: str, most: int | None = MAX_SORTED):
+def _rows(low, x, dim, what: str):
     """(x with integer words read as numbers, its index map with `dim` last, dim, rows
-    (m, n), m, n) for a ranked op `what`; rows longer than `most` refused."""
+    (m, n), m, n) for a ranked op `what`; rows longer than MAX_SORTED refused."""
     nd = len(x.shape) if isinstance(x, Ref) else 0
-    check_ranked(low, x, x.shape[dim] if nd else 1, what, most or math.inf,
-                 "n x n comparisons each")
+    check_ranked(low, x, x.shape[dim] if nd else 1, what, MAX_SORTED, "n x n comparisons each")
     x, moved, dim = ranked_last(low, x, dim)
     n = moved.shape[-1]
     m = moved.numel() // max(1, n)
@@ -74,13 +73,7 @@ def _rows(low, x, dim, what: str, most: int | None = MAX_SORTED):
 def _places(low, rows: torch.Tensor, m: int, n: int) -> tuple[Ref, Ref]:
     """(place (m, n): every element's place in its row, NaN after the numbers, ties by
     index (module docstring); the rows' NaN counts (m,))."""
-    pairs = (m, n, n)
-    mine, other = Ref(rows[:, :, None].expand(pairs)), Ref(rows[:, None, :].expand(pairs))
-    ahead = relation(low, other, mine, "lt")
-    ties = relation(low, other, mine, "eq")
-    earlier = Const(torch.ones(n, n).tril(-1).expand(pairs))
-    before = binary(low, ahead, binary(low, ties, earlier, "mul", pairs), "add", pairs)
-    base = reduce_rows(low, before.index.reshape(m * n, n), "sum")
+    base = count_places(low, rows)  # a NaN compares false: 0, and nothing to a number
     nan = relation(low, Ref(rows), Ref(rows), "ne")
     nans = reduce_rows(low, nan.index, "sum")
     # a NaN's place past the numbers: n - #NaN + the NaNs before it (an exclusive count)
@@ -192,9 +185,7 @@ def nanmedian_all(low, node, x):
 def _running_extremum(low, node, x, dim: int, op: str):
     """cummax / cummin (op "max" | "min"): values, and indices where a node reads them."""
     what = {"max": "cummax", "min": "cummin"}[op]
-    if not isinstance(x, Ref) or x.dtype == torch.bool:
-        kind = type(x).__name__ if not isinstance(x, Ref) else f"a {x.dtype} tensor"
-        raise low.unsupported(f"{what} of {kind} (a runtime float or integer tensor)")
+    check_ranked(low, x, 1, what)  # a runtime float or integer tensor, any row length
     if low.int_words(x):
         x = numbers_of_int_words(low, x)
     values = scan(low, x, dim, op, x.dtype)

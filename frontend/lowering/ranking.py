@@ -134,6 +134,21 @@ def rank(low, x: Ref, dim: int, k: int, largest: bool) -> tuple[Ref, Ref]:
     return Ref(values.index, x.dtype), Ref(indices.index, torch.int64)
 
 
+def count_places(low, rows: torch.Tensor, descending: bool = False) -> Ref:
+    """Every element's place in its row of the index map `rows` (m, n), counted from the
+    row's n x n comparisons: the elements before it by value or, tied, by index (module
+    docstring, "sort"). A Ref of shape (m n,), row by row."""
+    m, n = rows.shape
+    pairs = (m, n, n)
+    mine, other = Ref(rows[:, :, None].expand(pairs)), Ref(rows[:, None, :].expand(pairs))
+    # [i, t, s]: x[i, s] goes before x[i, t], by value or, tied, by index (s < t)
+    ahead = relation(low, other, mine, "gt" if descending else "lt")
+    ties = relation(low, other, mine, "eq")
+    earlier = Const(torch.ones(n, n).tril(-1).expand(pairs))
+    before = binary(low, ahead, binary(low, ties, earlier, "mul", pairs), "add", pairs)
+    return reduce_rows(low, before.index.reshape(m * n, n), "sum")
+
+
 def sort_by_counts(low, x: Ref, dim: int, descending: bool) -> tuple[Ref, Ref]:
     """x sorted along `dim` and the indices (module docstring, "sort"): each element's place
     counted from the n x n comparisons of its row, the element at each place picked by a
@@ -144,13 +159,8 @@ def sort_by_counts(low, x: Ref, dim: int, descending: bool) -> tuple[Ref, Ref]:
     m = moved.numel() // max(1, n)
     rows = moved.reshape(m, n)
     pairs = (m, n, n)
-    mine, other = Ref(rows[:, :, None].expand(pairs)), Ref(rows[:, None, :].expand(pairs))
-    # [i, t, s]: x[i, s] goes before x[i, t], by value or, tied, by index (s < t)
-    ahead = relation(low, other, mine, "gt" if descending else "lt")
-    ties = relation(low, other, mine, "eq")
-    earlier = Const(torch.ones(n, n).tril(-1).expand(pairs))
-    before = binary(low, ahead, binary(low, ties, earlier, "mul", pairs), "add", pairs)
-    place = reduce_rows(low, before.index.reshape(m * n, n), "sum")  # (m n,): x[i, t]'s
+    other = Ref(rows[:, None, :].expand(pairs))
+    place = count_places(low, rows, descending)  # (m n,): x[i, t]'s
     # [i, p, t]: x[i, t] lands at place p
     lands = Ref(one_hot(low, place.index, n).index.reshape(pairs).transpose(1, 2))
     picked = select(low, lands, {"a": other}, {"b": -math.inf}, pairs)
