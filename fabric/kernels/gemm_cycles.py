@@ -48,6 +48,10 @@ ready, so comm runs only once the step's fmas are done:
     step = comm group t + 1 after (ADVANCE_CYCLES + kb Nb (CHAIN_CYCLES + ceil(Mb / w))
            + conflicts + kb WRAP_CYCLES + FIN_CYCLES)
 
+A receiver whose fmas end later (a taller block of uneven splits) then issues its receive
+late, and a panel longer than its path's `backlog` holds the owner's send until it drains
+(`sent`; in SUMMA's multicasts, the latest receiver of the owner's line).
+
 Under the bank read-pair rule (`FabricConfig.bank_conflicts`) an fma's element groups whose
 reads of A and C start in banks equal mod 4 take a second cycle each: `conflict_cycles`
 counts them per PE and step from the tile's layout (`TileWords.address`), the datapath's

@@ -100,6 +100,7 @@ from fabric.kernels.gemm_common import (
 )
 from fabric.kernels.gemm_cycles import (
     GROUP_CLOSE_CYCLES,
+    backlog,
     conflict_cycles,
     dispatched,
     finish_cycles,
@@ -178,14 +179,14 @@ def _summa_model(config: FabricConfig, R: int, Cc: int, m: int, k: int, n: int,
             k0, k1, oc, orow = steps[g]
             if Cc > 1:
                 ops.append((cols == oc, 2 * oc, a_wavelets(numerics, mbs * (k1 - k0)),
-                            lambda t, oc=oc: t[:, oc:oc + 1], np.abs(cols - oc)))
+                            lambda t, oc=oc: t[:, oc:oc + 1], np.abs(cols - oc), 1))
             if R > 1:
                 ops.append((rows == orow, 2 * n_a + 2 * orow, nbs * (k1 - k0),
-                            lambda t, orow=orow: t[orow:orow + 1, :], np.abs(rows - orow)))
+                            lambda t, orow=orow: t[orow:orow + 1, :], np.abs(rows - orow), 0))
         t = ready
-        for i, (owner, index, count, owners, hops) in enumerate(ops):
+        for i, (owner, index, count, owners, hops, axis) in enumerate(ops):
             issue = dispatched(t, index + owner)  # the send is the op after the receive
-            end = np.where(owner, issue + count,
+            end = np.where(owner, _multicast_sent(config, issue, count, owner, hops, axis),
                            received(config, issue, count, owners(issue), hops))
             t = first_op_end(issue, end) if after_chains and i == 0 else end
         return t + GROUP_CLOSE_CYCLES
@@ -209,6 +210,18 @@ def _summa_model(config: FabricConfig, R: int, Cc: int, m: int, k: int, n: int,
                      lambda ready, g=g: group(g + 1, ready, True), wavelets(g + 1),
                      wavelets(g + 1, reach=True), numerics, conflicts)
     return finish_cycles(config, t, numerics, c_words)
+
+
+def _multicast_sent(config: FabricConfig, issue: np.ndarray, count: np.ndarray,
+                    owner: np.ndarray, hops: np.ndarray, axis: int) -> np.ndarray:
+    """When an owner PE's comm can run again after its send of a multicast along `axis` of
+    the (R, Cc) tile (1: along its row, 0: along its column): at its own pace, or held back
+    by the latest receiver of its line, which takes one wavelet per cycle from its issue
+    (`sent`); a stream no longer than a receiver's path holds (`backlog`) never waits.
+    With synchronous fmas a receiver with a taller block issues its receive late."""
+    waits = (~owner) & (count > backlog(config, hops))
+    held = np.where(waits, issue + count - backlog(config, hops), np.iinfo(np.int64).min)
+    return np.maximum(issue + count, held.max(axis=axis, keepdims=True))
 
 
 def _routes(prog: Program, rect: Rect, color: int, owner: int, horizontal: bool) -> None:
