@@ -7,14 +7,16 @@ Two parts:
    the same problem on a CS-2: 349.0 TFLOP/s (Miyajima et al., SC24 workshops), i.e. about
    0.365 fma per PE per cycle at 850 MHz. The ratio model / measured says how much faster
    the simulated machine runs this GEMM than the real one; nothing is fitted to it.
-   The presets apply the bank read-pair rule (`FabricConfig.bank_conflicts`); with the
-   kernel's symbol layout as it is, its accumulator and A panel start at words of equal
-   parity, so every fma group's two reads meet in one bank pair, and the cycle model counts
-   those conflicts from the layout (`gemm_cycles.conflict_cycles`). Each grid runs again
-   without the rule (the machine before it), with the layout the SDK advises
-   (`bank_aware=True`: the accumulator one word further, in other bank pairs than A), and
-   under the SDK's rule that an async DSD op needs a fabric operand
-   (`async_memory_ops=False`: the fmas synchronous, "sdk_").
+   The presets apply two documented rules of the core: the SDK's rule that an async DSD op
+   needs a fabric operand (`FabricConfig.async_memory_ops=False`: the kernel's fmas, on
+   memory alone, synchronous) and the bank read-pair rule (`FabricConfig.bank_conflicts`;
+   with the kernel's symbol layout as it is, its accumulator and A panel start at words of
+   equal parity, so every fma group's two reads meet in one bank pair, and the cycle model
+   counts those conflicts from the layout, `gemm_cycles.conflict_cycles`). Each grid runs
+   again with the read-pair rule alone (async fmas, "pairs_"), without either rule (the
+   machine before them, "norule_"), and under both with the layout the SDK advises
+   (`bank_aware=True`: the accumulator one word further, in other bank pairs than A,
+   "aware_").
 2. Facts: every figure of docs/engine.md "Public facts and their sources", the preset's
    value beside the public one, computed from the presets (not copied).
 
@@ -55,19 +57,19 @@ def fma_rate(p: int, cycles: int, block: int = BLOCK) -> float:
 
 def simulate(p: int) -> dict:
     """The 44 x 44-block Cannon GEMM on a p x p fabric under the machine in force (the
-    read-pair rule, the kernel's layout): cycles, model, fma rate; the same run without the
-    rule ("norule_"), with the bank-aware layout ("aware_") and with synchronous fmas, the
-    SDK's async rule ("sdk_")."""
+    fmas synchronous, the read-pair rule, the kernel's layout): cycles, model, fma rate;
+    the same run with the read-pair rule alone ("pairs_"), without either rule
+    ("norule_") and with the bank-aware layout ("aware_")."""
     size = p * BLOCK
     rng = np.random.default_rng(p)
     a, b = (rng.standard_normal((size, size)).astype(np.float32) for _ in range(2))
     out = {"p": p}
-    for prefix, conflicts, aware, strict in (("", True, False, False),
-                                             ("norule_", False, False, False),
-                                             ("aware_", True, True, False),
-                                             ("sdk_", True, False, True)):
+    for prefix, conflicts, aware, overlapped in (("", True, False, False),
+                                                 ("pairs_", True, False, True),
+                                                 ("norule_", False, False, True),
+                                                 ("aware_", True, True, False)):
         config = FabricConfig.small(p, p, bank_conflicts=conflicts,
-                                    async_memory_ops=not strict)
+                                    async_memory_ops=overlapped)
         kernel = build_gemm_cannon(config, Rect(0, 0, p, p), size, size, size,
                                    bank_aware=aware)
         result = run_kernel(kernel, {"A": a, "B": b}, max_cycles=20_000_000)
@@ -83,18 +85,20 @@ def simulate(p: int) -> dict:
 
 
 def full_wafer_model() -> dict:
-    """The Cannon model on 750 x 750 PEs of the wse2 preset (the read-pair rule, the
-    kernel's layout) against the measurement; without the rule ("norule_"), with the
-    bank-aware layout ("aware_") and under the SDK's async rule ("sdk_")."""
+    """The Cannon model on 750 x 750 PEs of the wse2 preset (the fmas synchronous, the
+    read-pair rule, the kernel's layout) against the measurement; with the read-pair rule
+    alone ("pairs_"), without either rule ("norule_") and with the bank-aware layout
+    ("aware_")."""
     size = MEASURED_P * BLOCK
     rect = Rect(0, 0, MEASURED_P, MEASURED_P)
     measured_rate = MEASURED_TFLOPS * 1e12 / 2 / MEASURED_P**2 / WSE2.clock_hz
     out = {"p": MEASURED_P, "m=k=n": size, "measured_tflops": MEASURED_TFLOPS,
            "measured_fma_per_pe_cycle": measured_rate}
+    overlapped = WSE2.replace(async_memory_ops=True)
     for prefix, config, aware in (("", WSE2, False),
-                                  ("norule_", WSE2.replace(bank_conflicts=False), False),
-                                  ("aware_", WSE2, True),
-                                  ("sdk_", WSE2.replace(async_memory_ops=False), False)):
+                                  ("pairs_", overlapped, False),
+                                  ("norule_", overlapped.replace(bank_conflicts=False), False),
+                                  ("aware_", WSE2, True)):
         cycles = cannon_model(config, rect, size, size, size, bank_aware=aware)
         tflops = 2 * size**3 / config.cycles_to_seconds(cycles) / 1e12
         out.update({f"{prefix}model_cycles": cycles,
@@ -150,9 +154,9 @@ def facts() -> list[dict]:
          f"{w2.num_async_slots} / {w3.num_async_slots}"),
         ("async DSD op without a fabric operand", "refused (SDK release notes: \"must have "
          "at least one fabric DSD operand\")",
-         ("allowed in the presets" if w2.async_memory_ops else "refused")
-         + "; refused with async_memory_ops=False (the GEMMs' and GEMV's fmas, the moves' "
-           "local copies then synchronous)"),
+         ("allowed in the presets" if w2.async_memory_ops else "refused in the presets")
+         + " (the GEMMs' and GEMV's fmas, the moves' local copies synchronous); "
+           "async_memory_ops=True allows it"),
         ("SRAM banks", "8 of 6 KB, successive 16-bit half-words in successive banks",
          f"{w2.sram_banks} ({w2.sram_bytes // max(w2.sram_banks, 1) // 1024} KiB each)"),
         ("two 32-bit reads per cycle", "from banks differing mod 4",
@@ -173,17 +177,17 @@ def plot(runs: list[dict], wafer: dict, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4))
     ps = [r["p"] for r in runs]
     ax.plot(ps, [r["fma_per_pe_cycle"] for r in runs], "o-",
-            label="simulated (Cannon, 44x44, read-pair rule)")
+            label="simulated (Cannon, 44x44, synchronous fmas, read-pair rule)")
     ax.plot(ps, [fma_rate(r["p"], r["model_cycles"]) for r in runs], "x--", label="its model")
+    ax.plot(ps, [r["pairs_fma_per_pe_cycle"] for r in runs], "v-",
+            label="simulated, async fmas, read-pair rule")
     ax.plot(ps, [r["norule_fma_per_pe_cycle"] for r in runs], "^-",
-            label="simulated without the read-pair rule")
-    ax.plot(ps, [r["sdk_fma_per_pe_cycle"] for r in runs], "v-",
-            label="simulated, synchronous fmas (the SDK's async rule)")
-    ax.plot([MEASURED_P], [wafer["sdk_model_fma_per_pe_cycle"]], "P",
-            label="model, synchronous fmas, 750 x 750")
+            label="simulated without either rule")
     ax.plot([MEASURED_P], [wafer["model_fma_per_pe_cycle"]], "s", label="model, 750 x 750")
+    ax.plot([MEASURED_P], [wafer["pairs_model_fma_per_pe_cycle"]], "P",
+            label="model, async fmas, 750 x 750")
     ax.plot([MEASURED_P], [wafer["norule_model_fma_per_pe_cycle"]], "D",
-            label="model without the rule, 750 x 750")
+            label="model without either rule, 750 x 750")
     ax.axhline(wafer["measured_fma_per_pe_cycle"], color="k", ls=":",
                label=f"measured on a CS-2: {MEASURED_TFLOPS} TFLOP/s")
     ax.set_xscale("log")
@@ -209,20 +213,20 @@ def main(argv=None) -> int:
         r = runs[-1]
         print(f"P={p}: {r['cycles']} cycles, model {r['model_cycles']} "
               f"({r['model_error']:+.2%}), {r['fma_per_pe_cycle']:.3f} fma/PE/cycle; "
-              f"without the rule: {r['norule_cycles']} cycles, "
+              f"async fmas: {r['pairs_cycles']} cycles, model {r['pairs_model_cycles']} "
+              f"({r['pairs_model_error']:+.2%}), {r['pairs_fma_per_pe_cycle']:.3f}; "
+              f"without either rule: {r['norule_cycles']} cycles, "
               f"{r['norule_fma_per_pe_cycle']:.3f}; bank-aware layout: "
-              f"{r['aware_cycles']} cycles, {r['aware_fma_per_pe_cycle']:.3f} fma/PE/cycle; "
-              f"synchronous fmas: {r['sdk_cycles']} cycles, model {r['sdk_model_cycles']} "
-              f"({r['sdk_model_error']:+.2%}), {r['sdk_fma_per_pe_cycle']:.3f}")
+              f"{r['aware_cycles']} cycles, {r['aware_fma_per_pe_cycle']:.3f} fma/PE/cycle")
     wafer = full_wafer_model()
     print(f"750x750 model: {wafer['model_fma_per_pe_cycle']:.3f} fma/PE/cycle, "
           f"{wafer['model_tflops']:.1f} TFLOP/s vs measured {MEASURED_TFLOPS} "
-          f"({wafer['model_over_measured']:.2f}x); without the rule "
+          f"({wafer['model_over_measured']:.2f}x); async fmas "
+          f"{wafer['pairs_model_tflops']:.1f} TFLOP/s "
+          f"({wafer['pairs_model_over_measured']:.2f}x); without either rule "
           f"{wafer['norule_model_tflops']:.1f} TFLOP/s "
           f"({wafer['norule_model_over_measured']:.2f}x); bank-aware layout "
-          f"{wafer['aware_model_tflops']:.1f} TFLOP/s ({wafer['aware_model_over_measured']:.2f}x); "
-          f"synchronous fmas {wafer['sdk_model_tflops']:.1f} TFLOP/s "
-          f"({wafer['sdk_model_over_measured']:.2f}x)")
+          f"{wafer['aware_model_tflops']:.1f} TFLOP/s ({wafer['aware_model_over_measured']:.2f}x)")
     table = facts()
     for row in table:
         print(f"  {row['fact']}: public {row['public']}; project {row['project']}")
@@ -235,21 +239,22 @@ def main(argv=None) -> int:
         "headline": [
             f"fp32 GEMM 44x44 blocks, 750x750 PEs: model {wafer['model_tflops']:.0f} TFLOP/s "
             f"vs {MEASURED_TFLOPS} measured on a CS-2 ({wafer['model_over_measured']:.2f}x; "
-            f"the read-pair rule, the kernel's layout)",
+            f"the machine in force: synchronous fmas, the read-pair rule, the kernel's "
+            f"layout)",
             f"simulated on {runs[-1]['p']}x{runs[-1]['p']}: "
             f"{runs[-1]['fma_per_pe_cycle']:.3f} fma/PE/cycle (measured on the wafer: "
             f"{wafer['measured_fma_per_pe_cycle']:.3f})",
-            f"without the read-pair rule: model {wafer['norule_model_tflops']:.0f} TFLOP/s "
+            f"with async fmas (async_memory_ops=True), the read-pair rule alone: model "
+            f"{wafer['pairs_model_tflops']:.0f} TFLOP/s "
+            f"({wafer['pairs_model_over_measured']:.2f}x); simulated on "
+            f"{runs[-1]['p']}x{runs[-1]['p']}: {runs[-1]['pairs_fma_per_pe_cycle']:.3f} "
+            f"fma/PE/cycle",
+            f"without either rule: model {wafer['norule_model_tflops']:.0f} TFLOP/s "
             f"({wafer['norule_model_over_measured']:.2f}x); simulated on "
             f"{runs[-1]['p']}x{runs[-1]['p']}: {runs[-1]['norule_fma_per_pe_cycle']:.3f} "
             f"fma/PE/cycle",
             f"with the bank-aware layout: model {wafer['aware_model_tflops']:.0f} TFLOP/s "
             f"({wafer['aware_model_over_measured']:.2f}x)",
-            f"under the SDK's async rule (async_memory_ops=False: the fmas synchronous): "
-            f"model {wafer['sdk_model_tflops']:.0f} TFLOP/s "
-            f"({wafer['sdk_model_over_measured']:.2f}x); simulated on "
-            f"{runs[-1]['p']}x{runs[-1]['p']}: {runs[-1]['sdk_fma_per_pe_cycle']:.3f} "
-            f"fma/PE/cycle",
         ],
         "runs": runs, "wafer": wafer, "facts": table,
         "table": {"columns": ["fact", "public", "project"],

@@ -138,9 +138,10 @@ class FabricConfig:
             to happen asynchronously", Data Structure Descriptors): with False, `Program.
             place` refuses such an op, naming the tile, task and instruction, and the
             kernels that would issue one issue it synchronously instead (the GEMMs' and
-            the GEMV's fmas, the moves' local copies; each cycle model follows). True in
-            the presets for now, the machine every figure of the project was measured on
-            (docs/engine.md, "Public facts").
+            the GEMV's fmas, the moves' local copies; each cycle model follows). False in
+            the presets (docs/engine.md, "Public facts"); `replace(async_memory_ops=True)`
+            runs a program on the machine before the rule (the figures of
+            docs/benchmarks.md marked so).
         reserved_colors: colors the host's memcpy infrastructure owns (the SDK's memcpy
             takes 3 of the 24 routable colors; its examples leave 21, 22 and 23 to it). A
             program may not route them, bind a data task to them or name them in a fabric
@@ -180,7 +181,7 @@ class FabricConfig:
     reserved_colors: tuple = (21, 22, 23)
     sram_banks: int = 8
     bank_conflicts: bool = True
-    async_memory_ops: bool = True
+    async_memory_ops: bool = False
     task_binding: str = "color"
     num_input_queues: int = 8
 

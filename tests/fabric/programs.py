@@ -22,6 +22,10 @@ GRID6 = FabricConfig.small(6, 6)  # random traffic
 ROW_L2 = FabricConfig.small(1, 8, hop_latency=2)  # hop latency 2
 ROW_Q2 = FabricConfig.small(1, 8, queue_depth=2)  # shallow buffers: backpressure
 ROW_RECT = Rect(0, 0, 1, 8)  # the whole of ROW
+# async ops on memory alone allowed (the SDK refuses them; the presets follow it): the
+# engine's microthreads under test with the simplest operands
+ROW_ASYNC = FabricConfig.small(1, 8, async_memory_ops=True)
+GRID4_ASYNC = FabricConfig.small(4, 4, async_memory_ops=True)
 
 DIRECTION = {(-1, 0): Port.NORTH, (1, 0): Port.SOUTH, (0, 1): Port.EAST, (0, -1): Port.WEST}
 OPPOSITE = {Port.NORTH: Port.SOUTH, Port.SOUTH: Port.NORTH, Port.EAST: Port.WEST,

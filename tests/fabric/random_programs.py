@@ -20,8 +20,9 @@ from tests.fabric.programs import (
     pe,
 )
 
-# every color routable (no host memcpy reservation), so flows exercise all 24 of them
-CONFIG = FabricConfig.small(3, 4, reserved_colors=())
+# every color routable (no host memcpy reservation), so flows exercise all 24 of them; async
+# ops on memory alone allowed, so the generator's async ops exercise the microthreads
+CONFIG = FabricConfig.small(3, 4, reserved_colors=(), async_memory_ops=True)
 FLOOR = (256, 256)  # instruction and DSD table rows of every program (one bucket)
 MAX_CYCLES = 20_000
 CELLS = [(r, c) for r in range(CONFIG.rows) for c in range(CONFIG.cols)]

@@ -35,9 +35,11 @@ def test_an_async_op_on_memory_alone_is_refused_by_the_rule():
     text = str(err.value)
     assert "tile 't', task 'main', instruction 1 (add)" in text
     assert "needs a fabric operand" in text and "async_memory_ops=False" in text
-    # the presets allow it (the project's GEMV and moves are written so), and so does a
-    # strict fabric for the op made synchronous or given a fabric operand
-    Program(FabricConfig.small(2, 3)).place(_tile(op), Rect(0, 0, 1, 1))
+    # the presets refuse it too; a fabric without the rule allows it, and so does a strict
+    # fabric for the op made synchronous or given a fabric operand
+    with pytest.raises(ValueError, match="needs a fabric operand"):
+        Program(FabricConfig.small(2, 3)).place(_tile(op), Rect(0, 0, 1, 1))
+    Program(FabricConfig.small(2, 3, async_memory_ops=True)).place(_tile(op), Rect(0, 0, 1, 1))
     sync = ins.add(ins.Mem("y", 0, 8), ins.Mem("x", 0, 8), 1.0)
     Program(STRICT).place(_tile(sync), Rect(0, 0, 1, 1))
     send = ins.mov(ins.FabOut(3, 1, 8), ins.Mem("x", 0, 8), is_async=True)

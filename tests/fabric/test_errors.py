@@ -20,7 +20,16 @@ from fabric import (
     build,
 )
 from fabric import instructions as ins
-from tests.fabric.programs import GRID4, ROW, ROW_RECT, pe, receiver_tile, run_tile, sender_tile
+from tests.fabric.programs import (
+    GRID4,
+    ROW,
+    ROW_ASYNC,
+    ROW_RECT,
+    pe,
+    receiver_tile,
+    run_tile,
+    sender_tile,
+)
 
 
 def place_alone(tile, rect=None, config=ROW):
@@ -102,7 +111,7 @@ def test_undefined_task(code):
     x = t.symbol("x", "f32", 4)
     t.local_task("main", code(x))
     with pytest.raises(BuildError, match=r"tile 't', task 'main'.*undefined task 'nope'"):
-        build(ROW, place_alone(t))
+        build(ROW_ASYNC, place_alone(t, config=ROW_ASYNC))
 
 
 def test_undefined_label():

@@ -7,7 +7,6 @@ ready by an async op that finishes in cycle t can start in cycle t + 1. Accumula
 small integer-valued floats so that every fp32 result is exact (fused or not).
 """
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from fabric import FabricConfig, Port, Program, Rect, Simulator, Tile
 from fabric import instructions as ins
 from fabric.banks import op_read_pair_stalls
-from tests.fabric.programs import ROW, ROW_RECT, pe, run_stepwise, run_tile, sender_tile
+from tests.fabric.programs import ROW, ROW_ASYNC, ROW_RECT, pe, run_stepwise, run_tile, sender_tile
 
 
 # ---- data tasks -------------------------------------------------------------------------------
@@ -96,7 +95,7 @@ A8 = np.arange(64, dtype=np.float32).reshape(1, 8, 8) - 20
 
 def test_async_completion_activates_a_task():
     t = _async_tile(ins.Activate("after"))
-    sim, stats = run_tile(t, {"a": A8})
+    sim, stats = run_tile(t, {"a": A8}, config=ROW_ASYNC)
     np.testing.assert_array_equal(sim.memcpy_d2h("e"), 2 * A8)
     # main: start 0, issue 1, RET 2; the async mov runs cycles 1-4 (8 elements, w = 2);
     # "after" starts at 5, adds in 6-9, RETs at 10
@@ -109,7 +108,7 @@ def test_async_completion_unblocks_a_blocked_task():
     nops = [ins.set_reg("q", 0)] * 3
     t = _async_tile(ins.Unblock("after"), extra_main=(ins.activate("after"), *nops),
                     after_blocked=True)
-    sim, stats = run_tile(t, {"a": A8})
+    sim, stats = run_tile(t, {"a": A8}, config=ROW_ASYNC)
     np.testing.assert_array_equal(sim.memcpy_d2h("e"), 2 * A8)
     # main: start 0, activate 1, issue 2 (mov runs 2-5), 3 set_regs 3-5, RET 6;
     # "after" (unblocked at 5) starts at 7 when the CE is free, adds 8-11, RETs at 12
@@ -144,9 +143,10 @@ def test_eight_microthreads_hold_eight_async_ops_and_a_ninth_waits():
     only 3 are; the datapath serves one op at a time either way, so the cycles agree."""
     for preset in (FabricConfig.small(1, 1), FabricConfig.wse2(), FabricConfig.wse3()):
         assert preset.num_async_slots == 8, preset.name
-    eight = _most_async_in_flight(FabricConfig.small(1, 1))
-    three = _most_async_in_flight(dataclasses.replace(FabricConfig.small(1, 1),
-                                                      num_async_slots=3))
+    # copies on memory alone, async where the rule is off: the engine's microthreads
+    eight = _most_async_in_flight(FabricConfig.small(1, 1, async_memory_ops=True))
+    three = _most_async_in_flight(FabricConfig.small(1, 1, async_memory_ops=True,
+                                                     num_async_slots=3))
     assert eight[0] == 8 and three[0] == 3
     assert eight[1] == three[1]
 

@@ -13,7 +13,7 @@ from fabric import DeadlockError, Port, Program, Rect, Simulator, Tile, engine
 from fabric import instructions as ins
 from fabric.demo import reference, row_reduce_program
 from fabric.isa import LINK_PORTS
-from tests.fabric.programs import GRID4, assert_fma_equal, pe, receiver_tile
+from tests.fabric.programs import GRID4, GRID4_ASYNC, assert_fma_equal, pe, receiver_tile
 
 N = 8  # fp32 values per PE of the demo program
 RECT = Rect(1, 1, 2, 3)  # rows 1-2, columns 1-3 of the 4x4 grid
@@ -142,9 +142,9 @@ def test_async_op_and_fma_rounding_under_recording():
         x, y, z, w = (tile.symbol(name, "f32", n) for name in "xyzw")
         tile.local_task("main", [ins.fma(z.dsd(), x.dsd(), y.dsd(), s, is_async=True),
                                  ins.mul(w.dsd(), x.dsd(), y.dsd())])
-        prog = Program(GRID4)
+        prog = Program(GRID4_ASYNC)
         prog.place(tile, Rect(0, 0, 4, 4))
-        sim = Simulator(GRID4, prog)
+        sim = Simulator(GRID4_ASYNC, prog)
         sim.memcpy_h2d("x", a)
         sim.memcpy_h2d("y", b)
         sim.launch("main")

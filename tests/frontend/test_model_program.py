@@ -280,7 +280,7 @@ def test_host_io_takes_the_host_links_cycles_in_a_stream():
     torch.manual_seed(0)
     # 8 rows: the first input's packed write (85 cycles) outlasts the deadlock window (64)
     xs = [torch.randn(8, 16) for _ in range(3)]
-    cm = frontend.compile(MLP().eval(), (xs[0],), SMALL, mode="pipelined")
+    cm = frontend.compile(MLP().eval(), (xs[0],), SMALL, mode="pipelined", colors="fit")
     apart = cm.one_program_stream([(x,) for x in xs], start="data")
     waits, wait = [], Simulator.wait
     with pytest.MonkeyPatch.context() as patch:
@@ -377,7 +377,9 @@ def test_a_model_over_a_pes_registers_is_refused_naming_the_parts():
     memory (their one scratch register): the error names the resource and the stage and
     move whose code shares the PE. (LeNet's convolution: a chain of several ops beside the
     SUMMA; a chain of one op has no counter.)"""
-    config = dataclasses.replace(SMALL, num_registers=14)
+    # the scenario's tiles (a move's chain beside the convolution's SUMMA) are those the
+    # balance takes where the fmas run async
+    config = dataclasses.replace(SMALL, num_registers=14, async_memory_ops=True)
     x = torch.randn(2, 1, 8, 8)
     cm = frontend.compile(LeNet().eval(), (x,), config, mode="pipelined")
     with pytest.raises(PlacementError, match=r"does not fit one fabric program: .*registers"
