@@ -39,8 +39,8 @@ GRID = (12, 12)  # the fabric most architectures run on: small(12, 12), rows x c
 # architectures whose stages need a larger fabric: name -> its (rows, cols)
 LARGER_FABRIC = {"mobilenet-v2": (24, 16), "mixtral": (24, 24),
                  "qwen2-moe": (24, 24), "canine": (16, 16), "olmoe": (24, 24),
-                 "deepseek-v3": (24, 24), "gpt-oss": (16, 16), "jamba": (16, 16),
-                 "rwkv": (24, 24), "llama4": (16, 16), "phimoe": (16, 16)}
+                 "deepseek-v3": (24, 24), "gpt-oss": (16, 16), "jamba": (24, 16),
+                 "rwkv": (24, 24), "llama4": (24, 16), "phimoe": (16, 16)}
 
 
 @dataclasses.dataclass(frozen=True)
