@@ -176,6 +176,7 @@ def test_riders_that_would_slow_the_pipeline_stay_apart(bank_aware, monkeypatch)
         assert not cm.placement.riders and cm.placement.rects == plain.rects
 
 
+@pytest.mark.long  # two MoE models compiled on small(24, 24): 15-20 s each
 @pytest.mark.parametrize("name, lookup", [("mixtral", "index_4"), ("qwen2-moe", "index_8")])
 def test_blocks_ride_where_the_moves_beside_them_would_bound_the_rate(name, lookup):
     """The MoE models' expert weights, picked by a one-hot product cut into column blocks:

@@ -210,6 +210,7 @@ def test_an_unknown_color_policy_is_refused():
         _compile(colors="ignore")
 
 
+@pytest.mark.long  # RoBERTa compiled and placed three times over: 10-20 s
 def test_the_fit_ladder_takes_the_tiles_without_riders_where_only_they_fit():
     """RoBERTa with the period set within 55 % and no spare PEs: with one rider its moves
     cross one PE 28 times, without it they fit the 21 colors; "fit" takes those
