@@ -100,13 +100,13 @@ from fabric.kernels.gemm_common import (
 )
 from fabric.kernels.gemm_cycles import (
     GROUP_CLOSE_CYCLES,
-    backlog,
     conflict_cycles,
     dispatched,
     finish_cycles,
     first_op_end,
     main_end,
     received,
+    sent,
     step_conflicts,
     step_end,
 )
@@ -186,7 +186,7 @@ def _summa_model(config: FabricConfig, R: int, Cc: int, m: int, k: int, n: int,
         t = ready
         for i, (owner, index, count, owners, hops, axis) in enumerate(ops):
             issue = dispatched(t, index + owner)  # the send is the op after the receive
-            end = np.where(owner, _multicast_sent(config, issue, count, owner, hops, axis),
+            end = np.where(owner, _multicast_sent(config, issue, count, owner, owners, hops, axis),
                            received(config, issue, count, owners(issue), hops))
             t = first_op_end(issue, end) if after_chains and i == 0 else end
         return t + GROUP_CLOSE_CYCLES
@@ -213,15 +213,13 @@ def _summa_model(config: FabricConfig, R: int, Cc: int, m: int, k: int, n: int,
 
 
 def _multicast_sent(config: FabricConfig, issue: np.ndarray, count: np.ndarray,
-                    owner: np.ndarray, hops: np.ndarray, axis: int) -> np.ndarray:
+                    owner: np.ndarray, owners, hops: np.ndarray, axis: int) -> np.ndarray:
     """When an owner PE's comm can run again after its send of a multicast along `axis` of
-    the (R, Cc) tile (1: along its row, 0: along its column): at its own pace, or held back
-    by the latest receiver of its line, which takes one wavelet per cycle from its issue
-    (`sent`); a stream no longer than a receiver's path holds (`backlog`) never waits.
-    With synchronous fmas a receiver with a taller block issues its receive late."""
-    waits = (~owner) & (count > backlog(config, hops))
-    held = np.where(waits, issue + count - backlog(config, hops), np.iinfo(np.int64).min)
-    return np.maximum(issue + count, held.max(axis=axis, keepdims=True))
+    the (R, Cc) tile (1: along its row, 0: along its column; `owners(t)`: the owner's
+    entry of t on each PE's line): `sent` to each receiver of its line, the latest of
+    them. With synchronous fmas a receiver with a taller block issues its receive late."""
+    each = np.where(owner, issue + count, sent(config, owners(issue), count, issue, hops))
+    return each.max(axis=axis, keepdims=True)
 
 
 def _routes(prog: Program, rect: Rect, color: int, owner: int, horizontal: bool) -> None:
