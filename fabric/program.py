@@ -251,11 +251,11 @@ class Program:
             return
         rows, cols = self.config.rows, self.config.cols
         self._check_color(color, Rect(*next(iter(cells)), 1, 1))
+        color = int(color)
         for (r, c), (rx, tx) in cells.items():
-            rect = Rect(r, c, 1, 1)
             if not (0 <= r < rows and 0 <= c < cols):
-                self._check_rect(rect, f"route of color {color}")
-            self.routes.append(Route(rect, int(color), Port(rx), self._tx(color, rect, tx)))
+                self._check_rect(Rect(r, c, 1, 1), f"route of color {color}")
+            self.routes.append(_cell_route(r, c, color, rx, tx))
 
     def _check_color(self, color: int, rect: Rect) -> None:
         if not 0 <= color < self.config.num_colors:
@@ -300,6 +300,15 @@ def _check_async_ops(tile: Tile, config) -> None:
                     f"operand on {config.name} (async_memory_ops=False, the SDK's rule: "
                     "\"Asynchronous DSD operations must have at least one fabric DSD "
                     "operand\"); issue it synchronously")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _cell_route(row: int, col: int, color: int, rx: Port, tx: frozenset) -> Route:
+    """The route of one PE (`Program.route_cells`), shared by the moves that route it
+    alike: a model's moves route hundreds of thousands of PEs, each one a Route and a Rect
+    that the cyclic garbage collector walks at every full collection."""
+    rect = Rect(row, col, 1, 1)
+    return Route(rect, color, Port(rx), Program._tx(color, rect, tx))
 
 
 @functools.cache

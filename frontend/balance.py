@@ -146,7 +146,7 @@ def _grow(i: int, stages: list[Stage], shapes: list[tuple[int, int]], cycles: li
                 continue
             if most_pes is not None and others + tiles * shape[0] * shape[1] > most_pes:
                 continue
-            if groups.rects(shapes[:i] + [shape] + shapes[i + 1:]) is None:
+            if not groups.packs(shapes[:i] + [shape] + shapes[i + 1:]):
                 break
             added, saved = tiles * (shape[0] * shape[1] - r0 * c0), cycles[i] - fit
             score = (1, saved, -added) if added <= 0 else (0, saved / added, -added)
@@ -189,7 +189,7 @@ def balance_cycles(stages: list[Stage], config: FabricConfig, lookahead: int = L
         return None
     groups = groups or Groups(stages, config)
     shapes = groups.tie(shapes)
-    if groups.rects(shapes) is None:
+    if not groups.packs(shapes):
         shapes = flatter_starts(stages, shapes, config, groups)
         if shapes is None:
             return None
@@ -298,7 +298,7 @@ def flatter_starts(stages: list[Stage], shapes: list[tuple[int, int]], config: F
     its tiles pack on small(24, 16))."""
     shapes = list(shapes)
     fixed: set[int] = set(groups.roots)
-    while groups.rects(shapes) is None:
+    while not groups.packs(shapes):
         tall = [(-shapes[i][0], i) for i in range(len(stages))
                 if i not in fixed and shapes[i][0] > 1]
         if not tall:

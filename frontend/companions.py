@@ -28,8 +28,9 @@ from collections.abc import Sequence
 from fabric.config import FabricConfig
 from fabric.kernels import UNARY_WORDS
 from fabric.program import Rect
+from frontend.skyline import Skyline
 from frontend.stages import Stage
-from frontend.tile_shapes import kernel_fit, pack
+from frontend.tile_shapes import kernel_fit
 
 # kernels whose output element i depends on input element i alone, in blocks over the tile
 # (`Blocks.of`): maps, binary ops, affine and clamp, gelu, the unary functions, maximum /
@@ -98,17 +99,51 @@ class Groups:
             return 0
         return 1 + sum(1 for root in self.roots.values() if root == i)
 
+    def __post_init__(self):
+        # one skyline for all the packings the balance asks of these stages
+        self._skyline = Skyline(self.config)
+        self._riders: dict[int, list[int]] = {}  # root -> its riders
+        for rider, root in self.roots.items():
+            self._riders.setdefault(root, []).append(rider)
+        self._fit: dict[tuple[int, tuple[int, int]], bool] = {}  # (root, shape) -> riders fit
+
     def rects(self, shapes: Sequence[tuple[int, int]]) -> list[Rect] | None:
         """The tiles of `shapes` (riders tied to their roots); None if they do not pack or
         a rider's kernel does not take its root's shape."""
         if not self.roots:
-            return pack(list(shapes), self.config)
+            return self._skyline.rects(shapes)
         tied = self.tie(shapes)
-        for rider in self.roots:
-            if not isinstance(kernel_fit(self.stages[rider], tied[rider], self.config), int):
-                return None
-        names = {self.stages[r].name: self.stages[root].name for r, root in self.roots.items()}
-        return pack_groups(self.stages, tied, names, self.config)
+        if not self._riders_fit(tied):
+            return None
+        return pack_groups(self.stages, tied, self._names(), self.config, self._skyline)
+
+    def packs(self, shapes: Sequence[tuple[int, int]]) -> bool:
+        """Whether `rects(shapes)` has tiles (no rectangles built: the balance asks after
+        every step it tries)."""
+        if not self.roots:
+            return self._skyline.corners(shapes) is not None
+        tied = self.tie(shapes)
+        if not self._riders_fit(tied):
+            return False
+        _, _, blocks = _blocks(self.stages, tied, self._names())
+        return self._skyline.corners(blocks) is not None
+
+    def _riders_fit(self, tied: Sequence[tuple[int, int]]) -> bool:
+        """Whether every rider's kernel takes its root's shape (cached per root and shape:
+        the balance moves one root at a time)."""
+        for root, riders in self._riders.items():
+            key = (root, tuple(tied[root]))
+            if key not in self._fit:
+                self._fit[key] = all(
+                    isinstance(kernel_fit(self.stages[r], tied[root], self.config), int)
+                    for r in riders)
+            if not self._fit[key]:
+                return False
+        return True
+
+    def _names(self) -> dict[str, str]:
+        """rider -> root, by stage name."""
+        return {self.stages[r].name: self.stages[root].name for r, root in self.roots.items()}
 
 
 def companion_groups(stages: Sequence[Stage], config: FabricConfig,
@@ -134,16 +169,14 @@ def companion_groups(stages: Sequence[Stage], config: FabricConfig,
 
 
 def pack_groups(stages: Sequence[Stage], shapes: Sequence[tuple[int, int]],
-                roots: dict[str, str], config: FabricConfig) -> list[Rect] | None:
+                roots: dict[str, str], config: FabricConfig, skyline: Skyline | None = None
+                ) -> list[Rect] | None:
     """Tiles for `shapes` where every root and its riders (`roots`: rider -> root, all of
     one shape) pack as one block, at the root's place in graph order, the riders stacked
-    below the root in graph order; None if the blocks do not fit."""
-    members: dict[str, list[int]] = {}
-    for i, s in enumerate(stages):
-        members.setdefault(roots.get(s.name, s.name), []).append(i)
-    order = [i for i, s in enumerate(stages) if s.name not in roots]
-    blocks = [(shapes[i][0] * len(members[stages[i].name]), shapes[i][1]) for i in order]
-    placed = pack(blocks, config)
+    below the root in graph order; None if the blocks do not fit. `skyline`: the one to
+    pack on (its last packing's first blocks kept), a new one by default."""
+    order, members, blocks = _blocks(stages, shapes, roots)
+    placed = (skyline or Skyline(config)).rects(blocks)
     if placed is None:
         return None
     rects: list[Rect | None] = [None] * len(stages)
@@ -152,3 +185,15 @@ def pack_groups(stages: Sequence[Stage], shapes: Sequence[tuple[int, int]],
         for k, j in enumerate(members[stages[i].name]):
             rects[j] = Rect(block.row + k * rows, block.col, rows, block.cols)
     return rects
+
+
+def _blocks(stages: Sequence[Stage], shapes: Sequence[tuple[int, int]], roots: dict[str, str]
+            ) -> tuple[list[int], dict[str, list[int]], list[tuple[int, int]]]:
+    """(the roots' and lone stages' indices in graph order, each one's members (itself and
+    its riders, graph order), the blocks they pack as: the members stacked)."""
+    members: dict[str, list[int]] = {}
+    for i, s in enumerate(stages):
+        members.setdefault(roots.get(s.name, s.name), []).append(i)
+    order = [i for i, s in enumerate(stages) if s.name not in roots]
+    blocks = [(shapes[i][0] * len(members[stages[i].name]), shapes[i][1]) for i in order]
+    return order, members, blocks

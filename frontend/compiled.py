@@ -16,6 +16,7 @@ from frontend.capture import Captured, capture_module
 from frontend.color_fit import check_period_share, fit_colors
 from frontend.errors import FrontendError, PlacementError
 from frontend.fan_out import stage_edges
+from frontend.gc_paused import gc_paused
 from frontend.gemm_split import column_parts
 from frontend.graph_colors import (
     DEFAULT_COLOR_POLICY,
@@ -110,9 +111,10 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
             raise FrontendError(f"example input {i} has shape {tuple(x.shape)}, no elements: "
                                 "the fabric holds every tensor in PE memory, so each needs at "
                                 "least one element (a batch size of at least 1)")
-    return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
-                         precision, example_inputs, half, mode, colors, period_share, lookups,
-                         gemm_orientation, experts)
+    with gc_paused():
+        return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
+                             precision, example_inputs, half, mode, colors, period_share,
+                             lookups, gemm_orientation, experts)
 
 
 class CompiledModel:

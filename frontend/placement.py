@@ -24,8 +24,9 @@ from frontend.balance import PERIOD_SHARE, balance_cycles, flatter_starts, stage
 from frontend.companions import Groups, companion_groups
 from frontend.errors import PlacementError
 from frontend.move_bounds import critical_path, edge_words, rate_bound, stage_bounds
+from frontend.skyline import pack
 from frontend.stages import Stage
-from frontend.tile_shapes import kernel_fit, min_pes, model_cycles, pack, summa_colors, tile_shape
+from frontend.tile_shapes import kernel_fit, min_pes, model_cycles, summa_colors, tile_shape
 
 SHARE = 0.6  # fraction of the fabric the work-proportional shares add up to at first
 OBJECTIVES = ("work", "cycles")  # place()'s `balance`: see its docstring

@@ -1,8 +1,7 @@
 """A stage's tile shapes and their fit: which shapes its kernel takes, the kernel model's
-cycles on each (cached per stage and shape), the best shape within a PE budget, and the
-packing of tiles onto the grid (`pack`: a skyline in graph order, so producer and consumer
-tiles stay close). What both placement objectives (`frontend.placement`, `frontend.balance`)
-build on."""
+cycles on each (cached per stage and shape) and the best shape within a PE budget. What
+both placement objectives (`frontend.placement`, `frontend.balance`) build on, with the
+packing of tiles onto the grid (`frontend.skyline`)."""
 
 from __future__ import annotations
 
@@ -91,54 +90,3 @@ def tile_shape(stage: Stage, pes: int, config: FabricConfig) -> tuple[int, int]:
         raise PlacementError(f"stage {stage.name!r} ({stage.kind}) fits no tile of at most "
                              f"{pes} PEs on {config.name}")
     return best[1]
-
-
-def pack(shapes: list[tuple[int, int]], config: FabricConfig) -> list[Rect] | None:
-    """Tiles of `shapes` (rows, cols), in their order, on the grid; None if one does not
-    fit.
-
-    A skyline: every column's filled height; each tile goes where its top is lowest (the
-    leftmost of those), on the highest column beneath it. In graph order, so a stage sits
-    beside or below the ones before it. Against shelves (a row of tiles as tall as its
-    tallest), the room under a short tile in a tall row is not lost: TinyGPT d=64 on
-    small(32, 32) left 104 PEs in such gaps, and its layer norm and two batch entries of
-    a bmm on 6 and 8 PEs.
-
-    >>> pack([(2, 3), (1, 3), (1, 3)], FabricConfig.small(4, 6))  # the third under the second
-    [Rect(row=0, col=0, rows=2, cols=3), Rect(row=0, col=3, rows=1, cols=3),
-     Rect(row=1, col=3, rows=1, cols=3)]
-    """
-    # the skyline: (first col, end col, rows filled) of runs of equal height, left to right
-    skyline = [(0, config.cols, 0)]
-    rects = []
-    for r, c in shapes:
-        if c > config.cols:
-            return None
-        # the lowest top over the tile's columns is at a run's first column (moving left
-        # within a run lowers no top), the leftmost of the lowest taken
-        row, col, at = config.rows, None, 0
-        for i, (start, _, height) in enumerate(skyline):
-            if start + c > config.cols:
-                break
-            top, j = height, i + 1
-            while top < row and j < len(skyline) and skyline[j][0] < start + c:
-                top, j = max(top, skyline[j][2]), j + 1
-            if top < row:
-                row, col, at = top, start, i
-        if col is None or row + r > config.rows:  # None: every top at the grid's last row
-            return None
-        rects.append(Rect(row, col, r, c))
-        # the tile's run replaces the runs under it; what sticks out on the right stays
-        end, height, last = col + c, row + r, at
-        while last + 1 < len(skyline) and skyline[last + 1][0] < end:
-            last += 1
-        runs = [(col, end, height)]
-        if skyline[last][1] > end:
-            runs.append((end, skyline[last][1], skyline[last][2]))
-        skyline[at:last + 1] = runs
-        # neighbours of equal height make one run
-        if at + 1 < len(skyline) and skyline[at + 1][2] == height:
-            skyline[at:at + 2] = [(col, skyline[at + 1][1], height)]
-        if at > 0 and skyline[at - 1][2] == height:
-            skyline[at - 1:at + 1] = [(skyline[at - 1][0], skyline[at][1], height)]
-    return rects

@@ -100,7 +100,15 @@ def _tree(src: Cell, dsts: tuple[Cell, ...], order: str
                 raise _TwoSides(b)
             tx.setdefault(b, set())
         tx[dst].add(Port.RAMP)
-    return MappingProxyType({cell: (rx[cell], frozenset(tx[cell])) for cell in rx})
+    return MappingProxyType({cell: _hop(rx[cell], frozenset(tx[cell])) for cell in rx})
+
+
+@functools.cache
+def _hop(rx: Port, tx: frozenset) -> tuple[Port, frozenset]:
+    """One PE's (rx, tx) of a route tree, shared by every tree: a few dozen of them over
+    the hundreds of thousands of PEs a model's cached trees route, each of which the
+    cyclic garbage collector would otherwise walk at every full collection."""
+    return rx, tx
 
 
 def link_loads(flows: Sequence[Flow]) -> dict[tuple[int, int, Port], int]:

@@ -27,7 +27,7 @@ from frontend.balance import (
 from frontend.companions import Groups
 from frontend.lowering import lower
 from frontend.placement import OBJECTIVES, model_cycles, place
-from frontend.tile_shapes import pack
+from frontend.skyline import Skyline, pack
 from tests.frontend.models import MLP, TinyGPT
 
 GPT_FABRIC = FabricConfig.small(32, 32)
@@ -188,6 +188,25 @@ def test_tiles_pack_under_short_tiles_beside_tall_ones():
             assert rect.row_end <= grid.rows and rect.col_end <= grid.cols
             assert not set(rect.pes()) & seen
             seen |= set(rect.pes())
+
+
+def test_skyline_resumed_at_the_first_changed_tile_packs_as_a_fresh_one():
+    """A Skyline starts each packing where its shapes first differ from the last one's; the
+    tiles (and None where one does not fit) are those of packing them afresh, over random
+    sequences of packings that change one tile, cut or extend the list."""
+    grid = FabricConfig.small(6, 8)
+    rng = np.random.default_rng(1)
+    sky = Skyline(grid)
+    shapes = [tuple(int(v) for v in rng.integers(1, 4, 2)) for _ in range(10)]
+    for _ in range(300):
+        change = rng.integers(3)
+        if change == 0:
+            shapes[rng.integers(len(shapes))] = tuple(int(v) for v in rng.integers(1, 5, 2))
+        elif change == 1 and len(shapes) > 1:
+            shapes = shapes[:rng.integers(1, len(shapes))]
+        else:
+            shapes.append(tuple(int(v) for v in rng.integers(1, 4, 2)))
+        assert sky.rects(shapes) == pack(shapes, grid)
 
 
 def test_tall_starting_tiles_give_way_to_flatter_ones():
