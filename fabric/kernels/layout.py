@@ -444,6 +444,8 @@ def probe_inputs(kernel, shapes: Mapping[str, tuple]) -> dict[str, WordMap]:
                              f"probe values must stay below 2**24 to be exact in fp32")
     kernel.load(sim, zeros)
     base = sim.sram_view().copy()  # the zeros load: each batch below starts over from 0
+    inside = _symbol_words(kernel, layout, base.shape)
+    refs = {sym: _symbol_slots(base, kernel.rect, slots)[0] for sym, slots in layout.items()}
     out = {}
     for name, shape in shapes.items():
         size = int(np.prod(shape, dtype=np.int64))
@@ -457,8 +459,7 @@ def probe_inputs(kernel, shapes: Mapping[str, tuple]) -> dict[str, WordMap]:
             sram = sim.sram_view()
             for sym, slots in layout.items():
                 got, valid = _symbol_slots(sram, kernel.rect, slots)
-                ref, _ = _symbol_slots(base, kernel.rect, slots)
-                changed = (got != ref) & valid
+                changed = (got != refs[sym]) & valid
                 if not changed.any():
                     continue
                 f = _decode(got, slots)
@@ -473,7 +474,7 @@ def probe_inputs(kernel, shapes: Mapping[str, tuple]) -> dict[str, WordMap]:
                         "input: the load computes on its input, so its layout cannot be probed")
                 arr = symbols.setdefault(sym, np.full(got.shape, -1, np.int64))
                 arr[changed] = start + idx[changed]
-            _check_outside(kernel, base, sram, layout)
+            _check_outside(kernel, base, sram, inside)
         if not symbols:
             raise ValueError(f"probe_inputs({kernel.name}): loading input {name!r} changed no "
                              f"symbol word on {kernel.rect}")
@@ -486,18 +487,25 @@ def _slot_name(sym: SymbolSlots) -> str:
     return "half-word slot" if sym.half else "word"
 
 
-def _check_outside(kernel, base, sram, layout):
-    """A probe's load must not write words outside the symbols of the rectangle."""
-    diff = sram != base
+def _symbol_words(kernel, layout: Mapping[str, SymbolSlots], shape: tuple) -> np.ndarray:
+    """bool (rows, cols, words) of the probe's grid `shape`: the words some symbol of the
+    kernel's rectangle occupies."""
+    inside = np.zeros(shape, bool)
     r0, c0 = kernel.rect.row, kernel.rect.col
-    inside = np.zeros_like(diff)
+    word = np.arange(shape[2])
     for s in layout.values():
-        for r in range(kernel.rect.rows):
-            for c in range(kernel.rect.cols):
-                a = int(s.address[r, c])
-                n = words_for(s.dtype, int(s.slots[r, c]))
-                inside[r0 + r, c0 + c, a:a + n] = True
-    stray = diff & ~inside
+        start = np.asarray(s.address, np.int64)[..., None]
+        n = np.asarray(s.slots, np.int64)
+        n = (-(-n // 2) if s.half else n)[..., None]  # `words_for`, over the PEs
+        inside[r0:r0 + kernel.rect.rows, c0:c0 + kernel.rect.cols] |= \
+            (word >= start) & (word < start + n)
+    return inside
+
+
+def _check_outside(kernel, base, sram, inside):
+    """A probe's load must not write words outside the symbols of the rectangle (`inside`,
+    `_symbol_words`)."""
+    stray = (sram != base) & ~inside
     if stray.any():
         r, c, w = (int(v) for v in np.argwhere(stray)[0])
         raise ValueError(f"probe_inputs({kernel.name}): the load wrote word {w} of PE ({r}, {c}),"

@@ -130,6 +130,24 @@ def test_probe_rejects_a_load_that_computes():
         probe_inputs(bad, {"x": (4, 4), "y": (4, 4)})
 
 
+def test_probe_rejects_a_load_that_writes_outside_its_symbols():
+    """A word written beside every symbol of the tile (its PEs' last word) is named with
+    its PE, on a tile away from the fabric's corner; the plain load passes."""
+    rect = Rect(1, 1, 2, 2)
+    k = build_elementwise(CONFIG, rect, 4, 4)
+    probe_inputs(k, {"x": (4, 4), "y": (4, 4)})
+    plain = k.load
+
+    def stray(sim, inputs):
+        plain(sim, inputs)
+        if np.asarray(inputs["x"]).any():  # the probe's batches, not its zeros load
+            sim.host_sram()[2, 1, -1] = 7
+
+    with pytest.raises(ValueError, match=rf"word {CONFIG.sram_words - 1} of PE \(2, 1\), "
+                                         r"outside every symbol"):
+        probe_inputs(dataclasses.replace(k, load=stray), {"x": (4, 4), "y": (4, 4)})
+
+
 def test_probe_rejects_a_read_that_computes_and_huge_inputs():
     k = build_elementwise(CONFIG, Rect(0, 0, 2, 2), 4, 4)
     plain = k.read
