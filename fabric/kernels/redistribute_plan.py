@@ -317,7 +317,7 @@ def _color(moves, palette) -> list[Move]:
     """Colors and rounds of the moves (see the module docstring), sorted in the global
     order every chain follows: (round, phase (`_phase`), longest first, source,
     destinations)."""
-    used: list[dict] = []  # per round: cell -> colors taken
+    used: list[dict] = []  # per round: cell -> colors taken (bit c for color c)
     trees = {id(m): {o: route_tree(m.flow("f", o)) for o in (XY, YX)} for m in moves}
     prefer = _balanced_orders(moves, trees)
     for m in sorted(moves, key=lambda m: (-len(trees[id(m)][XY]), m.src, m.dsts)):
@@ -325,14 +325,18 @@ def _color(moves, palette) -> list[Move]:
         while m.color < 0:
             if r == len(used):
                 used.append({})
+            taken_at = used[r]
             for order in prefer[id(m)]:
-                cells = list(trees[id(m)][order])
-                taken = set().union(*(used[r].get(c, set()) for c in cells))
-                free = [c for c in palette if c not in taken]
-                if free:
-                    m.color, m.round, m.order = free[0], r, order
+                cells = trees[id(m)][order]
+                taken = 0
+                for c in cells:
+                    taken |= taken_at.get(c, 0)
+                color = next((c for c in palette if not taken >> c & 1), None)
+                if color is not None:
+                    m.color, m.round, m.order = color, r, order
+                    bit = 1 << color
                     for c in cells:
-                        used[r].setdefault(c, set()).add(free[0])
+                        taken_at[c] = taken_at.get(c, 0) | bit
                     break
             r += 1
     _phase(moves, trees)

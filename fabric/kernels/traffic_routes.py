@@ -72,33 +72,56 @@ def l_path(src: Cell, dst: Cell, order: str = XY) -> list[Cell]:
 
 def route_tree(flow: Flow) -> Mapping[Cell, tuple[Port, frozenset]]:
     """cell -> (rx port, tx ports) of the flow's route; the union of its L paths is a tree
-    (one rx port per PE), delivering to the RAMP of every destination. Read-only: a tree
+    (one rx port per PE: the first legs run along the source's row or column, each second
+    leg along a line of its own), delivering to the RAMP of every destination. PEs in the
+    order the paths first reach them, destination after destination. Read-only: a tree
     depends on the source, the destinations and the order alone, and is computed once for
     them (a plan asks for each move's tree while coloring, programming and loading links)."""
-    try:
-        return _tree(tuple(flow.src), tuple(tuple(d) for d in flow.dsts), flow.order)
-    except _TwoSides as e:
-        raise ValueError(f"flow {flow.name!r}: its paths reach PE {e.args[0]} from two "
-                         "sides") from None
+    return _tree(tuple(flow.src), tuple(tuple(d) for d in flow.dsts), flow.order)
 
 
-class _TwoSides(ValueError):
-    """A route tree's paths reach a PE (the argument) from two sides."""
+# the port a step leaves by: (axis (0 rows, 1 columns), direction) -> port
+_PORT = {(1, 1): Port.EAST, (1, -1): Port.WEST, (0, 1): Port.SOUTH, (0, -1): Port.NORTH}
 
 
 @functools.lru_cache(maxsize=1 << 14)  # a plan's moves, both orders: a few thousand trees
 def _tree(src: Cell, dsts: tuple[Cell, ...], order: str
           ) -> Mapping[Cell, tuple[Port, frozenset]]:
+    # Built leg by leg rather than path by path: a path's PEs that an earlier path reached
+    # are skipped by remembering how far each leg already goes (a multicast's paths share
+    # most of their PEs: the sum of their lengths is many times the tree's size).
+    first = 1 if order == XY else 0  # the axis the first leg runs along (columns for "xy")
+    second = 1 - first
     rx: dict[Cell, Port] = {src: Port.RAMP}
     tx: dict[Cell, set] = {src: set()}
+    reached: dict[tuple, int] = {}  # (leg's start, axis, direction) -> steps it runs
+
+    def leg(start: Cell, axis: int, steps: int) -> None:
+        """The PEs `steps` from `start` along `axis` (its sign the direction), those no
+        earlier leg reached."""
+        way = 1 if steps > 0 else -1
+        key, steps = (start, axis, way), abs(steps)
+        done = reached.get(key, 0)
+        if steps <= done:
+            return
+        reached[key] = steps
+        out, back = _PORT[(axis, way)], OPPOSITE[_PORT[(axis, way)]]
+        cell = list(start)
+        cell[axis] += done * way
+        prev = tuple(cell)
+        for _ in range(done, steps):
+            cell[axis] += way
+            here = tuple(cell)
+            tx[prev].add(out)
+            rx[here] = back
+            tx[here] = set()
+            prev = here
+
     for dst in dsts:
-        path = l_path(src, dst, order)
-        for a, b in zip(path, path[1:]):
-            out = _STEP[(b[0] - a[0], b[1] - a[1])]
-            tx[a].add(out)
-            if rx.setdefault(b, OPPOSITE[out]) != OPPOSITE[out]:
-                raise _TwoSides(b)
-            tx.setdefault(b, set())
+        corner = list(src)
+        corner[first] = dst[first]
+        leg(src, first, dst[first] - src[first])
+        leg(tuple(corner), second, dst[second] - src[second])
         tx[dst].add(Port.RAMP)
     return MappingProxyType({cell: _hop(rx[cell], frozenset(tx[cell])) for cell in rx})
 
