@@ -302,6 +302,11 @@ def _check_async_ops(tile: Tile, config) -> None:
                     "operand\"); issue it synchronously")
 
 
+def clear_route_cache() -> None:
+    """Forget the one-PE routes shared so far (`Program.route_cells`)."""
+    _cell_route.cache_clear()
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _cell_route(row: int, col: int, color: int, rx: Port, tx: frozenset) -> Route:
     """The route of one PE (`Program.route_cells`), shared by the moves that route it

@@ -13,6 +13,7 @@ from fabric.kernels.binary_math import (
     binary_math_reference,
     build_binary_math,
 )
+from fabric.kernels.caches import clear_model_caches
 from fabric.kernels.collectives import (
     Fragment,
     build_allreduce,
@@ -42,7 +43,6 @@ from fabric.kernels.elementwise_chains import (
 from fabric.kernels.gemm_cannon import build_gemm_cannon, cannon_reference
 from fabric.kernels.gemm_summa import (
     build_gemm_summa,
-    clear_model_caches,
     summa_model,
     summa_reference,
 )

@@ -142,9 +142,8 @@ def summa_model(config: FabricConfig, rect: Rect, m: int, k: int, n: int,
     return _summa_model(config, rect.rows, rect.cols, m, k, n, numerics, with_c0, bank_aware)
 
 
-def clear_model_caches() -> None:
-    """Forget the SUMMA cycle model's cached results (`summa_model`, its bank conflicts),
-    so that a timing of a compile sees a first compile's work."""
+def clear_summa_caches() -> None:
+    """Forget the SUMMA cycle model's cached results (`summa_model`, its bank conflicts)."""
     _summa_model.cache_clear()
     step_conflicts.cache_clear()
 

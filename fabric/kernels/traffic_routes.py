@@ -80,6 +80,11 @@ def route_tree(flow: Flow) -> Mapping[Cell, tuple[Port, frozenset]]:
     return _tree(tuple(flow.src), tuple(tuple(d) for d in flow.dsts), flow.order)
 
 
+def clear_tree_cache() -> None:
+    """Forget the route trees computed so far (`route_tree`)."""
+    _tree.cache_clear()
+
+
 # the port a step leaves by: (axis (0 rows, 1 columns), direction) -> port
 _PORT = {(1, 1): Port.EAST, (1, -1): Port.WEST, (0, 1): Port.SOUTH, (0, -1): Port.NORTH}
 
