@@ -30,12 +30,14 @@ either policy). Skipped without `transformers` (the hf extra).
 
     python benchmarks/models.py --json benchmarks/results/models.json [--quick] [--png P]
         [--dtypes fp32,float16,bfloat16,cbfloat16] [--samples 8]
+    python benchmarks/models.py --json benchmarks/results/models.json --compile-only
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import statistics
 import sys
 import time
@@ -204,6 +206,9 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default=None,
                     help=f"comma-separated, of {', '.join(DTYPES)} (default: all; with "
                     "--quick fp32,float16)")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="measure the compile-time section alone; the other sections are "
+                    "kept as --json has them")
     args = ap.parse_args(argv)
     config = FabricConfig.small(args.grid, args.grid)
     repeats = args.repeats or (1 if args.quick else 3)
@@ -212,8 +217,10 @@ def main(argv=None) -> int:
     bad = [d for d in dtypes if d not in DTYPES]
     if bad:
         ap.error(f"--dtypes: {bad} not among {list(DTYPES)}")
-    results = [measure(name, m, x, config, repeats, dtype) for name, m, x in cases(args.quick)
-               for dtype in dtypes]
+    kept = json.loads(Path(args.json).read_text()) if args.compile_only else None
+    results = kept["results"] if kept else [
+        measure(name, m, x, config, repeats, dtype) for name, m, x in cases(args.quick)
+        for dtype in dtypes]
     columns = ["model", "dtype", "cycles", "util %", "PEs", "SRAM B/PE", "max abs err",
                "out err vs fp32", "sim s"]
     rows = [[r["model"], r["dtype"], r["cycles"], round(100 * r["utilization"], 3),
@@ -223,9 +230,9 @@ def main(argv=None) -> int:
                 f"{100 * r['utilization']:.2f} % fma utilization, max error "
                 f"{r['max_abs_error']:.1e}" for r in results]
     samples = args.samples or (3 if args.quick else 8)
-    modes = [measure_mode(name, m, x, cfg or config, mode, samples)
-             for name, m, x, cfg in mode_cases(args.quick)
-             for mode in ("sequential", "pipelined")]
+    modes = kept["modes"] if kept else [
+        measure_mode(name, m, x, cfg or config, mode, samples)
+        for name, m, x, cfg in mode_cases(args.quick) for mode in ("sequential", "pipelined")]
     mode_columns = ["model", "mode", "fabric", "latency", "cycles/sample", "util %", "PEs",
                     "bottleneck", "colors (bound)", "max abs err", "sim s"]
     mode_rows = [[r["model"], r["mode"], r["config"], r["latency_cycles"],

@@ -26,6 +26,7 @@ from frontend.graph_colors import (
 )
 from frontend.integer_ranges import INTEGER_LIMIT, check_integer_nodes
 from frontend.lowering import (
+    Lowered,
     check_experts,
     check_gemm_orientation,
     check_lookups,
@@ -163,24 +164,12 @@ class CompiledModel:
         self.formats, self.stored_half = (
             (node_formats(captured, self._named_inputs(example_inputs), self.half), None)
             if self.half else traced_formats(captured))
-        # pipelined: a GEMM the colors hold to a small tile spreads over several tiles
-        self.lowered = lower(captured, self.formats,
-                             column_parts(config) if self.mode == "pipelined" else None,
-                             self.lookups, self.gemm_orientation, self.experts)
-        captured.refuse_buffer_updates()
-        # integers computed from integer inputs, checked against 2^24 before every call
-        self.integer_nodes = self.lowered.integer_nodes
-        self.edges = stage_edges(self.lowered.stages, self.lowered.tensors)
         # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
         # at a time, their sum: shares that follow the work
         # pipelined: every part on the fabric at once, so their routes share its colors
         self.colors: GraphColors | None = None
         if self.mode == "pipelined":
-            try:
-                fit = fit_colors(self.lowered.stages, self.lowered.tensors, config,
-                                 self.edges, colors, share)
-            except PlacementError as exc:
-                raise PlacementError(self._experts_hint(str(exc))) from exc
+            self.lowered, fit = self._fit_pipelined(captured, config, colors, share)
             self.placement, self.prepared, self.colors = fit.placement, fit.prepared, \
                 fit.colors
             # colors="fit" may add fan-out relays: stages of their own (`frontend.fan_out`)
@@ -188,6 +177,7 @@ class CompiledModel:
                                                tensors=fit.tensors)
             self.edges = fit.edges
         else:
+            self.lowered = self._lower(captured, None)
             self.placement = place(self.lowered.stages, config, self.edges, balance="work")
             self.prepared = prepare(self.lowered.stages, self.placement.rects,
                                     self.lowered.tensors, config)
@@ -233,6 +223,41 @@ class CompiledModel:
         rows = table_rows(self.config, [r.program for plan in plans for r in plan.rounds])
         self.table_rows = widest(self.table_rows, rows)
         return len(plans)
+
+    def _lower(self, captured: Captured, gemm_parts) -> Lowered:
+        """`captured` lowered (`gemm_parts`: how many column blocks each GEMM takes,
+        `frontend.gemm_split`; None: one), with its integer nodes and its edges."""
+        lowered = lower(captured, self.formats, gemm_parts, self.lookups,
+                        self.gemm_orientation, self.experts)
+        captured.refuse_buffer_updates()
+        # integers computed from integer inputs, checked against 2^24 before every call
+        self.integer_nodes = lowered.integer_nodes
+        self.edges = stage_edges(lowered.stages, lowered.tensors)
+        return lowered
+
+    def _fit_pipelined(self, captured: Captured, config: FabricConfig, colors: str,
+                       share: float | None):
+        """(the lowering, its `fit_colors`) of a pipelined model. A GEMM the colors hold to
+        a small tile spreads over several tiles (`frontend.gemm_split`); where the graph
+        split so does not fit the fabric (its stages more than the PEs, or its moves more
+        than the colors) and the graph unsplit does, the unsplit one (its GEMMs slower, on
+        a tile each: Llama 4 cut into 275 stages for small(16, 16)'s 256 PEs). A refusal
+        names what the unsplit graph needs."""
+        split = self._lower(captured, column_parts(config))
+        try:
+            return split, self._fit(split, config, colors, share)
+        except PlacementError:
+            whole = self._lower(captured, None)
+            if len(whole.stages) == len(split.stages):  # nothing was split
+                raise
+        return whole, self._fit(whole, config, colors, share)
+
+    def _fit(self, lowered: Lowered, config: FabricConfig, colors: str, share: float | None):
+        try:
+            return fit_colors(lowered.stages, lowered.tensors, config, self.edges, colors,
+                              share)
+        except PlacementError as exc:
+            raise PlacementError(self._experts_hint(str(exc))) from exc
 
     def _experts_hint(self, message: str) -> str:
         """A refusal for colors, with how "dense" expert products would lift it where

@@ -156,3 +156,30 @@ def test_column_blocks_are_whole_outputs_of_distinct_stages_side_by_side():
     # one stage's column broadcast over 5 columns: not side by side
     assert column_blocks(low, [Ref(low.tensors[3].ref().index.expand(4, 5))], (4, 5)) is None
     assert column_blocks(low, [Ref(a.ref().index)], (4, 3)) is None  # one block
+
+
+# small(6, 6) with 5 colors: each GEMM of the chain below is bound by the colors and cut in
+# two, 40 stages for 36 PEs
+FEW_COLORS = FabricConfig.small(6, 6).replace(num_colors=5, reserved_colors=())
+
+
+def _chain(layers: int) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(layers)]).eval()
+
+
+def test_a_split_graph_that_does_not_fit_compiles_unsplit():
+    """Its GEMMs split, the chain of 20 linear layers needs more tiles than the fabric has
+    PEs; unsplit (20 stages) it fits, and compiles so."""
+    assert column_parts(FEW_COLORS)(8, 32, 32) == 2
+    cm = frontend.compile(_chain(20), (torch.randn(8, 32),), config=FEW_COLORS,
+                          colors="report")
+    assert [s.kind for s in cm.lowered.stages] == ["gemm_summa"] * 20
+    assert not any("_n" in s.name for s in cm.lowered.stages)
+    assert len(cm.placement.rects) == 20
+
+
+def test_a_graph_too_large_even_unsplit_is_refused_for_its_pes():
+    with pytest.raises(frontend.PlacementError, match=r"PEs"):
+        frontend.compile(_chain(40), (torch.randn(8, 32),), config=FEW_COLORS,
+                         colors="report")
