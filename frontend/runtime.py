@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -51,6 +52,7 @@ from fabric.kernels import (
     write_words,
 )
 from fabric.program import Rect
+from frontend.build_keys import Shared
 from frontend.errors import PlacementError, StageRunError
 from frontend.host_writes import unpack_plan
 from frontend.sources import describe
@@ -173,15 +175,39 @@ def probe_on_tile(stage: Stage, config: FabricConfig, rect: Rect
     probed on a fabric the size of its tile (`FabricConfig.tile`), where its program and
     memory layout are the ones it has at `rect`, and the maps moved there: the probes' cost
     follows the tile, not the wafer."""
-    here = Rect(0, 0, rect.rows, rect.cols)
-    return probe_at(stage, stage.build(config.tile(rect.rows, rect.cols), here), rect)
+    tile, here = config.tile(rect.rows, rect.cols), Rect(0, 0, rect.rows, rect.cols)
+    return _moved(_probed(stage, tile, here, lambda: stage.build(tile, here)), rect)
 
 
 def probe_at(stage: Stage, kernel: Kernel, rect: Rect) -> tuple[dict[str, WordMap], WordMap]:
     """(input maps, output map) of `kernel`, `stage`'s kernel built on a tile or a window
     of the fabric, moved to `rect` of the fabric."""
-    in_maps = probe_inputs(kernel, {op.name: op.shape for op in stage.operands})
-    return ({k: m.at(rect) for k, m in in_maps.items()}, probe_output(kernel).at(rect))
+    return _moved(_probed(stage, kernel.config, kernel.rect, lambda: kernel), rect)
+
+
+SHARED_PROBES = Shared(256)  # (build key, operand shapes, grid, rect) -> `_probed`
+
+
+def _probed(stage: Stage, grid: FabricConfig, rect: Rect, kernel: Callable[[], Kernel]
+            ) -> tuple[dict[str, WordMap], WordMap]:
+    """(input maps, output map) of the stage's kernel at `rect` of `grid` (`kernel()` makes
+    it), probed once for the stages that build alike (`Stage.build_key`)."""
+    shapes = {op.name: op.shape for op in stage.operands}
+    key = (None if stage.build_key is None
+           else (stage.build_key, tuple(shapes.items()), grid, rect))
+    found = None if key is None else SHARED_PROBES.get(key)
+    if found is None:
+        built = kernel()
+        found = probe_inputs(built, shapes), probe_output(built)
+        if key is not None:
+            SHARED_PROBES.put(key, found)
+    return found
+
+
+def _moved(maps: tuple[dict[str, WordMap], WordMap], rect: Rect
+           ) -> tuple[dict[str, WordMap], WordMap]:
+    in_maps, out_map = maps
+    return {k: m.at(rect) for k, m in in_maps.items()}, out_map.at(rect)
 
 
 def call_programs(prepared: list[PreparedStage]) -> list[Program]:

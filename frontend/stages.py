@@ -10,7 +10,8 @@ by the host for the user's inputs).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Hashable
 
 import numpy as np
 import torch
@@ -19,6 +20,7 @@ import torch.fx
 from fabric.config import FabricConfig
 from fabric.kernels import Kernel
 from fabric.program import Rect
+from frontend.build_keys import build_key
 from frontend.values import Gather, Tensor
 
 
@@ -62,3 +64,9 @@ class Stage:
     fmas: int = 0
     words_per_element: int = 3  # SRAM words per output element the kernel needs (sizing)
     dtype: str = "f32"  # the kernel's storage format (inputs and output)
+
+    @functools.cached_property
+    def build_key(self) -> Hashable | None:
+        """What its kernel is built from (`frontend.build_keys`): stages of equal keys
+        build equal kernels on equal tiles; None where that cannot be told."""
+        return build_key(self.build)
