@@ -21,10 +21,10 @@ Compile time: wall and CPU seconds of `frontend.compile` of the architectures' G
 (`frontend.architectures`: transformers' GPT2Model, one layer, width 32, 8 tokens) in
 both modes on small(32, 32) and small(64, 64), the median of --repeats compiles each (at
 least COMPILE_REPEATS, --quick too: one compile's wall time on a shared machine is noise;
-each a first compile, the kernel models', the moves' routes' and the shared kernels' caches
-cleared, `fabric.kernels.clear_model_caches`, `frontend.build_keys.clear_shared`): a fixed
-model should compile in about the same time on any fabric that holds it (pipelined tiles
-grow only while they get measurably faster, `frontend.balance`); compiled with
+each a first compile, the kernel models' and the moves' route caches cleared,
+`fabric.kernels.clear_model_caches`): a fixed model should compile in about the same time
+on any fabric that holds it (pipelined tiles grow only while they get measurably faster,
+`frontend.balance`); compiled with
 `colors="report"` like the rows above (the graph's colors are assigned, and counted, in
 either policy). Skipped without `transformers` (the hf extra).
 
@@ -54,7 +54,6 @@ import frontend  # noqa: E402
 from fabric import FabricConfig  # noqa: E402
 from fabric.kernels import clear_model_caches  # noqa: E402
 from frontend import architectures  # noqa: E402
-from frontend.build_keys import clear_shared  # noqa: E402
 from frontend.zoo import MLP, LeNet, TinyGPT  # noqa: E402
 
 DTYPES = ("fp32", "float16", "bfloat16", "cbfloat16")
@@ -177,9 +176,7 @@ def _timed_compile(model, inputs, config, mode, repeats):
     made, cpu = [], []
 
     def once():
-        # a first compile's work: no kernel model, route or probe cached from before
-        clear_model_caches()
-        clear_shared()
+        clear_model_caches()  # a first compile's work: no kernel model or route cached before
         start = time.process_time()
         made.append(frontend.compile(model, inputs, config=config, mode=mode,
                                      colors="report"))

@@ -1,15 +1,17 @@
 """What a stage's kernel is built from, as a key: stages of equal keys build equal kernels
 on equal tiles, so a compile weighs (`kernel_fit`) and probes (`frontend.runtime`) each
-distinct kernel once. A model repeats its kernels: the 1-layer GPT-2's 67 pipelined stages
-(a GEMM's column blocks, the elementwise ops over each) build 19 distinct ones.
+distinct kernel once (within `shared_builds`: one compile). A model repeats its kernels:
+the 1-layer GPT-2's 67 pipelined stages (a GEMM's column blocks, the elementwise ops over
+each) build 19 distinct ones.
 
 A stage's `build` is a closure of the lowering (`frontend.lowering`); its key is its code
 with the values it closes over and its defaults, nested closures followed. Values are
 keyed by content where that is plain data (numbers, strings, None, tuples, frozensets and
-dicts of them) and by identity where they are functions without closures of their own
-(a numpy ufunc, a module's function: the same object builds the same). Anything else
-(an array, a tensor, an object of the lowering) makes the key None: that stage shares
-nothing, and is weighed and probed alone as before.
+dicts of them), functions by their own code and closure, builtins and numpy ufuncs by
+identity. Anything else (an array, a tensor, a list, an object of the lowering) makes the
+key None: that stage shares nothing, and is weighed and probed alone. What the code reads
+from its module (a builder, a setting such as `tile_shapes.SUMMA_BANK_AWARE`) is not in the
+key: it holds within one compile, which is as long as anything is shared.
 
     >>> def stage(n, op=np.add):
     ...     return lambda cfg, rect: build_map(cfg, rect, n, op)
@@ -21,9 +23,10 @@ nothing, and is weighed and probed alone as before.
 
 from __future__ import annotations
 
-import collections
+import contextlib
+import contextvars
 import types
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 
 import numpy as np
 
@@ -65,37 +68,25 @@ def _key(value, depth: int) -> Hashable:
     raise _Unkeyable
 
 
-_SHARED: list[Shared] = []
+_SCOPE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("shared_builds",
+                                                                   default=None)
 
 
-def clear_shared() -> None:
-    """Forget what every `Shared` map holds: a timing of a compile then sees a first
-    compile's work."""
-    for shared in _SHARED:
-        shared.clear()
+@contextlib.contextmanager
+def shared_builds() -> Iterator[None]:
+    """Inside the block (one compile, `frontend.compiled.compiling`), stages of equal keys
+    share what `shared` maps hold; they are forgotten when it ends, so a setting changed
+    between two compiles (a module's constant a build reads) is never met stale. Per
+    thread and task (a context variable)."""
+    token = _SCOPE.set({})
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
 
 
-class Shared:
-    """A bounded map of what stages of equal keys share (least recently used dropped):
-    compiles in one process reuse it, `clear_shared` forgets it."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._items: collections.OrderedDict = collections.OrderedDict()
-        _SHARED.append(self)
-
-    def get(self, key: Hashable):
-        """The value kept for `key`, or None."""
-        if key not in self._items:
-            return None
-        self._items.move_to_end(key)
-        return self._items[key]
-
-    def put(self, key: Hashable, value) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        self._items.clear()
+def shared(kind: str) -> dict | None:
+    """The current `shared_builds` block's map for `kind` ("fits", "probes": key -> what
+    stages of that key share); None outside a block, where nothing is shared."""
+    scope = _SCOPE.get()
+    return None if scope is None else scope.setdefault(kind, {})

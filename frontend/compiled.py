@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Iterable, Sequence
 
@@ -12,6 +13,7 @@ from fabric import host_io_cycles
 from fabric.config import FabricConfig
 from fabric.kernels import WordMap, plan_redistribution
 from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half, traced_formats
+from frontend.build_keys import shared_builds
 from frontend.capture import Captured, capture_module
 from frontend.color_fit import check_period_share, fit_colors
 from frontend.errors import FrontendError, PlacementError
@@ -112,15 +114,26 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
             raise FrontendError(f"example input {i} has shape {tuple(x.shape)}, no elements: "
                                 "the fabric holds every tensor in PE memory, so each needs at "
                                 "least one element (a batch size of at least 1)")
-    with gc_paused():
-        return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
-                             precision, example_inputs, half, mode, colors, period_share,
-                             lookups, gemm_orientation, experts)
+    return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
+                         precision, example_inputs, half, mode, colors, period_share, lookups,
+                         gemm_orientation, experts)
+
+
+def compiling(init):
+    """`init` (a compile: `CompiledModel.__init__`) run with the cyclic collector paused
+    (`frontend.gc_paused`) and the stages that build alike sharing their kernels' weighing
+    and probes (`frontend.build_keys.shared_builds`)."""
+    @functools.wraps(init)
+    def run(*args, **kwargs):
+        with gc_paused(), shared_builds():
+            return init(*args, **kwargs)
+    return run
 
 
 class CompiledModel:
     """A model lowered, placed and ready to run on a simulated fabric."""
 
+    @compiling
     def __init__(self, captured: Captured, config: FabricConfig, max_cycles: int,
                  precision: str = "fp32", example_inputs: Sequence = (),
                  half: HalfDtype | None = None, mode: str = DEFAULT_MODE,

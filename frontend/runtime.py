@@ -52,7 +52,7 @@ from fabric.kernels import (
     write_words,
 )
 from fabric.program import Rect
-from frontend.build_keys import Shared
+from frontend.build_keys import shared
 from frontend.errors import PlacementError, StageRunError
 from frontend.host_writes import unpack_plan
 from frontend.sources import describe
@@ -185,22 +185,20 @@ def probe_at(stage: Stage, kernel: Kernel, rect: Rect) -> tuple[dict[str, WordMa
     return _moved(_probed(stage, kernel.config, kernel.rect, lambda: kernel), rect)
 
 
-SHARED_PROBES = Shared(256)  # (build key, operand shapes, grid, rect) -> `_probed`
-
-
 def _probed(stage: Stage, grid: FabricConfig, rect: Rect, kernel: Callable[[], Kernel]
             ) -> tuple[dict[str, WordMap], WordMap]:
     """(input maps, output map) of the stage's kernel at `rect` of `grid` (`kernel()` makes
-    it), probed once for the stages that build alike (`Stage.build_key`)."""
+    it), probed once for the stages that build alike in one compile (`Stage.build_key`)."""
     shapes = {op.name: op.shape for op in stage.operands}
-    key = (None if stage.build_key is None
+    probes = shared("probes")  # (build key, operand shapes, grid, rect) -> the maps
+    key = (None if probes is None or stage.build_key is None
            else (stage.build_key, tuple(shapes.items()), grid, rect))
-    found = None if key is None else SHARED_PROBES.get(key)
+    found = None if key is None else probes.get(key)
     if found is None:
         built = kernel()
         found = probe_inputs(built, shapes), probe_output(built)
         if key is not None:
-            SHARED_PROBES.put(key, found)
+            probes[key] = found
     return found
 
 

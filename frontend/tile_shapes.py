@@ -9,11 +9,9 @@ import math
 
 from fabric.config import FabricConfig
 from fabric.program import Rect
-from frontend.build_keys import Shared
+from frontend.build_keys import shared
 from frontend.errors import PlacementError
 from frontend.stages import Stage
-
-SHARED_FITS = Shared(1 << 16)  # (build key, config, shape) -> `kernel_fit`
 
 # The SRAM layout of the model's SUMMA tiles: the accumulator one word apart from A's bank
 # pairs (`build_gemm_summa(..., bank_aware=True)`, the SDK's advice), so that the inner
@@ -60,19 +58,20 @@ def candidates(stage: Stage, pes: int, config: FabricConfig):
 def kernel_fit(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> int | str:
     """The stage's kernel's analytic cycles on a tile of `shape`, or why it cannot run there
     (its ValueError's message: SRAM, colors). Cached per stage, config and shape, and
-    shared by the stages that build alike (`Stage.build_key`)."""
+    shared by the stages that build alike in one compile (`Stage.build_key`)."""
     cache = stage.__dict__.setdefault("_model_cache", {})
     key = (config, tuple(shape))
     if key not in cache:
-        shared = None if stage.build_key is None else (stage.build_key, *key)
-        fit = None if shared is None else SHARED_FITS.get(shared)
+        fits = shared("fits")  # (build key, config, shape) -> fit, in one compile
+        alike = None if fits is None or stage.build_key is None else (stage.build_key, *key)
+        fit = None if alike is None else fits.get(alike)
         if fit is None:
             try:
                 fit = stage.build(config, Rect(0, 0, *shape)).model_cycles
             except ValueError as e:
                 fit = str(e)
-            if shared is not None:
-                SHARED_FITS.put(shared, fit)
+            if alike is not None:
+                fits[alike] = fit
         cache[key] = fit
     return cache[key]
 

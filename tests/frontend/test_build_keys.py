@@ -6,9 +6,9 @@ import numpy as np
 import torch
 
 import frontend
-from fabric import FabricConfig
+from fabric import FabricConfig, Rect
 from fabric.kernels import build_elementwise, probe_inputs, probe_output
-from frontend.build_keys import Shared, build_key, clear_shared
+from frontend.build_keys import build_key, shared, shared_builds
 
 
 def _factory(*values, **named):
@@ -45,7 +45,7 @@ def test_values_that_cannot_be_keyed_give_none():
     assert build_key(_factory(torch.ones(3))) is None
     assert build_key(_factory([1, 2])) is None  # a list may change
     assert build_key(_factory(object())) is None
-    assert build_key(_factory(Shared(1).get)) is None  # a bound method
+    assert build_key(_factory(FabricConfig.small(2, 2).tile)) is None  # a bound method
 
     def deep(n):
         return _factory() if n == 0 else _factory(deep(n - 1))
@@ -54,15 +54,36 @@ def test_values_that_cannot_be_keyed_give_none():
     assert build_key(deep(20)) is None  # nested past MAX_DEPTH
 
 
-def test_shared_keeps_the_most_recent_and_clears():
-    shared = Shared(2)
-    shared.put("a", 1)
-    shared.put("b", 2)
-    assert shared.get("a") == 1  # "a" now the most recent
-    shared.put("c", 3)
-    assert (shared.get("a"), shared.get("b"), shared.get("c")) == (1, None, 3)
-    clear_shared()
-    assert shared.get("a") is None
+def test_shared_only_inside_a_compile_scope():
+    assert shared("fits") is None  # outside: nothing shared
+    with shared_builds():
+        shared("fits")["k"] = 1
+        assert shared("fits") == {"k": 1} and shared("probes") == {}
+        with shared_builds():  # a compile within a compile: its own
+            assert shared("fits") == {}
+        assert shared("fits") == {"k": 1}
+    assert shared("fits") is None
+
+
+def test_a_setting_changed_between_compiles_is_not_met_stale(monkeypatch):
+    """Two compiles of one model, the SUMMA layout setting its GEMM build reads from the
+    module changed between them: the second weighs the GEMM with the new setting (the
+    same build key: the setting is read, not closed over)."""
+    from frontend.lowering import common
+    from frontend.tile_shapes import kernel_fit
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 64)
+    x = torch.randn(32, 64)
+    config = FabricConfig.small(4, 4)
+    fits = {}
+    for aware in (True, False):
+        monkeypatch.setattr(common, "SUMMA_BANK_AWARE", aware)
+        cm = frontend.compile(model, (x,), config=config)
+        gemm = next(s for s in cm.lowered.stages if s.kind == "gemm_summa")
+        fits[aware] = kernel_fit(gemm, (2, 2), config)
+        assert fits[aware] == gemm.build(config, Rect(0, 0, 2, 2)).model_cycles
+    assert fits[True] < fits[False]  # the declared layout's read pairs wait
 
 
 def test_stages_built_alike_share_maps_equal_to_their_own_probes():
@@ -72,7 +93,6 @@ def test_stages_built_alike_share_maps_equal_to_their_own_probes():
     torch.manual_seed(0)
     layers = [m for _ in range(6) for m in (torch.nn.Linear(16, 16), torch.nn.ReLU())]
     config = FabricConfig.small(8, 8)
-    clear_shared()
     cm = frontend.compile(torch.nn.Sequential(*layers).eval(), (torch.randn(4, 16),),
                           config=config)
     keys = [p.stage.build_key for p in cm.prepared]

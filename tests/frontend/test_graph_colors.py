@@ -182,9 +182,10 @@ def test_the_dynamo_backend_takes_the_color_policy():
 def test_fit_policy_shrinks_the_tiles_until_the_colors_fit():
     """With 10 colors the balanced tiles need more; "fit" places the model again on
     smaller tiles (fewer PEs) whose routes fit, as large as it finds, says so, and runs
-    it right; with 2 colors
-    not even the starting tiles fit and the model is refused, saying the tiles were
-    shrunk. (This file compiles only, but for that one validated call.)"""
+    it right; with 2 colors its GEMMs split in three (`frontend.gemm_split`) need more
+    even on their starting tiles, and the graph unsplit fits, on one PE a stage; with 1
+    not even that fits and the model is refused, saying the tiles were shrunk. (This
+    file compiles only, but for that one validated call.)"""
     few = FEW
     balanced = _compile(few, colors="report")
     fit = _compile(few, colors="fit")
@@ -199,9 +200,13 @@ def test_fit_policy_shrinks_the_tiles_until_the_colors_fit():
     assert f"the balanced placement needed {needed})" in fit.report()
     fit.validate(torch.randn(4, 16))  # every node against eager, fp32 tolerances
     two = CONFIG.replace(reserved_colors=tuple(range(2, 24)))
+    unsplit = _compile(two, colors="fit")
+    assert [s.name for s in unsplit.lowered.stages] == ["addmm", "relu_relu", "addmm_1"]
+    assert unsplit.colors.assignment.used == 2
+    one = CONFIG.replace(reserved_colors=tuple(range(1, 24)))
     with pytest.raises(frontend.PlacementError, match="do not fit its colors even with every "
                                                       "stage on its starting tile"):
-        _compile(two, colors="fit")
+        _compile(one, colors="fit")
 
 
 def test_an_unknown_color_policy_is_refused():
