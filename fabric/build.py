@@ -191,12 +191,18 @@ def program_table_rows(config: FabricConfig, program: Program) -> tuple[int, int
     built."""
     if program.config != config:
         raise BuildError(f"program was written for {program.config.name}, not {config.name}")
-    instr_rows: list[list[int]] = []
-    dsd_rows: list[list[int]] = []
+    n_instr = n_dsd = 0
+    rows_of: dict[int, tuple[int, int]] = {}  # id of a tile placed before -> its rows
     for placement in program.placements:
-        sym_info, ids, regs = _lay_out(config, placement)
-        _encode_tasks(config, placement.tile, ids, regs, sym_info, instr_rows, dsd_rows, [])
-    return bucket(len(instr_rows)), bucket(len(dsd_rows))
+        tile = placement.tile
+        if id(tile) not in rows_of:  # a tile placed on several rectangles: encoded once
+            sym_info, ids, regs = _lay_out(config, placement)
+            instr_rows: list[list[int]] = []
+            dsd_rows: list[list[int]] = []
+            _encode_tasks(config, tile, ids, regs, sym_info, instr_rows, dsd_rows, [])
+            rows_of[id(tile)] = len(instr_rows), len(dsd_rows)
+        n_instr, n_dsd = n_instr + rows_of[id(tile)][0], n_dsd + rows_of[id(tile)][1]
+    return bucket(n_instr), bucket(n_dsd)
 
 
 def _lay_out(config, placement):

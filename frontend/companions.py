@@ -106,6 +106,9 @@ class Groups:
         for rider, root in self.roots.items():
             self._riders.setdefault(root, []).append(rider)
         self._fit: dict[tuple[int, tuple[int, int]], bool] = {}  # (root, shape) -> riders fit
+        # the blocks packed: (a root's or lone stage's index, its members), graph order
+        order, members, _ = _blocks(self.stages, [(1, 1)] * len(self.stages), self._names())
+        self._stacks = [(i, len(members[self.stages[i].name])) for i in order]
 
     def rects(self, shapes: Sequence[tuple[int, int]]) -> list[Rect] | None:
         """The tiles of `shapes` (riders tied to their roots); None if they do not pack or
@@ -122,20 +125,19 @@ class Groups:
         every step it tries)."""
         if not self.roots:
             return self._skyline.corners(shapes) is not None
-        tied = self.tie(shapes)
-        if not self._riders_fit(tied):
+        if not self._riders_fit(shapes):
             return False
-        _, _, blocks = _blocks(self.stages, tied, self._names())
-        return self._skyline.corners(blocks) is not None
+        return self._skyline.corners([(shapes[i][0] * n, shapes[i][1])
+                                      for i, n in self._stacks]) is not None
 
-    def _riders_fit(self, tied: Sequence[tuple[int, int]]) -> bool:
+    def _riders_fit(self, shapes: Sequence[tuple[int, int]]) -> bool:
         """Whether every rider's kernel takes its root's shape (cached per root and shape:
         the balance moves one root at a time)."""
         for root, riders in self._riders.items():
-            key = (root, tuple(tied[root]))
+            key = (root, tuple(shapes[root]))
             if key not in self._fit:
                 self._fit[key] = all(
-                    isinstance(kernel_fit(self.stages[r], tied[root], self.config), int)
+                    isinstance(kernel_fit(self.stages[r], shapes[root], self.config), int)
                     for r in riders)
             if not self._fit[key]:
                 return False

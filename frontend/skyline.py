@@ -71,12 +71,16 @@ class Skyline:
         # the lowest top over the tile's columns is at a run's first column (moving left
         # within a run lowers no top), the leftmost of the lowest taken
         row, col, at = self.rows, None, 0
+        cols, runs = self.cols, len(skyline)
         for i, (start, _, height) in enumerate(skyline):
-            if start + c > self.cols:
+            end = start + c
+            if end > cols:
                 break
             top, j = height, i + 1
-            while top < row and j < len(skyline) and skyline[j][0] < start + c:
-                top, j = max(top, skyline[j][2]), j + 1
+            while top < row and j < runs and skyline[j][0] < end:
+                if skyline[j][2] > top:
+                    top = skyline[j][2]
+                j += 1
             if top < row:
                 row, col, at = top, start, i
         if col is None or row + r > self.rows:  # None: every top at the grid's last row

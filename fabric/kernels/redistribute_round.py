@@ -110,8 +110,12 @@ def _round(config, src: WordMap, dst: WordMap, moves: list[Move], local: dict,
     for cell in set(src.rect.pes()) | set(dst.rect.pes()) | set(chains):
         specs[cell] = tile_spec(src, dst, cell, chains.get(cell, {}), scratch.get(cell, 0),
                                 (gates or {}).get(cell, ()), counters)
-    for rect, spec in rect_groups(specs):
-        prog.place(tile(f"redist_{rect.row}_{rect.col}", spec), rect)
+    tiles: dict = {}  # one Tile per distinct spec, placed on each of its rectangles
+    for rect, (symbols, code) in rect_groups(specs):
+        key = (tuple(symbols), code)
+        if key not in tiles:
+            tiles[key] = tile(f"redist_{rect.row}_{rect.col}", (symbols, code))
+        prog.place(tiles[key], rect)
     for m in moves:
         prog.route_cells(m.color, route_tree(m.flow("f")))
 
