@@ -47,7 +47,6 @@ import numpy as np
 from fabric.build import tile_colors
 from fabric.config import FabricConfig
 from fabric.program import Program, Rect
-from fabric.window import bounding_box
 
 LISTED = 12  # parts an error names at most in one list (the rest are counted)
 
@@ -163,9 +162,11 @@ def _listed(parts: dict[str, list[int]]) -> list[str]:
 
 
 # ---- footprints ------------------------------------------------------------------------------
-def footprints(config: FabricConfig, part: ColorPart) -> dict[int, list[Rect]]:
-    """{color: rectangles of the parent `config`} where `part` uses each color: its routes
-    of the color and its tiles that use it (`tile_colors`), moved by its offset.
+def footprints(config: FabricConfig, part: ColorPart
+               ) -> dict[int, list[tuple[int, int, int, int]]]:
+    """{color: rectangles (row, col, rows, cols) of the parent `config`} where `part` uses
+    each color: its routes of the color and its tiles that use it (`tile_colors`), moved
+    by its offset. Tuples, not Rects: a model's moves route a few hundred thousand PEs.
 
     Raises ValueError when the part's grid does not lie on the parent."""
     pc, (r0, c0) = part.program.config, part.offset
@@ -173,24 +174,28 @@ def footprints(config: FabricConfig, part: ColorPart) -> dict[int, list[Rect]]:
         raise ValueError(f"part {part.label!r}: its {pc.rows} x {pc.cols} grid at PE ({r0}, "
                          f"{c0}) does not lie on the {config.rows} x {config.cols} fabric "
                          f"{config.name}")
-    out: dict[int, list[Rect]] = {}
+    out: dict[int, list[tuple[int, int, int, int]]] = {}
     for route in part.program.routes:
-        out.setdefault(route.color, []).append(_moved(route.rect, r0, c0))
+        r = route.rect
+        out.setdefault(route.color, []).append((r.row + r0, r.col + c0, r.rows, r.cols))
     for placement in part.program.placements:
+        r = placement.rect
         for color in tile_colors(placement.tile):
-            out.setdefault(color, []).append(_moved(placement.rect, r0, c0))
+            out.setdefault(color, []).append((r.row + r0, r.col + c0, r.rows, r.cols))
     return out
 
 
-def _moved(rect: Rect, dr: int, dc: int) -> Rect:
-    return Rect(rect.row + dr, rect.col + dc, rect.rows, rect.cols)
-
-
-def _node(index: int, part: ColorPart, color: int, rects: list[Rect]) -> ColorNode:
-    box = bounding_box(*rects)
+def _node(index: int, part: ColorPart, color: int,
+          extents: list[tuple[int, int, int, int]]) -> ColorNode:
+    a = np.asarray(extents, np.int64)  # (n, 4): row, col, rows, cols
+    top, left = int(a[:, 0].min()), int(a[:, 1].min())
+    box = Rect(top, left, int((a[:, 0] + a[:, 2]).max()) - top,
+               int((a[:, 1] + a[:, 3]).max()) - left)
     mask = np.zeros((box.rows, box.cols), bool)
-    for r in rects:
-        mask[r.row - box.row:r.row_end - box.row, r.col - box.col:r.col_end - box.col] = True
+    one = (a[:, 2] == 1) & (a[:, 3] == 1)  # a route's PE: painted all at once
+    mask[a[one, 0] - top, a[one, 1] - left] = True
+    for row, col, rows, cols in a[~one].tolist():
+        mask[row - top:row - top + rows, col - left:col - left + cols] = True
     return ColorNode(index, part.label, color, box, mask)
 
 

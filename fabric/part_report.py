@@ -42,10 +42,9 @@ class PartMap:
         self.owners = np.full((config.rows, config.cols, config.num_colors), -1, np.int32)
         for i, part in enumerate(merged.parts):
             used = footprints(config, ColorPart(part.name, part.program, part.corner))
-            for color, rects in used.items():
-                for rect in rects:
-                    self.owners[rect.row:rect.row_end, rect.col:rect.col_end,
-                                part.color(color)] = i
+            for color, extents in used.items():
+                for row, col, rows, cols in extents:
+                    self.owners[row:row + rows, col:col + cols, part.color(color)] = i
         self._task_parts: np.ndarray | None = None
 
     def at_work(self, sim, wavelets: bool = True) -> dict[str, list[tuple[int, int]]]:

@@ -209,6 +209,7 @@ class Program:
     def __init__(self, config):
         self.config = config
         self.placements: list[Placement] = []
+        self._extents: list[tuple[int, int, int, int]] = []  # each placement's rows, cols
         self.routes: list[Route] = []
         # names of the programs `fabric.merge_programs` made this one of (each checked on
         # its own for routed colors); empty for a program written as one
@@ -220,8 +221,10 @@ class Program:
         self._check_rect(rect, f"tile {tile.name!r}")
         if not self.config.async_memory_ops:
             _check_async_ops(tile, self.config)
-        for other in self.placements:
-            if _overlap(other.rect, rect):
+        r0, r1, c0, c1 = rect.row, rect.row_end, rect.col, rect.col_end
+        for i, (o0, o1, p0, p1) in enumerate(self._extents):  # rows and columns taken
+            if o0 < r1 and r0 < o1 and p0 < c1 and c0 < p1:
+                other = self.placements[i]
                 raise ValueError(f"tile {tile.name!r} at {rect} overlaps tile "
                                  f"{other.tile.name!r} at {other.rect}")
         arrays = {}
@@ -235,6 +238,7 @@ class Program:
             tile.register(name)
             arrays[name] = arr
         self.placements.append(Placement(tile, rect, arrays))
+        self._extents.append((r0, r1, c0, c1))
 
     def route(self, rect: Rect, color: int, rx: Port, tx: Port | Iterable[Port]) -> None:
         """On every PE of `rect`, accept `color` from port `rx` and forward it to `tx`
@@ -321,7 +325,3 @@ def _ports(ports: tuple) -> frozenset:
     """The Ports of `ports` (Ports or their ints) as a set; cached: a move's program routes
     every PE of its flows, a few hundred thousand routes over a handful of port sets."""
     return frozenset(Port(p) for p in ports)
-
-
-def _overlap(a: Rect, b: Rect) -> bool:
-    return a.row < b.row_end and b.row < a.row_end and a.col < b.col_end and b.col < a.col_end
