@@ -36,6 +36,7 @@ either policy). Skipped without `transformers` (the hf extra).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import statistics
@@ -175,14 +176,20 @@ def _timed_compile(model, inputs, config, mode, repeats):
     wall time by other processes on the cores."""
     made, cpu = [], []
 
-    def once():
-        clear_model_caches()  # a first compile's work: no kernel model or route cached before
+    def fresh():
+        """Untimed: the compile before dropped (its objects would weigh on the next) and
+        the caches cleared (a first compile's work: no kernel model or route from before)."""
+        made.clear()
+        gc.collect()
+        clear_model_caches()
+
+    def once(_):
         start = time.process_time()
         made.append(frontend.compile(model, inputs, config=config, mode=mode,
                                      colors="report"))
         cpu.append(time.process_time() - start)
 
-    median, times = median_time(once, repeats)
+    median, times = median_time(once, repeats, setup=fresh)
     return median, times, statistics.median(cpu), made[-1]
 
 
