@@ -13,11 +13,11 @@ key None: that stage shares nothing, and is weighed and probed alone. What the c
 from its module (a builder, a setting such as `tile_shapes.SUMMA_BANK_AWARE`) is not in the
 key: it holds within one compile, which is as long as anything is shared.
 
-    >>> def stage(n, op=np.add):
-    ...     return lambda cfg, rect: build_map(cfg, rect, n, op)
+    >>> def stage(n, scale=0.5):
+    ...     return lambda cfg, rect: build_map(cfg, rect, n, n, "mul", scale)
     >>> build_key(stage(4)) == build_key(stage(4)), build_key(stage(4)) == build_key(stage(8))
     (True, False)
-    >>> build_key(stage(np.ones(4))) is None  # an array: no key
+    >>> build_key(stage(4, np.ones(4))) is None  # an array: no key
     True
 """
 
