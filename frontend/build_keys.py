@@ -26,10 +26,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import types
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
+from typing import TypeVar
 
 import numpy as np
 
+T = TypeVar("T")
 MAX_DEPTH = 8  # nested closures followed at most
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 
@@ -90,3 +92,16 @@ def shared(kind: str) -> dict | None:
     stages of that key share); None outside a block, where nothing is shared."""
     scope = _SCOPE.get()
     return None if scope is None else scope.setdefault(kind, {})
+
+
+def alike(kind: str, build_key: Hashable | None, rest: tuple, make: Callable[[], T]) -> T:
+    """`make()` once for every stage of `build_key` asking with `rest` (the tile, the
+    grid ...) in the current `shared_builds` block, its result kept under `kind`; made
+    afresh outside a block or for a stage without a key."""
+    found = shared(kind)
+    if found is None or build_key is None:
+        return make()
+    key = (build_key, *rest)
+    if key not in found:
+        found[key] = make()
+    return found[key]

@@ -106,9 +106,7 @@ class Groups:
         for rider, root in self.roots.items():
             self._riders.setdefault(root, []).append(rider)
         self._fit: dict[tuple[int, tuple[int, int]], bool] = {}  # (root, shape) -> riders fit
-        # the blocks packed: (a root's or lone stage's index, its members), graph order
-        order, members, _ = _blocks(self.stages, [(1, 1)] * len(self.stages), self._names())
-        self._stacks = [(i, len(members[self.stages[i].name])) for i in order]
+        self._stacks = _stacks(self.stages, self._names())  # the blocks packed
 
     def rects(self, shapes: Sequence[tuple[int, int]]) -> list[Rect] | None:
         """The tiles of `shapes` (riders tied to their roots); None if they do not pack or
@@ -127,8 +125,7 @@ class Groups:
             return self._skyline.corners(shapes) is not None
         if not self._riders_fit(shapes):
             return False
-        return self._skyline.corners([(shapes[i][0] * n, shapes[i][1])
-                                      for i, n in self._stacks]) is not None
+        return self._skyline.corners(_blocks(shapes, self._stacks)) is not None
 
     def _riders_fit(self, shapes: Sequence[tuple[int, int]]) -> bool:
         """Whether every rider's kernel takes its root's shape (cached per root and shape:
@@ -177,25 +174,28 @@ def pack_groups(stages: Sequence[Stage], shapes: Sequence[tuple[int, int]],
     one shape) pack as one block, at the root's place in graph order, the riders stacked
     below the root in graph order; None if the blocks do not fit. `skyline`: the one to
     pack on (its last packing's first blocks kept), a new one by default."""
-    order, members, blocks = _blocks(stages, shapes, roots)
-    placed = (skyline or Skyline(config)).rects(blocks)
+    stacks = _stacks(stages, roots)
+    placed = (skyline or Skyline(config)).rects(_blocks(shapes, stacks))
     if placed is None:
         return None
     rects: list[Rect | None] = [None] * len(stages)
-    for i, block in zip(order, placed):
+    for (i, members), block in zip(stacks, placed):
         rows = shapes[i][0]
-        for k, j in enumerate(members[stages[i].name]):
+        for k, j in enumerate(members):
             rects[j] = Rect(block.row + k * rows, block.col, rows, block.cols)
     return rects
 
 
-def _blocks(stages: Sequence[Stage], shapes: Sequence[tuple[int, int]], roots: dict[str, str]
-            ) -> tuple[list[int], dict[str, list[int]], list[tuple[int, int]]]:
-    """(the roots' and lone stages' indices in graph order, each one's members (itself and
-    its riders, graph order), the blocks they pack as: the members stacked)."""
+def _stacks(stages: Sequence[Stage], roots: dict[str, str]) -> list[tuple[int, list[int]]]:
+    """(a root's or lone stage's index, its members: itself and its riders) per block, the
+    blocks and members in graph order."""
     members: dict[str, list[int]] = {}
     for i, s in enumerate(stages):
         members.setdefault(roots.get(s.name, s.name), []).append(i)
-    order = [i for i, s in enumerate(stages) if s.name not in roots]
-    blocks = [(shapes[i][0] * len(members[stages[i].name]), shapes[i][1]) for i in order]
-    return order, members, blocks
+    return [(i, members[s.name]) for i, s in enumerate(stages) if s.name not in roots]
+
+
+def _blocks(shapes: Sequence[tuple[int, int]], stacks: list[tuple[int, list[int]]]
+            ) -> list[tuple[int, int]]:
+    """The (rows, cols) of each block of `stacks`: its members stacked on its root's shape."""
+    return [(shapes[i][0] * len(members), shapes[i][1]) for i, members in stacks]

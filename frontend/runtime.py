@@ -52,7 +52,7 @@ from fabric.kernels import (
     write_words,
 )
 from fabric.program import Rect
-from frontend.build_keys import shared
+from frontend.build_keys import alike
 from frontend.errors import PlacementError, StageRunError
 from frontend.host_writes import unpack_plan
 from frontend.sources import describe
@@ -190,16 +190,12 @@ def _probed(stage: Stage, grid: FabricConfig, rect: Rect, kernel: Callable[[], K
     """(input maps, output map) of the stage's kernel at `rect` of `grid` (`kernel()` makes
     it), probed once for the stages that build alike in one compile (`Stage.build_key`)."""
     shapes = {op.name: op.shape for op in stage.operands}
-    probes = shared("probes")  # (build key, operand shapes, grid, rect) -> the maps
-    key = (None if probes is None or stage.build_key is None
-           else (stage.build_key, tuple(shapes.items()), grid, rect))
-    found = None if key is None else probes.get(key)
-    if found is None:
+
+    def probe():
         built = kernel()
-        found = probe_inputs(built, shapes), probe_output(built)
-        if key is not None:
-            probes[key] = found
-    return found
+        return probe_inputs(built, shapes), probe_output(built)
+
+    return alike("probes", stage.build_key, (tuple(shapes.items()), grid, rect), probe)
 
 
 def _moved(maps: tuple[dict[str, WordMap], WordMap], rect: Rect

@@ -9,7 +9,7 @@ import math
 
 from fabric.config import FabricConfig
 from fabric.program import Rect
-from frontend.build_keys import shared
+from frontend.build_keys import alike
 from frontend.errors import PlacementError
 from frontend.stages import Stage
 
@@ -62,17 +62,13 @@ def kernel_fit(stage: Stage, shape: tuple[int, int], config: FabricConfig) -> in
     cache = stage.__dict__.setdefault("_model_cache", {})
     key = (config, tuple(shape))
     if key not in cache:
-        fits = shared("fits")  # (build key, config, shape) -> fit, in one compile
-        alike = None if fits is None or stage.build_key is None else (stage.build_key, *key)
-        fit = None if alike is None else fits.get(alike)
-        if fit is None:
+        def fit() -> int | str:
             try:
-                fit = stage.build(config, Rect(0, 0, *shape)).model_cycles
+                return stage.build(config, Rect(0, 0, *shape)).model_cycles
             except ValueError as e:
-                fit = str(e)
-            if alike is not None:
-                fits[alike] = fit
-        cache[key] = fit
+                return str(e)
+
+        cache[key] = alike("fits", stage.build_key, key, fit)
     return cache[key]
 
 

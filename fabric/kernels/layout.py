@@ -495,8 +495,7 @@ def _symbol_words(kernel, layout: Mapping[str, SymbolSlots], shape: tuple) -> np
     word = np.arange(shape[2])
     for s in layout.values():
         start = np.asarray(s.address, np.int64)[..., None]
-        n = np.asarray(s.slots, np.int64)
-        n = (-(-n // 2) if s.half else n)[..., None]  # `words_for`, over the PEs
+        n = words_for(s.dtype, np.asarray(s.slots, np.int64))[..., None]  # over the PEs
         inside[r0:r0 + kernel.rect.rows, c0:c0 + kernel.rect.cols] |= \
             (word >= start) & (word < start + n)
     return inside

@@ -19,7 +19,6 @@ from types import MappingProxyType
 from fabric.isa import OPPOSITE, Port
 
 XY, YX = "xy", "yx"
-_STEP = {(0, 1): Port.EAST, (0, -1): Port.WEST, (1, 0): Port.SOUTH, (-1, 0): Port.NORTH}
 
 Cell = tuple[int, int]
 
