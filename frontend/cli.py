@@ -4,6 +4,7 @@ timelines of the fabric-level demo (traces) and training runs.
     wafer info [--preset wse2|wse3|small] [--grid RxC] [--json]
     wafer run [MODULE:FACTORY | --model mlp|gpt] [--preset P] [--grid RxC] [--dtype D]
               [--mode pipelined|sequential] [--colors report|fit|refuse]
+              [--simulate parts|program]
               [--lookups gather|onehot] [--gemm-orientation rows|auto]
               [--experts picked|dense] [--out DIR] [--quiet]
                                              (--fabric-demo [--n N]: the fabric-level demo)
@@ -36,6 +37,7 @@ from fabric.errors import FabricError
 from frontend.errors import FrontendError, user_code_error
 from frontend.graph_colors import COLOR_POLICIES, DEFAULT_COLOR_POLICY
 from frontend.lowering import EXPERTS, GEMM_ORIENTATIONS, LOOKUPS
+from frontend.program_calls import DEFAULT_SIMULATION, SIMULATIONS
 from frontend.schedule import DEFAULT_MODE, MODES
 
 PRESETS = ("wse2", "wse3", "small")
@@ -239,7 +241,7 @@ def cmd_run(args, parser) -> int:
     return _run_quietly(lambda: model_demo.run_model(model, inputs, config, args.out,
                                                      args.dtype, args.mode, args.colors,
                                                      args.lookups, args.gemm_orientation,
-                                                     args.experts),
+                                                     args.experts, args.simulate),
                         args.quiet)
 
 
@@ -398,6 +400,10 @@ def build_parser() -> Parser:
                      help="mixture-of-experts products: each token's picked weights "
                      "(default) or every expert's in one GEMM, a mask keeping its own "
                      "(which one fabric program holds)")
+    run.add_argument("--simulate", choices=list(SIMULATIONS), default=DEFAULT_SIMULATION,
+                     help="a pipelined call: each part simulated on its own, their overlap "
+                     "scheduled (default), or the model's one fabric program in one engine "
+                     "run (compile's simulate)")
     run.add_argument("--fabric-demo", action="store_true",
                      help="run the fabric-level demo instead of a model")
     run.add_argument("--n", type=int, default=64,

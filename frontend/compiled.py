@@ -15,29 +15,32 @@ from fabric.kernels import WordMap, plan_redistribution
 from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half, traced_formats
 from frontend.build_keys import shared_builds
 from frontend.capture import Captured, capture_module
-from frontend.color_fit import check_period_share, fit_colors
+from frontend.color_fit import check_period_share
 from frontend.errors import FrontendError, PlacementError
 from frontend.fan_out import stage_edges
 from frontend.gc_paused import gc_paused
-from frontend.gemm_split import column_parts
 from frontend.graph_colors import (
     DEFAULT_COLOR_POLICY,
     GraphColors,
     check_color_policy,
     graph_colors,
 )
-from frontend.integer_ranges import INTEGER_LIMIT, check_integer_nodes
-from frontend.lowering import (
-    Lowered,
-    check_experts,
-    check_gemm_orientation,
-    check_lookups,
-    lower,
-    picked_products,
-)
+from frontend.integer_ranges import check_integer_input, check_integer_nodes
+from frontend.lowering import Lowered, check_experts, check_gemm_orientation, check_lookups
 from frontend.micro_batches import join, split
 from frontend.model_program import ModelProgram, build_model_program
+from frontend.pipelined_fit import fit_pipelined, lower_graph
 from frontend.placement import place
+from frontend.program_calls import (
+    DEFAULT_SIMULATION,
+    ProgramCall,
+    call_program,
+    check_simulation,
+    load_cycles,
+    run_calls,
+)
+from frontend.program_calls import host_cycles as program_host_cycles
+from frontend.program_calls import period as program_period
 from frontend.program_run import ProgramStream, host_link, run_stream
 from frontend.runtime import Execution, ResidentTensor, Source, call_programs, prepare
 from frontend.schedule import DEFAULT_MODE, Timeline, check_mode, timeline
@@ -51,7 +54,8 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
             precision: str = "fp32", half=None, mode: str = DEFAULT_MODE,
             colors: str = DEFAULT_COLOR_POLICY,
             period_share: float | None = None, lookups: str = "gather",
-            gemm_orientation: str = "rows", experts: str = "picked") -> CompiledModel:
+            gemm_orientation: str = "rows", experts: str = "picked",
+            simulate: str = DEFAULT_SIMULATION) -> CompiledModel:
     """Capture `model` on `example_inputs`, lower it to fabric kernels, place them on
     `config` (default `FabricConfig.small(32, 32)`) and prepare the data movement.
 
@@ -104,6 +108,11 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
         Qwen2-MoE then fit one fabric program with colors "fit", where the picked
         products' all-to-all moves need more colors than a fabric has
         (`frontend.lowering.experts`).
+    simulate: how a pipelined call is simulated (`frontend.program_calls`): "parts" (the
+        default: each part on its own, their overlap scheduled) or "program" (the model's
+        one fabric program, built now, a call or a stream one engine run of it: kernels
+        started by their data, parts contending for the fabric, the host link in the
+        stream; refused with a PlacementError when one program cannot hold the model).
 
     The returned model runs on the simulated fabric when called; shapes are those of the
     example inputs (as `torch.export` captures them)."""
@@ -116,7 +125,7 @@ def compile(model: torch.nn.Module, example_inputs: Sequence,  # noqa: A001 (pub
                                 "least one element (a batch size of at least 1)")
     return CompiledModel(capture_module(model, example_inputs), config, max_cycles,
                          precision, example_inputs, half, mode, colors, period_share, lookups,
-                         gemm_orientation, experts)
+                         gemm_orientation, experts, simulate)
 
 
 def compiling(init):
@@ -139,7 +148,7 @@ class CompiledModel:
                  half: HalfDtype | None = None, mode: str = DEFAULT_MODE,
                  colors: str = DEFAULT_COLOR_POLICY, period_share: float | None = None,
                  lookups: str = "gather", gemm_orientation: str = "rows",
-                 experts: str = "picked"):
+                 experts: str = "picked", simulate: str = DEFAULT_SIMULATION):
         """half: the 16-bit format of a "mixed" model (`frontend.amp.resolve_half`);
         None in fp32 (a model of 16-bit tensors then gets `stored_half`, its format, and
         each node its traced dtype's, `frontend.amp.traced_formats`). mode: "sequential"
@@ -148,7 +157,8 @@ class CompiledModel:
         period_share: the pipelined placement's (`compile`). lookups: "gather" or
         "onehot", how embeddings by token ids are looked up (`compile`). gemm_orientation:
         "rows" or "auto", which way SUMMA tiles run their fmas (`compile`). experts:
-        "picked" or "dense", how products with picked expert weights run (`compile`)."""
+        "picked" or "dense", how products with picked expert weights run (`compile`).
+        simulate: "parts" or "program", how a pipelined call is simulated (`compile`)."""
         t0 = time.perf_counter()
         try:
             self.mode = check_mode(mode)
@@ -157,6 +167,7 @@ class CompiledModel:
             self.lookups = check_lookups(lookups)
             self.gemm_orientation = check_gemm_orientation(gemm_orientation)
             self.experts = check_experts(experts)
+            self.simulate = check_simulation(simulate, self.mode)
         except ValueError as exc:
             raise FrontendError(str(exc)) from None
         self.captured = captured
@@ -181,8 +192,13 @@ class CompiledModel:
         # at a time, their sum: shares that follow the work
         # pipelined: every part on the fabric at once, so their routes share its colors
         self.colors: GraphColors | None = None
+        def lower_with(gemm_parts) -> Lowered:
+            return lower_graph(captured, self.formats, gemm_parts, self.lookups,
+                               self.gemm_orientation, self.experts)
+
         if self.mode == "pipelined":
-            self.lowered, fit = self._fit_pipelined(captured, config, colors, share)
+            self.lowered, fit = fit_pipelined(lower_with, config, colors, share, captured,
+                                              self.experts)
             self.placement, self.prepared, self.colors = fit.placement, fit.prepared, \
                 fit.colors
             # colors="fit" may add fan-out relays: stages of their own (`frontend.fan_out`)
@@ -190,18 +206,26 @@ class CompiledModel:
                                                tensors=fit.tensors)
             self.edges = fit.edges
         else:
-            self.lowered = self._lower(captured, None)
+            self.lowered = lower_with(None)
+            self.edges = stage_edges(self.lowered.stages, self.lowered.tensors)
             self.placement = place(self.lowered.stages, config, self.edges, balance="work")
             self.prepared = prepare(self.lowered.stages, self.placement.rects,
                                     self.lowered.tensors, config)
+        # integers computed from integer inputs, checked against 2^24 before every call
+        self.integer_nodes = self.lowered.integer_nodes
         self.table_rows = table_rows(config, call_programs(self.prepared))
         self.output_reads = _output_reads(self)
-        self.compile_s = time.perf_counter() - t0
         # (gated, holds) -> the model as one fabric program, built once (`model_program`)
         self._programs: dict[tuple[bool, bool], ModelProgram] = {}
         self.last: Execution | None = None
         self.last_inputs: dict[str, torch.Tensor] | None = None
-        self.timeline: Timeline | None = None  # of the last call or stream
+        self.timeline: Timeline | None = None  # of the last call or stream (simulated by parts)
+        # simulate="program": the one program every call runs in, and the last run of it
+        self.call_program = (call_program(self.model_program, self.colors)
+                             if self.simulate == "program" else None)
+        self.program_stream: ProgramStream | None = None
+        self._load_cycles: int | None = None
+        self.compile_s = time.perf_counter() - t0
 
     # ---- resident inputs ---------------------------------------------------------------------
     def make_resident(self, name: str, home: WordMap) -> int:
@@ -209,6 +233,9 @@ class CompiledModel:
         order): every operand it feeds gets it over the mesh from there, by a plan made
         now, instead of from the host. Afterwards `run` takes it as a `ResidentTensor` in
         `resident=`, not among the positional inputs. Returns the number of operands fed."""
+        if self.simulate == "program":
+            raise FrontendError("make_resident: a model simulated as one program "
+                                "(simulate='program') holds no moves from resident inputs")
         if name not in self.captured.user_inputs:
             raise FrontendError(f"make_resident: {name!r} is not a runtime input of the model "
                                 f"(inputs: {', '.join(self.captured.user_inputs)})")
@@ -236,55 +263,6 @@ class CompiledModel:
         rows = table_rows(self.config, [r.program for plan in plans for r in plan.rounds])
         self.table_rows = widest(self.table_rows, rows)
         return len(plans)
-
-    def _lower(self, captured: Captured, gemm_parts) -> Lowered:
-        """`captured` lowered (`gemm_parts`: how many column blocks each GEMM takes,
-        `frontend.gemm_split`; None: one), with its integer nodes and its edges."""
-        lowered = lower(captured, self.formats, gemm_parts, self.lookups,
-                        self.gemm_orientation, self.experts)
-        captured.refuse_buffer_updates()
-        # integers computed from integer inputs, checked against 2^24 before every call
-        self.integer_nodes = lowered.integer_nodes
-        self.edges = stage_edges(lowered.stages, lowered.tensors)
-        return lowered
-
-    def _fit_pipelined(self, captured: Captured, config: FabricConfig, colors: str,
-                       share: float | None):
-        """(the lowering, its `fit_colors`) of a pipelined model. A GEMM the colors hold to
-        a small tile spreads over several tiles (`frontend.gemm_split`); where the graph
-        split so does not fit the fabric (its stages more than the PEs, or its moves more
-        than the colors) and the graph unsplit does, the unsplit one (its GEMMs slower, on
-        a tile each: Llama 4 cut into 275 stages for small(16, 16)'s 256 PEs). A refusal
-        names what the unsplit graph needs."""
-        split = self._lower(captured, column_parts(config))
-        try:
-            return split, self._fit(split, config, colors, share)
-        except PlacementError:
-            whole = self._lower(captured, None)
-            if len(whole.stages) == len(split.stages):  # nothing was split
-                raise
-        return whole, self._fit(whole, config, colors, share)
-
-    def _fit(self, lowered: Lowered, config: FabricConfig, colors: str, share: float | None):
-        try:
-            return fit_colors(lowered.stages, lowered.tensors, config, self.edges, colors,
-                              share)
-        except PlacementError as exc:
-            raise PlacementError(self._experts_hint(str(exc))) from exc
-
-    def _experts_hint(self, message: str) -> str:
-        """A refusal for colors, with how "dense" expert products would lift it where
-        products of picked expert weights run "picked" are among the parts crossing its
-        busiest PE."""
-        if self.experts == "dense":
-            return message
-        names = picked_products(self.captured.graph, self.captured.constants)
-        if not any(f"(FX node {n!r})" in message for n in names):
-            return message
-        return (f"{message}\nits products with expert weights picked per token (FX nodes "
-                + ", ".join(repr(n) for n in names) + ") each move all to all between two "
-                "tiles; compile with experts=\"dense\" to run each as one GEMM, whose moves "
-                "need fewer colors")
 
     # ---- running ---------------------------------------------------------------------------
     def _tensor_args(self, args) -> list:
@@ -327,7 +305,7 @@ class CompiledModel:
                 raise FrontendError(f"input {name!r} is {tuple(value.shape)} {value.dtype}; "
                                     f"the model was compiled for {tuple(want.shape)} "
                                     f"{want.dtype} (shapes are static{batch})")
-            _check_integer_range(name, value)
+            check_integer_input(name, value)
             out[name] = value.detach()
         return out
 
@@ -348,6 +326,8 @@ class CompiledModel:
         """Run once on `args` (the runtime inputs, resident ones left out) and `resident`
         {input name: its words in PE memory} for every input made resident."""
         inputs = self._inputs(args)
+        if self.simulate == "program":
+            return self._run_program([inputs])[-1]
         resident = dict(resident or {})
         if set(resident) != self.resident_inputs:
             raise FrontendError(f"run: resident inputs {sorted(self.resident_inputs)} need "
@@ -439,6 +419,18 @@ class CompiledModel:
         "pipelined" mode the samples overlap on the resident stages, so the period is the
         steady state's cycles per sample."""
         calls, outputs = [], []
+        if self.simulate == "program":
+            for i, args in enumerate(samples):
+                try:
+                    calls.append(self._inputs(args))
+                except FrontendError as exc:
+                    raise FrontendError(f"sample {i} of the stream: {exc}") from None
+            if not calls:
+                raise FrontendError("stream: no samples given")
+            for call in self._run_program(calls):
+                self.last = call
+                outputs.append(self.outputs())
+            return outputs
         for i, args in enumerate(samples):
             try:
                 self.run(*args, resident=resident)
@@ -450,6 +442,15 @@ class CompiledModel:
             raise FrontendError("stream: no samples given")
         self.timeline = timeline(self.mode, calls, self.output_reads, self.config.sram_bytes)
         return outputs
+
+    def _run_program(self, samples: list[dict[str, torch.Tensor]]) -> list[ProgramCall]:
+        """`samples` (user inputs by graph name) streamed through the call program in one
+        engine run (`frontend.program_calls`); the last sample's call becomes `last`."""
+        calls = run_calls(self.call_program, samples, self.lowered.tensors,
+                          self.output_reads, self.max_cycles)
+        self.program_stream, self.timeline = calls[0].stream, None
+        self.last, self.last_inputs = calls[-1], calls[-1].inputs
+        return calls
 
     def outputs(self):
         """The model's outputs (torch tensors, the model's structure) of the last call."""
@@ -486,7 +487,7 @@ class CompiledModel:
         first sample's (`latency`, and `period` for the rate)."""
         self._need_run()
         if self.mode == "pipelined":
-            return self.timeline.latency
+            return self.latency
         return sum(r.kernel_cycles + r.move_cycles for r in self.last.results)
 
     @property
@@ -494,25 +495,35 @@ class CompiledModel:
         """Cycles from the first input word written to the first sample's last output word
         read by the host, in the model's mode."""
         self._need_run()
-        return self.timeline.latency
+        return self.program_stream.latency if self.timeline is None else self.timeline.latency
 
     @property
     def period(self) -> float:
         """Cycles per sample of the last call or stream in steady state (`frontend.schedule`;
-        one call in pipelined mode: the slowest stage's rate)."""
+        one call in pipelined mode: the slowest stage's rate; simulated as one program,
+        its longest part's cycles, `frontend.program_calls.period`)."""
         self._need_run()
-        return self.timeline.period
+        return program_period(self.call_program, self.program_stream) if self.timeline is None \
+            else self.timeline.period
 
     @property
     def load_cycles(self) -> int:
         """Host cycles of loading every stage's constants (weights): once per model in
         pipelined mode, where the stages stay resident."""
         self._need_run()
+        if self.simulate == "program":
+            if self._load_cycles is None:
+                self._load_cycles = load_cycles(self.prepared)
+            return self._load_cycles
         return sum(r.load_cycles for r in self.last.results)
 
     @property
     def host_cycles(self) -> int:
+        """Host cycles of the last call: the loads and the inputs' writes (simulated as one
+        program: the loads, and the first sample's writes and reads on the host link)."""
         self._need_run()
+        if self.simulate == "program":
+            return self.load_cycles + program_host_cycles(self.program_stream)
         return sum(r.host_cycles for r in self.last.results)
 
     @property
@@ -578,19 +589,3 @@ def _output_reads(cm: CompiledModel) -> dict[str, int]:
             reads[p.stage.name] = host_io_cycles(cm.config, p.out_map.rect,
                                                  p.out_map.widest_sram_words)
     return reads
-
-
-
-
-def _check_integer_range(name: str, value: torch.Tensor) -> None:
-    """An integer input is written as int32 words and read as fp32 numbers by any kernel
-    that computes with it: refuse values those cannot hold exactly, rather than round them."""
-    if value.dtype.is_floating_point or value.dtype == torch.bool or not value.numel():
-        return
-    # in int64: a uint8 or int16 tensor compared with 2^24 would wrap the bound to 0
-    big = value.to(torch.int64).abs() > INTEGER_LIMIT
-    if bool(big.any()):
-        at = tuple(int(i) for i in big.nonzero()[0])
-        raise FrontendError(f"input {name!r} holds {int(value[at])} at {at}: integer inputs "
-                            f"must lie within +-2^24 ({INTEGER_LIMIT}), which the fabric "
-                            "carries exactly")

@@ -16,6 +16,7 @@ from frontend.color_fit import check_period_share
 from frontend.compiled import CompiledModel
 from frontend.errors import UnsupportedOpError
 from frontend.graph_colors import DEFAULT_COLOR_POLICY, check_color_policy
+from frontend.program_calls import DEFAULT_SIMULATION, check_simulation
 from frontend.schedule import DEFAULT_MODE, check_mode
 
 DEFAULT_CONFIG = FabricConfig.small(32, 32)
@@ -28,8 +29,8 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
     FabricConfig, default small(32, 32)), "fallback" (run unsupported graphs eagerly with a
     warning, default True), "precision" ("fp32" or "mixed"), "half" (the 16-bit format
     under "mixed"), "mode" ("pipelined", the default, or "sequential") and "colors" ("fit",
-    "refuse" or "report", the default: a pipelined graph short of colors) and
-    "period_share", as `frontend.compile`'s.
+    "refuse" or "report", the default: a pipelined graph short of colors), "period_share"
+    and "simulate" ("parts", the default, or "program"), as `frontend.compile`'s.
 
     The fabric's programs have static shapes. A graph with symbolic sizes (dynamo makes one
     when a second call has other shapes, e.g. the short last batch of an eval loop) is
@@ -44,21 +45,24 @@ def fabric_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
     settings["colors"] = check_color_policy(options.pop("colors", DEFAULT_COLOR_POLICY))
     settings["period_share"] = options.pop("period_share", None)
     check_period_share(settings["period_share"], settings["mode"])
+    settings["simulate"] = check_simulation(options.pop("simulate", DEFAULT_SIMULATION),
+                                            settings["mode"])
     if options:
         raise ValueError(f"fabric backend: unknown options {sorted(options)} (config, "
-                         "fallback, precision, half, mode, colors, period_share)")
+                         "fallback, precision, half, mode, colors, period_share, simulate)")
     if any(_symbolic(a) for a in example_inputs):
         return PerShape(gm, settings)
     return _compile(gm, example_inputs, **settings)
 
 
 def _compile(module: torch.nn.Module, example_inputs, config, fallback, precision, half,
-             mode, colors, period_share=None):
+             mode, colors, period_share=None, simulate=DEFAULT_SIMULATION):
     """The fabric's callable for `module` on inputs shaped like `example_inputs` (static),
     or `module` itself, run eagerly, when an op has no rule and `fallback` is on."""
     try:
         cm = CompiledModel(from_graph_module(module, example_inputs), config, 5_000_000,
-                           precision, example_inputs, half, mode, colors, period_share)
+                           precision, example_inputs, half, mode, colors, period_share,
+                           simulate=simulate)
     except UnsupportedOpError as exc:
         if not fallback:
             raise

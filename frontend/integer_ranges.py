@@ -4,7 +4,7 @@ exactly: checked by the host before every call.
 An integer input reaches the fabric as int32 words, and every kernel that computes with
 integers (CANINE's hashes ((id + 1) * prime) % buckets, RoBERTa's position ids, BART's
 shifted tokens) holds them as fp32 numbers, exact while their magnitude stays within
-2^24. The inputs themselves are checked (`compiled._check_integer_range`); what the model
+2^24. The inputs themselves are checked (`check_integer_input`); what the model
 computes from them is checked here: the graph's nodes that depend only on integer inputs
 and constants, with integer or bool values (`integer_nodes`), are evaluated on the host in
 int64 (index-sized tensors, a few torch ops per call), and a value beyond 2^24 raises
@@ -92,3 +92,17 @@ def check_integer_nodes(nodes: list[torch.fx.Node], inputs: dict[str, torch.Tens
                 f"{describe(node)}: computes {int(out[at])} at {at} from this call's inputs; "
                 f"the fabric carries integers as fp32 numbers, exact within +-2^24 "
                 f"({INTEGER_LIMIT}), so it would go on with a rounded value")
+
+
+def check_integer_input(name: str, value: torch.Tensor) -> None:
+    """An integer input is written as int32 words and read as fp32 numbers by any kernel
+    that computes with it: refuse values those cannot hold exactly, rather than round them."""
+    if value.dtype.is_floating_point or value.dtype == torch.bool or not value.numel():
+        return
+    # in int64: a uint8 or int16 tensor compared with 2^24 would wrap the bound to 0
+    big = value.to(torch.int64).abs() > INTEGER_LIMIT
+    if bool(big.any()):
+        at = tuple(int(i) for i in big.nonzero()[0])
+        raise IntegerRangeError(f"input {name!r} holds {int(value[at])} at {at}: integer "
+                                f"inputs must lie within +-2^24 ({INTEGER_LIMIT}), which the "
+                                "fabric carries exactly")

@@ -93,6 +93,8 @@ class ProgramStream:
     # link's transfers (`HostIO`)
     host: dict[tuple[str, int, str], tuple[int, int]] = dataclasses.field(
         default_factory=dict)
+    # (rows, cols) SRAM bytes each PE of the merged program uses
+    sram_bytes: np.ndarray | None = None
 
     def ends(self) -> list[int]:
         """The cycle each sample's last part ended (or its last output read ended)."""
@@ -305,4 +307,5 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
         finished = len(spans)
     cycles = max([int(sim.state.cycle) - begin,
                   *(end for _, end in transfers.values())])
-    return ProgramStream(words, spans, starts, cycles, transfers)
+    return ProgramStream(words, spans, starts, cycles, transfers,
+                         4 * np.asarray(sim.info.sram_used_words))

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections import defaultdict
 
 from frontend.placement import planned
+from frontend.program_calls import active_cycles, longest_part
 from frontend.sources import target_name
 
 
 def node_rows(cm) -> list[dict]:
     """One row per FX node that has stages: op, kernels, tiles, PEs, SRAM, cycles, error."""
-    results = {r.name: r for r in cm.last.results} if cm.last else {}
+    figures = cm.last.stage_figures() if cm.last else {}
     errors = getattr(cm, "last_errors", {})
     by_node = defaultdict(list)
     for p in cm.prepared:
@@ -20,16 +21,16 @@ def node_rows(cm) -> list[dict]:
         preps = by_node.get(node.name)
         if not preps:
             continue
-        res = [results.get(p.stage.name) for p in preps]
+        res = [figures.get(p.stage.name) for p in preps]
         err = errors.get(node.name)
         rows.append({
             "node": node.name, "op": target_name(node),
             "kernels": sorted({p.stage.kind for p in preps}),
             "tiles": [_rect(p.rect) for p in preps],
             "pes": sum(p.rect.rows * p.rect.cols for p in preps),
-            "sram_bytes": max((r.sram_bytes for r in res if r), default=0),
-            "kernel_cycles": sum(r.kernel_cycles for r in res if r),
-            "move_cycles": sum(r.move_cycles for r in res if r),
+            "sram_bytes": max((r[2] for r in res if r), default=0),
+            "kernel_cycles": sum(r[0] for r in res if r),
+            "move_cycles": sum(r[1] for r in res if r),
             "format": cm.formats.get(node.name, "f32"),
             "max_abs_error": err.max_abs if err else None,
             "fp32_error": err.fp32_max_abs if err else None,
@@ -78,7 +79,9 @@ def report(cm) -> str:
     elif half is not None:
         lines.append(f"precision: the model's, {half.name} (each node in the dtype the model "
                      "gives it; products accumulate in fp32)")
-    if cm.last is not None and cm.mode == "pipelined":
+    if cm.last is not None and cm.simulate == "program":
+        lines += ["", *program_stage_lines(cm), "", _program_summary(cm)]
+    elif cm.last is not None and cm.mode == "pipelined":
         lines += ["", *stage_lines(cm), "", _pipelined_summary(cm)]
     elif cm.last is not None:
         lines.append(f"fabric {cfg.name} {cfg.rows}x{cfg.cols}: {cm.placement.pes_used} of "
@@ -132,6 +135,53 @@ def _pipelined_summary(cm) -> str:
             f"rate {tl.bound}); weights loaded once in {cm.load_cycles} host cycles; fma "
             f"utilization over the steady state {100 * cm.utilization:.2f} %"
             + _stall(tl) + _plan(cm))
+
+
+def program_stage_rows(cm) -> list[dict]:
+    """One row per stage of the last call simulated as one program: tile, PEs, the
+    kernel model's predicted cycles, its kernel's cycles in the program on the first
+    sample, and per sample over the stream (from its start on a sample to its end) with
+    that share of the period (its busy fraction)."""
+    stream, program = cm.program_stream, cm.call_program
+    period = cm.period
+    rows = []
+    for p in cm.prepared:
+        part = program.stages[p.stage.name]
+        spans = [active_cycles(program, stream, part, s) for s in range(len(stream.words))]
+        mean = sum(spans) / len(spans)
+        rows.append({
+            "stage": p.stage.name, "kernel": p.stage.kind, "tile": _rect(p.rect),
+            "pes": p.rect.rows * p.rect.cols, "predicted": p.kernel.model_cycles,
+            "simulated": spans[0], "per_sample": mean,
+            "busy": mean / period if period else 0.0,
+        })
+    return rows
+
+
+def program_stage_lines(cm) -> list[str]:
+    lines = [f"{'stage':24} {'kernel':14} {'tile':14} {'PEs':>4} {'predicted':>9} "
+             f"{'simulated':>9} {'/sample':>8} {'busy':>6}"]
+    for r in program_stage_rows(cm):
+        lines.append(f"{r['stage'][:24]:24} {r['kernel'][:14]:14} {r['tile'][:14]:14} "
+                     f"{r['pes']:4d} {r['predicted']:9d} {r['simulated']:9d} "
+                     f"{r['per_sample']:8.0f} {100 * r['busy']:5.1f}%")
+    return lines
+
+
+def _program_summary(cm) -> str:
+    cfg, stream = cm.config, cm.program_stream
+    samples = len(stream.words)
+    what, cycles = longest_part(cm.call_program, stream)
+    us = stream.latency / cfg.clock_hz * 1e6
+    rate = (f"{cm.period:.0f} cycles per sample in steady state" if samples > 1 else
+            f"its longest part {cm.period:.0f} cycles (the rate a stream approaches at best)")
+    return (f"fabric {cfg.name} {cfg.rows}x{cfg.cols}, pipelined as one fabric program (one "
+            f"engine run, kernels started by their data): {cm.placement.pes_used} of "
+            f"{cfg.num_pes} PEs in {len(cm.prepared)} tiles, {len(cm.call_program.order)} "
+            f"parts; {samples} sample(s): latency {stream.latency} cycles ({us:.2f} us at "
+            f"{cfg.clock_hz / 1e6:.0f} MHz), {rate}; longest part per sample: {what}, "
+            f"{cycles:.0f} cycles; weights loaded once in {cm.load_cycles} host cycles; fma "
+            f"utilization over the steady state {100 * cm.utilization:.2f} %" + _plan(cm))
 
 
 def _plan(cm) -> str:

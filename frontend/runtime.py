@@ -369,18 +369,31 @@ class Execution:
 
     def value(self, gids: torch.Tensor) -> torch.Tensor:
         """The tensor whose elements are the global ids `gids` (-1: zero)."""
-        flat = gids.reshape(-1).numpy()
-        out = np.zeros(flat.shape, np.uint32)
-        for t in self.tensors.values():
-            mine = t.owns(flat)
-            if not mine.any():
-                continue
-            if t.name in self.maps:  # a stage's output, or a resident input
-                full = self.maps[t.name].from_words(self.words[t.name]).reshape(-1)
-                out[mine] = full.view(np.uint32)[flat[mine] - t.base]
-            elif t.kind == "input":
-                src = self.inputs[t.name].detach().contiguous().to(torch.float32).numpy()
-                out[mine] = src.reshape(-1).view(np.uint32)[flat[mine] - t.base]
-            else:
-                raise AssertionError(f"tensor {t.name!r} has not run yet")
-        return torch.from_numpy(out.view(np.float32).reshape(tuple(gids.shape)).copy())
+        return tensor_value(self.tensors, self.maps, self.words, self.inputs, gids)
+
+    def stage_figures(self) -> dict[str, tuple[int, int, int]]:
+        """{stage: (kernel cycles, data-movement cycles, max SRAM bytes per PE)}."""
+        return {r.name: (r.kernel_cycles, r.move_cycles, r.sram_bytes) for r in self.results}
+
+
+def tensor_value(tensors: dict[str, Tensor], maps: dict[str, WordMap],
+                 words: dict[str, dict[str, np.ndarray]], inputs: dict[str, torch.Tensor],
+                 gids: torch.Tensor) -> torch.Tensor:
+    """The tensor whose elements are the global ids `gids` (-1: zero), read from `words`
+    ({tensor: its words}, laid out by `maps`) of the stages' outputs and resident inputs,
+    or from the call's `inputs`."""
+    flat = gids.reshape(-1).numpy()
+    out = np.zeros(flat.shape, np.uint32)
+    for t in tensors.values():
+        mine = t.owns(flat)
+        if not mine.any():
+            continue
+        if t.name in maps:  # a stage's output, or a resident input
+            full = maps[t.name].from_words(words[t.name]).reshape(-1)
+            out[mine] = full.view(np.uint32)[flat[mine] - t.base]
+        elif t.kind == "input":
+            src = inputs[t.name].detach().contiguous().to(torch.float32).numpy()
+            out[mine] = src.reshape(-1).view(np.uint32)[flat[mine] - t.base]
+        else:
+            raise AssertionError(f"tensor {t.name!r} has not run yet")
+    return torch.from_numpy(out.view(np.float32).reshape(tuple(gids.shape)).copy())

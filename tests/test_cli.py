@@ -126,6 +126,24 @@ def test_run_with_colors_fit_runs_the_gpt_block_as_one_program(tmp_path, capsys)
     _assert_one_program(out)
 
 
+def test_run_simulates_a_call_as_one_program(tmp_path, capsys):
+    """--simulate program: the demo MLP's call is one engine run of its one program; its
+    report and numerics are that run's; a model whose colors fall short is refused in
+    one line that says how they would fit."""
+    assert cli.main(["run", "--simulate", "program", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "pipelined as one fabric program (one engine run" in out
+    assert "all nodes within tolerance" in out
+    assert "\nas one fabric program (" not in out  # not run a second time
+    assert cli.main(["run", "--model", "gpt", "--simulate", "program", "--out",
+                     str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert re.search(r"simulate='program': the pipelined model does not fit one fabric "
+                     r"program: the parts need at least \d+ colors .*compile with "
+                     r"colors='fit'", err), err
+
+
 def test_run_takes_the_execution_mode(tmp_path, capsys):
     assert cli.main(["run", "--mode", "sequential", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 
 import frontend
+from fabric import FabricConfig
 from frontend.dynamo_backend import fabric_backend
 from tests.frontend.models import CONFIG, MLP
 
@@ -27,6 +28,28 @@ def test_torch_compile_matches_frontend_compile():
     assert torch.equal(got, want)  # same kernels, same placement: bit-identical
     torch.testing.assert_close(got, model(x))
     assert fabric_backend.last is not None and fabric_backend.last.cycles > 0
+
+
+def test_torch_compile_simulates_as_one_program_when_asked():
+    """options={"simulate": "program"}: each call is one engine run of the graph's one
+    fabric program, with the outputs of the parts simulated apart."""
+    torch.manual_seed(0)
+    model = MLP().eval()
+    x = torch.randn(2, 16)
+    torch._dynamo.reset()
+    small = FabricConfig.small(5, 5)
+    opt = torch.compile(model, backend="fabric", options={"config": small,
+                                                          "simulate": "program"})
+    got = opt(x)
+    assert torch.equal(got, frontend.compile(model, (x,), config=small)(x))
+    cm = fabric_backend.last
+    assert cm.simulate == "program" and len(cm.program_stream.words) == 1
+    torch._dynamo.reset()
+    opt = torch.compile(model, backend="fabric", options={"config": small,
+                                                          "mode": "sequential",
+                                                          "simulate": "program"})
+    with pytest.raises(Exception, match="mode 'sequential' runs one stage at a time"):
+        opt(x)
 
 
 class LogGamma(nn.Module):

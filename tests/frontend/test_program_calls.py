@@ -1,0 +1,131 @@
+"""Calls of a pipelined model simulated as its one fabric program
+(`frontend.compile(..., simulate="program")`, `frontend.program_calls`): a call or a stream
+is one engine run, kernels started by their data, the host link in the stream; outputs,
+per-node validation, figures and the report come from that run. The outputs are those of
+the parts simulated apart, bit for bit (the same kernels and moves on the same words)."""
+
+import pytest
+import torch
+
+import frontend
+from fabric import FabricConfig
+from frontend.errors import FrontendError, PlacementError
+from frontend.program_calls import active_cycles, longest_part
+from tests.frontend.models import CONFIG, MLP
+from tests.frontend.test_model_program import Residual
+
+# small enough that the pipelined tiles' routes fit the 21 program colors (test_model_program)
+SMALL = FabricConfig.small(5, 5)
+
+
+@pytest.fixture(scope="module", params=[MLP, Residual], ids=["mlp", "residual"])
+def pair(request):
+    """(eager model, compiled simulated as one program, compiled simulated by parts)."""
+    torch.manual_seed(0)
+    model = request.param().eval()
+    x = torch.randn(3, 16)
+    return (model, frontend.compile(model, (x,), SMALL, simulate="program"),
+            frontend.compile(model, (x,), SMALL))
+
+
+def test_a_call_gives_the_parts_outputs_and_passes_validation(pair):
+    model, cm, parts = pair
+    x = torch.randn(3, 16)
+    assert torch.equal(cm(x), parts(x))
+    rows = cm.validate(x)
+    assert rows and all(r.ok for r in rows)
+    # every node's value read from the program's words: those of the parts, bit for bit
+    for stage, words in parts.last.words.items():
+        for symbol, w in words.items():
+            assert (cm.last.words[stage][symbol] == w).all(), (stage, symbol)
+    assert cm.timeline is None and len(cm.program_stream.words) == 1
+
+
+def test_one_calls_figures_are_its_engine_runs(pair):
+    _, cm, parts = pair
+    x = torch.randn(3, 16)
+    cm(x)
+    stream, program = cm.program_stream, cm.call_program
+    assert cm.cycles == cm.latency == stream.latency > 0
+    # one sample: the period is its longest part, the rate a stream approaches at best
+    what, cycles = longest_part(program, stream)
+    assert cm.period == cycles > 0
+    assert what.startswith(("stage ", "move ", "input "))
+    peak = SMALL.simd_width("fma", "f32") * SMALL.num_pes
+    assert cm.utilization == pytest.approx(cm.fmas / (peak * cycles))
+    parts(x)
+    assert cm.load_cycles == parts.load_cycles > 0  # weights loaded once, as a part's load
+    link = sum(end - start for (_, s, _), (start, end) in stream.host.items() if s == 0)
+    assert link > 0 and cm.host_cycles == cm.load_cycles + link
+    # each stage's kernel: its cycles in the program, from its first PE's start
+    figures = cm.last.stage_figures()
+    for p in cm.prepared:
+        kernel = program.stages[p.stage.name]
+        start = min(stream.starts[(kernel, 0)].values())
+        assert figures[p.stage.name][0] == stream.spans[(kernel, 0)][1] - start
+        assert figures[p.stage.name][0] == active_cycles(program, stream, kernel, 0)
+        assert 0 < figures[p.stage.name][2] <= SMALL.sram_bytes
+
+
+def test_a_stream_is_one_engine_run_at_its_slowest_parts_rate(pair):
+    _, cm, parts = pair
+    samples = [(torch.randn(3, 16),) for _ in range(4)]
+    outs = cm.stream(samples)
+    assert all(torch.equal(o, parts(*s)) for o, s in zip(outs, samples))
+    stream = cm.program_stream
+    assert len(stream.words) == 4 and cm.latency == stream.latency
+    assert cm.period == stream.period
+    # the steady state runs at the slowest part's rate, within 10 %
+    _, slowest = longest_part(cm.call_program, stream)
+    assert slowest <= cm.period <= 1.1 * slowest
+    # k x the compiled batch: k micro-batches streamed, their outputs joined
+    joined = cm(torch.cat([s[0] for s in samples]))
+    assert torch.equal(joined, torch.cat(outs))
+    assert len(cm.program_stream.words) == 4
+
+
+def test_the_report_gives_the_programs_figures(pair):
+    _, cm, _ = pair
+    cm(torch.randn(3, 16))
+    text = cm.report()
+    assert "pipelined as one fabric program" in text
+    assert "its longest part" in text and "(the rate a stream approaches at best)" in text
+    for p in cm.prepared:
+        assert p.stage.name in text
+    cm.stream([(torch.randn(3, 16),) for _ in range(3)])
+    assert f"{cm.period:.0f} cycles per sample in steady state" in cm.report()
+
+
+def test_a_bad_sample_of_a_stream_is_named():
+    x = torch.randn(3, 16)
+    cm = frontend.compile(MLP().eval(), (x,), SMALL, simulate="program")
+    with pytest.raises(FrontendError, match=r"sample 1 of the stream: input 'x' is \(3, 8\)"):
+        cm.stream([(x,), (torch.randn(3, 8),)])
+    with pytest.raises(FrontendError, match="no samples given"):
+        cm.stream([])
+
+
+def test_simulate_is_checked():
+    x = torch.randn(3, 16)
+    with pytest.raises(FrontendError, match=r"simulate must be one of \['parts', 'program'\]"):
+        frontend.compile(MLP().eval(), (x,), SMALL, simulate="engine")
+    with pytest.raises(FrontendError, match="mode 'sequential' runs one stage at a time"):
+        frontend.compile(MLP().eval(), (x,), SMALL, mode="sequential", simulate="program")
+
+
+def test_a_model_one_program_cannot_hold_is_refused_when_compiled():
+    x = torch.randn(3, 16)
+    few = CONFIG.replace(reserved_colors=tuple(range(6, 24)))  # the MLP needs 10 here
+    with pytest.raises(PlacementError, match=r"simulate='program': the pipelined model does "
+                                             r"not fit one fabric program: the parts need at "
+                                             r"least \d+ colors .*compile with colors='fit'"):
+        frontend.compile(MLP().eval(), (x,), few, colors="report", simulate="program")
+
+
+def test_resident_inputs_are_refused():
+    x = torch.randn(3, 16)
+    cm = frontend.compile(MLP().eval(), (x,), SMALL, simulate="program")
+    home = next(s.dst for p in cm.prepared for sources in p.sources.values()
+                for s in sources if s.tensor.name == "x")
+    with pytest.raises(FrontendError, match="holds no moves from resident inputs"):
+        cm.make_resident("x", home)
