@@ -21,6 +21,7 @@ from frontend.errors import (
     FrontendError,
     IntegerRangeError,
     PlacementError,
+    RankingNaNError,
     StageRunError,
     UnsupportedOpError,
     UserCodeError,
@@ -29,5 +30,5 @@ from frontend.errors import (
 from frontend.training import Trainer, backend
 
 __all__ = ["amp", "backend", "CheckpointError", "CompiledModel", "FrontendError",
-           "IntegerRangeError", "PlacementError", "StageRunError", "Trainer",
+           "IntegerRangeError", "PlacementError", "RankingNaNError", "StageRunError", "Trainer",
            "UnsupportedOpError", "UserCodeError", "ValidationError", "compile"]

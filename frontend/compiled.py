@@ -29,6 +29,7 @@ from frontend.integer_ranges import check_integer_input, check_integer_nodes
 from frontend.lowering import Lowered, check_experts, check_gemm_orientation, check_lookups
 from frontend.micro_batches import join, split
 from frontend.model_program import ModelProgram, build_model_program
+from frontend.nan_rankings import check_rankings, nan_guards
 from frontend.pipelined_fit import fit_pipelined, lower_graph
 from frontend.placement import place
 from frontend.program_calls import (
@@ -213,6 +214,7 @@ class CompiledModel:
                                     self.lowered.tensors, config)
         # integers computed from integer inputs, checked against 2^24 before every call
         self.integer_nodes = self.lowered.integer_nodes
+        self.nan_guards = nan_guards(captured.graph, self.lowered.env)  # checked per call
         self.table_rows = table_rows(config, call_programs(self.prepared))
         self.output_reads = _output_reads(self)
         # (gated, holds) -> the model as one fabric program, built once (`model_program`)
@@ -335,6 +337,7 @@ class CompiledModel:
         self.last = Execution(self.config, self.prepared, self.lowered.tensors, inputs,
                               self.max_cycles, self.table_rows, resident)
         self.last_inputs = inputs
+        check_rankings(self.nan_guards, self.last.value)
         self.timeline = timeline(self.mode, [self.last.results], self.output_reads,
                                  self.config.sram_bytes)
         return self.last
@@ -434,8 +437,8 @@ class CompiledModel:
         for i, args in enumerate(samples):
             try:
                 self.run(*args, resident=resident)
-            except FrontendError as exc:
-                raise FrontendError(f"sample {i} of the stream: {exc}") from None
+            except FrontendError as exc:  # of its kind (an IntegerRangeError stays one)
+                raise type(exc)(f"sample {i} of the stream: {exc}") from None
             calls.append(self.last.results)
             outputs.append(self.outputs())
         if not calls:
@@ -450,6 +453,8 @@ class CompiledModel:
                           self.output_reads, self.max_cycles)
         self.program_stream, self.timeline = calls[0].stream, None
         self.last, self.last_inputs = calls[-1], calls[-1].inputs
+        for i, call in enumerate(calls):
+            check_rankings(self.nan_guards, call.value, i if len(calls) > 1 else None)
         return calls
 
     def outputs(self):

@@ -47,6 +47,11 @@ class IntegerRangeError(FrontendError, ValueError):
     fabric's fp32 words carry exactly (`frontend.integer_ranges`)."""
 
 
+class RankingNaNError(FrontendError, ValueError):
+    """A call gave NaN to a ranking (topk, sort, argmax, max.dim, min.dim) whose fabric
+    lowering does not order NaN as eager does (`frontend.nan_rankings`)."""
+
+
 class UserCodeError(FrontendError):
     """The user's own code that the frontend called (a model or data factory) raised; the
     original exception is the `__cause__`."""

@@ -26,7 +26,8 @@ without NaN, with these differences from eager:
   in an order it does not specify, so a model's node of them may differ); eager's topk orders
   tied values as its CPU partial sort leaves them (topk([1, 3, 3, 0, 3], 3) gives indices
   2, 4, 1), an order it does not specify: tests use distinct values there.
-- NaN is not ordered here (eager ranks it largest): a row holding NaN gives a wrong result.
+- NaN is not ordered here (eager ranks it largest): a call whose row holds NaN raises
+  RankingNaNError after it has run, naming the node (`frontend.nan_rankings`).
 - topk's value is its pass's row max: where -0 and +0 tie, its sign of zero may differ
   (sort's is the element itself).
 

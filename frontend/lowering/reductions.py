@@ -183,7 +183,8 @@ def _first_max_index(low, rows: torch.Tensor) -> Ref:
     -inf gives 0 as eager), hit = (y - max(y) == 0) (`compare_mask`, exact: the difference of
     two finite fp32 values is 0 only when they are equal, or within 2^-126, which the
     fabric flushes), score = hit * (r - j), index = r - max(score). NaN is not ordered
-    here (eager returns a NaN's index). A Ref (m,)."""
+    here (eager returns a NaN's index): a call that gives it one raises RankingNaNError
+    (`frontend.nan_rankings`). A Ref (m,)."""
     m, r = rows.shape
     big = float(torch.finfo(torch.float32).max)
     y = map_(low, map_(low, Ref(rows), "max", -big, (m, r)), "min", big, (m, r))
