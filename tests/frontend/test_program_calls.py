@@ -11,7 +11,7 @@ import frontend
 from fabric import FabricConfig
 from frontend.errors import FrontendError, PlacementError
 from frontend.program_calls import active_cycles, longest_part
-from tests.frontend.models import CONFIG, MLP
+from tests.frontend.models import CONFIG, MLP, LeNet, TinyGPT
 from tests.frontend.test_model_program import Residual
 
 # small enough that the pipelined tiles' routes fit the 21 program colors (test_model_program)
@@ -129,3 +129,37 @@ def test_resident_inputs_are_refused():
                 for s in sources if s.tensor.name == "x")
     with pytest.raises(FrontendError, match="holds no moves from resident inputs"):
         cm.make_resident("x", home)
+
+
+def _gpt2():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=32, n_positions=8, n_embd=16, n_layer=1,
+                                     n_head=2, attn_implementation="eager", use_cache=False,
+                                     bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2Model(config), lambda: torch.randint(0, 32, (1, 4))
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", ["lenet", "tinygpt", "gpt2"])
+def test_the_test_models_pass_validation_simulated_as_one_program(name):
+    """LeNet, TinyGPT and GPT-2 from transformers, placed so that their colors fit
+    (colors="fit") with their token ids looked up on the fabric: each call one engine run
+    of the one program, every node within its tolerance against eager, the outputs those
+    of the parts simulated apart, bit for bit, in a stream too."""
+    torch.manual_seed(0)
+    model, sample = {
+        "lenet": (LeNet(), lambda: torch.randn(2, 1, 8, 8)),
+        "tinygpt": (TinyGPT(), lambda: torch.randint(0, 32, (1, 4))),
+        "gpt2": _gpt2(),
+    }[name]
+    model.eval()
+    xs = [sample() for _ in range(2)]
+    kwargs = {"colors": "fit", "lookups": "onehot"}
+    cm = frontend.compile(model, (xs[0],), CONFIG, simulate="program", **kwargs)
+    parts = frontend.compile(model, (xs[0],), CONFIG, **kwargs)
+    rows = cm.validate(xs[0])
+    assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
+    flat = torch.utils._pytree.tree_leaves
+    for got, x in zip(cm.stream([(x,) for x in xs]), xs):
+        assert all(torch.equal(a, b) for a, b in zip(flat(got), flat(parts(x))))
+    assert len(cm.program_stream.words) == 2 and cm.period > 0
