@@ -96,6 +96,21 @@ def test_the_report_gives_the_programs_figures(pair):
     assert f"{cm.period:.0f} cycles per sample in steady state" in cm.report()
 
 
+@pytest.mark.parametrize("half", ["bfloat16", "cbfloat16"])
+def test_mixed_precision_simulated_as_one_program(half):
+    """Nodes in a 16-bit format (autocast's rules) in the one program: the parts' words,
+    every node within its format's bound of eager (autocast, or fp32 for cbfloat16)."""
+    torch.manual_seed(0)
+    model, x = MLP().eval(), torch.randn(3, 16)
+    cm = frontend.compile(model, (x,), SMALL, precision="mixed", half=half,
+                          simulate="program")
+    parts = frontend.compile(model, (x,), SMALL, precision="mixed", half=half)
+    assert torch.equal(cm(x), parts(x))
+    rows = cm.validate(x)
+    assert rows and all(r.ok for r in rows)
+    assert {"bf16" if half == "bfloat16" else "cb16"} <= {r.fmt for r in rows}
+
+
 def test_a_bad_sample_of_a_stream_is_named():
     x = torch.randn(3, 16)
     cm = frontend.compile(MLP().eval(), (x,), SMALL, simulate="program")
