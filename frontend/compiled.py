@@ -11,7 +11,7 @@ import torch
 
 from fabric import host_io_cycles
 from fabric.config import FabricConfig
-from fabric.kernels import WordMap, plan_redistribution
+from fabric.kernels import WordMap
 from frontend.amp import HalfDtype, check_precision, node_formats, resolve_half, traced_formats
 from frontend.build_keys import shared_builds
 from frontend.capture import Captured, capture_module
@@ -43,7 +43,8 @@ from frontend.program_calls import (
 from frontend.program_calls import host_cycles as program_host_cycles
 from frontend.program_calls import period as program_period
 from frontend.program_run import ProgramStream, host_link, run_stream
-from frontend.runtime import Execution, ResidentTensor, Source, call_programs, prepare
+from frontend.resident_moves import check_home, restore, route_from_home
+from frontend.runtime import Execution, ResidentTensor, call_programs, prepare
 from frontend.schedule import DEFAULT_MODE, Timeline, check_mode, timeline
 from frontend.tables import table_rows, widest
 from frontend.validate import golden_values, validate
@@ -173,6 +174,7 @@ class CompiledModel:
             raise FrontendError(str(exc)) from None
         self.captured = captured
         self.resident_inputs: set[str] = set()  # inputs that live in PE memory
+        self.resident_homes: dict[str, WordMap] = {}  # ... and their homes' maps
         self.config = config
         self.max_cycles = max_cycles
         self.precision = check_precision(precision)
@@ -235,31 +237,21 @@ class CompiledModel:
         order): every operand it feeds gets it over the mesh from there, by a plan made
         now, instead of from the host. Afterwards `run` takes it as a `ResidentTensor` in
         `resident=`, not among the positional inputs. Returns the number of operands fed."""
-        if self.simulate == "program":
-            raise FrontendError("make_resident: a model simulated as one program "
-                                "(simulate='program') holds no moves from resident inputs")
-        if name not in self.captured.user_inputs:
-            raise FrontendError(f"make_resident: {name!r} is not a runtime input of the model "
-                                f"(inputs: {', '.join(self.captured.user_inputs)})")
-        want = tuple(self.lowered.tensors[name].shape)
-        if tuple(home.shape) != want:
-            raise FrontendError(f"make_resident: input {name!r} is {want}, its home map "
-                                f"{tuple(home.shape)}")
-        plans, replaced = [], []  # replaced: (sources, index, the host's Source) to undo
-        for p in self.prepared:
-            for sources in p.sources.values():
-                for i, src in enumerate(sources):
-                    if src.tensor.name == name and src.plan is None:
-                        plans.append(plan_redistribution(self.config, home, src.dst))
-                        sources[i] = Source(src.tensor, src.dst, plans[-1])
-                        replaced.append((sources, i, src))
-        if self.mode == "pipelined":  # the new moves share the fabric's colors too
-            try:
+        check_home(self.captured, self.lowered.tensors, name, home)
+        replaced = route_from_home(self.prepared, self.config, name, home)
+        before = self.colors, self.resident_homes
+        self.resident_homes = {**self.resident_homes, name: home}
+        try:
+            if self.mode == "pipelined":  # the new moves share the fabric's colors too
                 self.colors = graph_colors(self.prepared, self.config, self.color_policy)
-            except FrontendError:
-                for sources, i, src in replaced:
-                    sources[i] = src
-                raise
+            self._programs.clear()
+            if self.simulate == "program":  # the one program holds the home as a part
+                self.call_program = call_program(self.model_program, self.colors)
+        except FrontendError:
+            restore(replaced)
+            self.colors, self.resident_homes = before
+            raise
+        plans = [sources[i].plan for sources, i, _ in replaced]
         self.resident_inputs.add(name)
         # only the new moves' programs can need larger tables
         rows = table_rows(self.config, [r.program for plan in plans for r in plan.rounds])
@@ -328,12 +320,12 @@ class CompiledModel:
         """Run once on `args` (the runtime inputs, resident ones left out) and `resident`
         {input name: its words in PE memory} for every input made resident."""
         inputs = self._inputs(args)
-        if self.simulate == "program":
-            return self._run_program([inputs])[-1]
         resident = dict(resident or {})
         if set(resident) != self.resident_inputs:
             raise FrontendError(f"run: resident inputs {sorted(self.resident_inputs)} need "
                                 f"their words, got {sorted(resident)}")
+        if self.simulate == "program":
+            return self._run_program([inputs], resident)[-1]
         self.last = Execution(self.config, self.prepared, self.lowered.tensors, inputs,
                               self.max_cycles, self.table_rows, resident)
         self.last_inputs = inputs
@@ -407,7 +399,7 @@ class CompiledModel:
             try:
                 self._programs[key] = build_model_program(
                     self.prepared, self.colors, gated=gated, holds="auto" if holds else {},
-                    input_buffers=input_buffers)
+                    input_buffers=input_buffers, resident=self.resident_homes)
             except PlacementError:
                 if not input_buffers:
                     raise
@@ -430,7 +422,10 @@ class CompiledModel:
                     raise FrontendError(f"sample {i} of the stream: {exc}") from None
             if not calls:
                 raise FrontendError("stream: no samples given")
-            for call in self._run_program(calls):
+            if set(resident or {}) != self.resident_inputs:
+                raise FrontendError(f"stream: resident inputs {sorted(self.resident_inputs)} "
+                                    f"need their words, got {sorted(resident or {})}")
+            for call in self._run_program(calls, dict(resident or {})):
                 self.last = call
                 outputs.append(self.outputs())
             return outputs
@@ -446,11 +441,13 @@ class CompiledModel:
         self.timeline = timeline(self.mode, calls, self.output_reads, self.config.sram_bytes)
         return outputs
 
-    def _run_program(self, samples: list[dict[str, torch.Tensor]]) -> list[ProgramCall]:
+    def _run_program(self, samples: list[dict[str, torch.Tensor]],
+                     resident: dict[str, ResidentTensor]) -> list[ProgramCall]:
         """`samples` (user inputs by graph name) streamed through the call program in one
-        engine run (`frontend.program_calls`); the last sample's call becomes `last`."""
+        engine run with the `resident` inputs' words in their homes (`frontend.
+        program_calls`); the last sample's call becomes `last`."""
         calls = run_calls(self.call_program, samples, self.lowered.tensors,
-                          self.output_reads, self.max_cycles)
+                          self.output_reads, self.max_cycles, resident)
         self.program_stream, self.timeline = calls[0].stream, None
         self.last, self.last_inputs = calls[-1], calls[-1].inputs
         for i, call in enumerate(calls):

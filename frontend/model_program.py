@@ -47,9 +47,13 @@ into the operand's slots once the kernel is done with the sample before, its cha
 counting into the kernel's gate; so the host may write a sample's input while the kernel
 computes the one before (the host link in the stream, `frontend.program_run`, "Host I/O").
 
+Resident inputs (`CompiledModel.make_resident`: weights that live in PE memory): each a
+part holding its home's symbols, its words placed there before a call
+(`place_resident`), its moves reading them as a move reads a producer's output.
+
 Not in the program: an embedding's per-call gathers (their moves follow each call's
 indices; `frontend.compile(..., lookups="onehot")` looks the rows up on the fabric
-instead) and moves from resident inputs; a model with them is refused.
+instead); a model with them is refused.
 """
 
 from __future__ import annotations
@@ -74,52 +78,26 @@ from fabric import (
 )
 from fabric import build as build_tables
 from fabric.kernels import (
-    GATE,
-    SHARED_COUNTER,
     WordMap,
     read_words,
-    round_programs,
     write_words,
 )
 from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors, move_label, stage_label
 from frontend.program_fit import crowded_registers, lighter_holds, part_pes
 from frontend.program_gates import HOST_ARM, Gate, gate_program, kernel_gates, launched
+from frontend.program_parts import (
+    InputBuffer,
+    MovePart,
+    input_buffer_parts,
+    named_parts,
+    part_descriptions,
+    resident_program,
+    round_parts,
+)
 from frontend.runtime import PreparedStage, Source, input_words
 from frontend.skip_holds import Holds, hold_counts, hold_symbol, make_holds
 from frontend.sources import describe
-
-
-@dataclasses.dataclass(frozen=True)
-class MovePart:
-    """The rounds (part names, in order) of one move: `tensor` into operand `operand` of
-    stage `consumer`, from `source` of that operand's sources; with holds, the relays
-    after them."""
-
-    consumer: str
-    operand: str
-    source: int
-    tensor: str
-    rounds: tuple[str, ...]
-    # the relays of its holds (`frontend.skip_holds`), in order: the rounds write hold 1,
-    # relay j moves hold j into hold j + 1, the last into the operand
-    relays: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class InputBuffer:
-    """A second buffer for user input `tensor` into operand `operand` (its source `source`)
-    of stage `consumer`: the host writes part `hold` (the operand's words or their packed
-    form, `map` over its symbols) and relay part `relay` copies them into the operand once
-    the kernel is done with the previous sample (`build_model_program(..., input_buffers=True)`)."""
-
-    consumer: str
-    operand: str
-    source: int
-    tensor: str
-    hold: str
-    relay: str
-    map: WordMap
 
 
 @dataclasses.dataclass
@@ -142,6 +120,8 @@ class ModelProgram:
     # a kernel part started by its data -> its gate (module docstring, "Gates")
     gates: dict[str, Gate] = dataclasses.field(default_factory=dict)
     inputs: tuple[InputBuffer, ...] = ()  # the user inputs' second buffers, if built
+    # resident input -> (its part, its home map): its words live in PE memory there
+    resident: dict[str, tuple[str, WordMap]] = dataclasses.field(default_factory=dict)
     _loaded: np.ndarray | None = dataclasses.field(default=None, repr=False)
 
     @property
@@ -180,6 +160,18 @@ class ModelProgram:
                                   else (self.merged.part(kernel), src.dst))
                     out.setdefault(b.relay if b else kernel, []).append((into, wmap, src, p))
         return out
+
+    def place_resident(self, sim: Simulator, words: dict[str, dict[str, np.ndarray]]) -> None:
+        """Every resident input's words ({input name: {symbol: words}}, as a
+        `runtime.ResidentTensor` holds them) into its part at its home: they live in PE
+        memory, so no host transfer is charged (as a call run apart reads them there)."""
+        missing = sorted(set(self.resident) - set(words))
+        if missing:
+            raise ValueError(f"resident inputs {missing} need their words")
+        for name, (part_name, home) in self.resident.items():
+            part = self.merged.part(part_name)
+            write_words(sim, _renamed(home, part),
+                        {part.local(k): w for k, w in words[name].items()})
 
     def write_inputs(self, sim: Simulator, name: str, inputs: dict[str, torch.Tensor]
                      ) -> None:
@@ -312,7 +304,8 @@ class ModelProgram:
         """The engine's message on a stopped call, led by the parts it ran (`started`:
         (part name, its sample, or None in a call of one sample); stages by FX node and
         source line, moves by their ends) and those stuck, with their PEs."""
-        what = part_descriptions(self.prepared, self.moves, self.stages, self.inputs)
+        what = part_descriptions(self.prepared, self.moves, self.stages, self.inputs,
+                                 self.resident)
         lines = ["the model program did not finish; parts running: "
                  + "; ".join(f"{n}{'' if s is None else f' (sample {s})'} = {what[n]}"
                              for n, s in started)]
@@ -352,7 +345,8 @@ def _renamed(wmap: WordMap, part: Part) -> WordMap:
 
 def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
                         gated: bool = False, holds: str | dict = "auto",
-                        input_buffers: bool = False) -> ModelProgram:
+                        input_buffers: bool = False,
+                        resident: dict[str, WordMap] | None = None) -> ModelProgram:
     """Merge every part of a pipelined model into one program on its fabric and build it.
     gated: every kernel with incoming moves gets a gate (module docstring, "Gates"), so that
     its data starts it on each PE (where the host's arm is not its last count).
@@ -364,17 +358,23 @@ def build_model_program(prepared: list[PreparedStage], colors: GraphColors,
     input_buffers: every user input gets a second buffer (`InputBuffer`, module
     docstring), so the host may write a sample's input while its kernel computes the one
     before (the host link in the stream, `frontend.program_run`).
+    resident: {input name: its home map} of the inputs that live in PE memory
+    (`CompiledModel.make_resident`): each a part of its own holding the home's symbols
+    (part "r<j>"), which its moves read as a move reads its producer's output; its words
+    are placed there before a call (`ModelProgram.place_resident`).
 
     Raises PlacementError when a part is not static (an embedding's per-call gather, a
-    move from a resident input), when the graph's colors fall short (a model compiled
-    with colors="report"), or when the merged program does not build (a PE's SRAM,
-    registers or task ids), naming the stages and moves."""
+    move from a resident input without its home in `resident`), when the graph's colors
+    fall short (a model compiled with colors="report"), or when the merged program does
+    not build (a PE's SRAM, registers or task ids), naming the stages and moves."""
     counts = hold_counts(prepared) if holds == "auto" else dict(holds)
-    return _build(prepared, colors, gated, counts, holds == "auto", input_buffers)
+    return _build(prepared, colors, gated, counts, holds == "auto", input_buffers,
+                  dict(resident or {}))
 
 
 def _build(prepared: list[PreparedStage], colors: GraphColors, gated: bool,
-           counts: dict, fit_holds: bool, input_buffers: bool) -> ModelProgram:
+           counts: dict, fit_holds: bool, input_buffers: bool,
+           resident: dict[str, WordMap]) -> ModelProgram:
     """`build_model_program` with the holds `counts` {(consumer, operand, source): count};
     fit_holds: leave out a hold that does not fit its operand's PEs beside it, and where
     merged tiles overfill a PE's SRAM, build again with fewer holds on that PE
@@ -398,6 +398,9 @@ def _build(prepared: list[PreparedStage], colors: GraphColors, gated: bool,
                                   colors=colors.assignment.colors_of(stage_label(p)))
                for p in prepared}
     parts = list(kernels.values())
+    homes = {name: Part(f"r{j}", resident_program(config, home))
+             for j, (name, home) in enumerate(resident.items())}
+    parts += homes.values()
     held = {}
     for key, n in counts.items():
         if n > 0:
@@ -432,8 +435,8 @@ def _build(prepared: list[PreparedStage], colors: GraphColors, gated: bool,
     hold_parts: dict[tuple, list[Part]] = {}  # the hold parts of each held move
 
     def add_rounds(*args) -> None:
-        made = _round_parts(*args)
-        remakes.append((len(parts), len(made), functools.partial(_round_parts, *args,
+        made = round_parts(*args)
+        remakes.append((len(parts), len(made), functools.partial(round_parts, *args,
                                                                  counters="memory")))
         parts.extend(made)
 
@@ -445,7 +448,7 @@ def _build(prepared: list[PreparedStage], colors: GraphColors, gated: bool,
                     hold = held_inputs.get((p.stage.name, operand, i))
                     if hold is not None:
                         kernel = kernels[p.stage.name]
-                        relay = _input_buffer(hold, src, kernel, f"i{len(buffers)}", config,
+                        relay = input_buffer_parts(hold, src, kernel, f"i{len(buffers)}", config,
                                               gates, gate_entries, parts, buffers, add_rounds)
                         # the relay writes the operand: kept when the kernel is put back
                         moved_in |= {kernel.local(name) for end, name
@@ -456,7 +459,7 @@ def _build(prepared: list[PreparedStage], colors: GraphColors, gated: bool,
                         incoming.append(relay)
                     continue
                 producer = by_stage.get(src.tensor.name)
-                if producer is None:
+                if producer is None and src.tensor.name not in homes:
                     raise PlacementError(f"{describe(p.stage.node)}: operand {operand!r} of "
                                          f"stage {p.stage.name!r} comes from resident input "
                                          f"{src.tensor.name!r}, which no stage of the program "
@@ -464,7 +467,8 @@ def _build(prepared: list[PreparedStage], colors: GraphColors, gated: bool,
                 label = move_label(src.tensor.name, by_stage, p, operand)
                 hold = held.get((p.stage.name, operand, i))
                 # where the move writes: the consumer's operand, or its first hold
-                ends = {"src": kernels[producer.stage.name], "dst": kernels[p.stage.name]}
+                ends = {"src": (kernels[producer.stage.name] if producer is not None
+                                else homes[src.tensor.name]), "dst": kernels[p.stage.name]}
                 into = [Part(f"m{len(moves)}h{j + 1}", hold.program(j, config))
                         for j in range(len(hold.maps))] if hold else []
                 parts += into
@@ -497,8 +501,9 @@ def _build(prepared: list[PreparedStage], colors: GraphColors, gated: bool,
                 chain_rounds = [*src.plan.rounds, *(plan.rounds[0] for plan in relays)]
                 for k, (name, rnd) in enumerate(zip(chain, chain_rounds)):
                     order.append(name)
-                    after[name] = frozenset([chain[k - 1] if k else
-                                             kernels[producer.stage.name].name])
+                    # a move from a resident input waits for nothing: its words are there
+                    after[name] = frozenset([chain[k - 1]] if k else [
+                        kernels[producer.stage.name].name] if producer is not None else [])
                     round_tasks[name] = tuple(rnd.tasks)
                 moves.append(MovePart(p.stage.name, operand, i, src.tensor.name, tuple(names),
                                       tuple(relayed)))
@@ -516,84 +521,15 @@ def _build(prepared: list[PreparedStage], colors: GraphColors, gated: bool,
         if fit_holds:
             lighter = lighter_holds(config, merged, counts, hold_parts)
             if lighter is not None:
-                return _build(prepared, colors, gated, lighter, fit_holds, input_buffers)
+                return _build(prepared, colors, gated, lighter, fit_holds, input_buffers,
+                              resident)
         _, info = build_tables(config, merged.program)
     except BuildError as exc:
+        named = named_parts(exc, prepared, moves, stages, tuple(buffers),
+                            {name: (part.name, None) for name, part in homes.items()})
         raise PlacementError("the pipelined model does not fit one fabric program: "
-                             f"{_named(exc, prepared, moves, stages, tuple(buffers))}") from exc
+                             f"{named}") from exc
     return ModelProgram(merged, stages, moves, prepared, order, after, round_tasks,
                         frozenset(moved_in), {k: g.placed(info) for k, g in gates.items()},
-                        tuple(buffers))
-
-
-def _input_buffer(hold, src: Source, kernel: Part, prefix: str, config, gates, gate_entries,
-                  parts: list[Part], buffers: list[InputBuffer], add_rounds) -> str:
-    """The hold part and relay part of a user input's second buffer (`hold`: its one hold
-    and relay plan), added to `parts` and `buffers`; returns the relay's part name. The
-    relay's chains count into the kernel's gate, as a held move's last relay's do."""
-    into = Part(f"{prefix}h1", hold.program(0, config))
-    parts.append(into)
-    plan = hold.relays[0]
-    shared = {sym: (into if end == "src" else kernel).local(name)
-              for sym, (end, name) in plan.end_symbols.items()}
-    relay = f"{prefix}relay1"
-    add_rounds([relay], plan, [{}], shared, gates.get(kernel.name),
-               gate_entries.get(kernel.name))
-    buffers.append(InputBuffer(hold.consumer, hold.operand, hold.source, src.tensor.name,
-                               into.name, relay, hold.maps[0]))
-    return relay
-
-
-def _round_parts(names: list[str], plan, colors: list, shared: dict, gate: Gate | None,
-                 entries: dict | None, counters: str = "registers") -> list[Part]:
-    """The parts of `plan`'s rounds, named `names`, with their colors on the merged fabric
-    and the symbols `shared` with the parts at their ends; with `gate`, the chains that
-    deliver count into it (`fabric.kernels.round_programs`), the last starting the entry
-    tasks `entries` ({PE: merged task names}) of its kernel there. counters "memory": the
-    chains count their activations in memory and share one scratch register with every
-    other move's on their PEs (`SHARED_COUNTER`), where registers run short."""
-    programs = [rnd.program for rnd in plan.rounds]
-    tasks: dict[str, str] = {}
-    if gate is not None or counters != "registers":
-        waits = gate.waits if gate is not None else ()
-        programs = round_programs(plan, {pe: entries[pe] for pe in waits}, counters)
-    if counters == "memory":
-        shared = {**shared, SHARED_COUNTER: SHARED_COUNTER}
-    if gate is not None:
-        shared = {**shared, GATE: f"{gate.part}.wait"}
-        tasks = {t: t for pe in gate.waits for t in entries[pe]}
-    if len(programs) != len(names):
-        raise AssertionError(f"{len(programs)} rounds for parts {names}")
-    return [Part(name, program, plan.window.corner, part_colors, shared, tasks)
-            for name, program, part_colors in zip(names, programs, colors)]
-
-
-def _named(exc: BuildError, prepared: list[PreparedStage], moves: list[MovePart],
-           stages: dict[str, str], inputs: tuple[InputBuffer, ...] = ()) -> str:
-    """The build's message with the parts it names (s3, m2r0) given as stages and moves."""
-    text = str(exc)
-    found = [f"{part} = {what}"
-             for part, what in part_descriptions(prepared, moves, stages, inputs).items()
-             if f"{part}." in text]
-    return text + ("\nparts: " + "; ".join(found) if found else "")
-
-
-def part_descriptions(prepared: list[PreparedStage], moves: list[MovePart],
-                      stages: dict[str, str], inputs: tuple[InputBuffer, ...] = ()
-                      ) -> dict[str, str]:
-    """{part name (s3, m2r0, i0relay1): "stage 'addmm' (FX node ..., line ...)", "move 'a'
-    -> 'b' operand 'x' round 1" or "input 'x' -> 'b' operand 'x', relay of its buffer"}."""
-    names = {part: f"stage {name!r} ({describe(p.stage.node)})"
-             for (name, part), p in zip(stages.items(), prepared)}
-    for m in moves:
-        for k, part in enumerate(m.rounds):
-            names[part] = (f"move {m.tensor!r} -> {m.consumer!r} operand {m.operand!r}"
-                           + (f" round {k}" if len(m.rounds) > 1 else ""))
-        for j, part in enumerate(m.relays, 1):
-            names[part] = (f"move {m.tensor!r} -> {m.consumer!r} operand {m.operand!r} "
-                           f"relay {j} of its holds")
-    for b in inputs:
-        what = f"input {b.tensor!r} -> {b.consumer!r} operand {b.operand!r}"
-        names[b.hold] = what + ", its buffer"
-        names[b.relay] = what + ", relay of its buffer"
-    return names
+                        tuple(buffers), {name: (homes[name].name, home)
+                                         for name, home in resident.items()})

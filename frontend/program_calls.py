@@ -13,9 +13,11 @@ How a pipelined call is simulated (`simulate=`):
   parts of consecutive samples running at once and contending for PEs and links, the
   host link's writes of the inputs and reads of the outputs in the stream. The outputs,
   every node's value (`cm.validate`, read from the words where they lie) and the figures
-  (`cm.latency`, `cm.period`, `cm.utilization`, `cm.report()`) are that run's. A model
-  the one program cannot hold (its colors short, an embedding's per-call gathers, a PE's
-  SRAM, registers or task ids) is refused when compiled, naming what is short.
+  (`cm.latency`, `cm.period`, `cm.utilization`, `cm.report()`) are that run's. An input
+  made resident (`cm.make_resident`) is a part of the program at its home, its words
+  placed there before the run. A model the one program cannot hold (its colors short,
+  an embedding's per-call gathers, a PE's SRAM, registers or task ids) is refused when
+  compiled, naming what is short.
 
 The outputs are the same in both, bit for bit: every sample's words in the program are
 those of its parts run apart (`tests/frontend/test_program_calls.py`).
@@ -34,7 +36,7 @@ from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors
 from frontend.model_program import ModelProgram, part_descriptions
 from frontend.program_run import ProgramStream, host_link, run_stream
-from frontend.runtime import PreparedStage, tensor_value
+from frontend.runtime import PreparedStage, ResidentTensor, tensor_value
 from frontend.values import Tensor
 
 SIMULATIONS = ("parts", "program")
@@ -62,14 +64,18 @@ class ProgramCall:
     program: ModelProgram
     tensors: dict[str, Tensor]
     inputs: dict[str, torch.Tensor]
+    resident: dict[str, ResidentTensor] = dataclasses.field(default_factory=dict)
 
     @property
     def words(self) -> dict[str, dict[str, np.ndarray]]:
-        return self.stream.words[self.sample]
+        """Every stage's output words and every resident input's, by name."""
+        return {**{k: r.words for k, r in self.resident.items()},
+                **self.stream.words[self.sample]}
 
     def value(self, gids: torch.Tensor) -> torch.Tensor:
         """The tensor whose elements are the global ids `gids` (-1: zero)."""
-        maps = {p.stage.name: p.out_map for p in self.program.prepared}
+        maps = {**{k: r.map for k, r in self.resident.items()},
+                **{p.stage.name: p.out_map for p in self.program.prepared}}
         return tensor_value(self.tensors, maps, self.words, self.inputs, gids)
 
     def part_cycles(self, part: str) -> int:
@@ -110,13 +116,16 @@ def call_program(model_program: Callable[..., ModelProgram], colors: GraphColors
 
 
 def run_calls(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
-              tensors: dict[str, Tensor], output_reads: dict[str, int], max_cycles: int
-              ) -> list[ProgramCall]:
+              tensors: dict[str, Tensor], output_reads: dict[str, int], max_cycles: int,
+              resident: dict[str, ResidentTensor] | None = None) -> list[ProgramCall]:
     """`samples` (user inputs by graph name) streamed through `program` in one engine run,
-    kernels started by their data, the host link in the stream: a call per sample."""
+    kernels started by their data, the host link in the stream, the `resident` inputs'
+    words in their homes: a call per sample."""
+    resident = dict(resident or {})
     stream = run_stream(program, samples, max_cycles, start="data",
-                        host=host_link(program, output_reads))
-    return [ProgramCall(stream, s, program, tensors, inputs)
+                        host=host_link(program, output_reads),
+                        resident={k: r.words for k, r in resident.items()})
+    return [ProgramCall(stream, s, program, tensors, inputs, resident)
             for s, inputs in enumerate(samples)]
 
 

@@ -150,12 +150,15 @@ def host_link(program: ModelProgram, output_reads: Mapping[str, int]) -> HostIO:
 
 def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                max_cycles: int, start: str = "part", poll: int = POLL_CYCLES,
-               host: HostIO | None = None) -> ProgramStream:
+               host: HostIO | None = None, resident: Mapping[str, dict] | None = None
+               ) -> ProgramStream:
     """`samples` (each the user inputs by graph name) through `program` (module docstring).
 
     start: "serial", "part", "pe" or "data" (module docstring; "data" needs a program built
     with gates, `build_model_program(..., gated=True)`).
     host: the host link's transfers (module docstring, "Host I/O"); None: apart.
+    resident: {resident input: {symbol: its words}} for a program with resident inputs
+        (`ModelProgram.place_resident`: in PE memory before the first sample).
 
     Raises ValueError for another `start`, or "data" on a program without gates;
     StageRunError when the stream does not finish (a deadlock, or `max_cycles` cycles in
@@ -171,6 +174,8 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
         raise ValueError("run_stream: no samples given")
     serial = start == "serial"
     sim = program.simulator()
+    if program.resident:
+        program.place_resident(sim, dict(resident or {}))
     kernels = set(program.stages.values())
     reuses = program.reuses()
     parts = None if serial else PartMap(program.merged)

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 import frontend
-from fabric import FabricConfig
+from fabric import FabricConfig, Rect
 from frontend.errors import FrontendError, PlacementError
 from frontend.program_calls import active_cycles, longest_part
+from frontend.runtime import ResidentTensor, input_words
 from tests.frontend.models import CONFIG, MLP, LeNet, TinyGPT
 from tests.frontend.test_model_program import Residual
 
@@ -137,15 +138,6 @@ def test_a_model_one_program_cannot_hold_is_refused_when_compiled():
         frontend.compile(MLP().eval(), (x,), few, colors="report", simulate="program")
 
 
-def test_resident_inputs_are_refused():
-    x = torch.randn(3, 16)
-    cm = frontend.compile(MLP().eval(), (x,), SMALL, simulate="program")
-    home = next(s.dst for p in cm.prepared for sources in p.sources.values()
-                for s in sources if s.tensor.name == "x")
-    with pytest.raises(FrontendError, match="holds no moves from resident inputs"):
-        cm.make_resident("x", home)
-
-
 def _gpt2():
     transformers = pytest.importorskip("transformers")
     config = transformers.GPT2Config(vocab_size=32, n_positions=8, n_embd=16, n_layer=1,
@@ -178,3 +170,51 @@ def test_the_test_models_pass_validation_simulated_as_one_program(name):
     for got, x in zip(cm.stream([(x,) for x in xs]), xs):
         assert all(torch.equal(a, b) for a, b in zip(flat(got), flat(parts(x))))
     assert len(cm.program_stream.words) == 2 and cm.period > 0
+
+
+def _home(cm, row: int):
+    """A home for input 'x' in its first operand's layout, moved to row `row`."""
+    src = next(s for p in cm.prepared for sources in p.sources.values() for s in sources
+               if s.tensor.name == "x")
+    return src.dst.at(Rect(row, 0, src.dst.rect.rows, src.dst.rect.cols))
+
+
+def test_a_resident_input_lives_in_its_home_in_the_program():
+    """make_resident: the input's home is a part of the one program holding its words
+    (placed there before the call, no host transfer), its moves read them there; the
+    outputs are those of the parts simulated apart, in a stream too."""
+    torch.manual_seed(0)
+    model, x = MLP().eval(), torch.randn(3, 16)
+    cm = frontend.compile(model, (x,), SMALL, simulate="program")
+    parts = frontend.compile(model, (x,), SMALL)
+    for c in (cm, parts):
+        assert c.make_resident("x", _home(c, 4)) == 2
+    part, home = cm.call_program.resident["x"]
+    assert home.rect == Rect(4, 0, 1, 5) and cm.call_program.merged.part(part)
+    xs = [torch.randn(3, 16) for _ in range(2)]
+    for v in xs:
+        words = {"x": ResidentTensor(home, input_words(home, v))}
+        assert torch.equal(cm(resident=words), parts(resident=words))
+        torch.testing.assert_close(cm(resident=words), model(v))
+        # no host write of x: the link carries the output read alone
+        assert set(k[2] for k in cm.program_stream.host) == {"read"}
+    words = {"x": ResidentTensor(home, input_words(home, xs[0]))}
+    assert torch.equal(cm.stream([(), ()], resident=words)[1], parts(resident=words))
+    with pytest.raises(FrontendError, match=r"resident inputs \['x'\] need their words"):
+        cm()
+
+
+def test_a_home_whose_moves_the_colors_cannot_hold_is_refused_and_undone():
+    torch.manual_seed(0)
+    model, x = MLP().eval(), torch.randn(3, 16)
+    cm = frontend.compile(model, (x,), SMALL, simulate="program")
+    # as many colors as the model uses: the moves from a home need one more
+    few = SMALL.replace(reserved_colors=tuple(range(cm.colors.assignment.used, 24)))
+    tight = frontend.compile(model, (x,), few, simulate="program")
+    before = tight.call_program
+    with pytest.raises(PlacementError, match=r"simulate='program': the pipelined model does "
+                                             r"not fit one fabric program: .*colors"):
+        tight.make_resident("x", _home(tight, 2))
+    # nothing changed: x still comes from the host, the program is the one compiled
+    assert tight.resident_inputs == set() and tight.call_program is before
+    assert torch.equal(tight(x), cm(x))
