@@ -345,6 +345,21 @@ class Simulator:
         self._raise_if_stuck(max_cycles, raise_on_limit)
         return self.stats()
 
+    def advance(self, max_cycles: int, raise_on_limit: bool = True) -> None:
+        """`run` for a host that looks at the fabric every few cycles: up to `max_cycles`
+        more cycles in one engine call, stopping where `run` would (quiet, error or
+        deadlock) with the same state and errors, but no statistics gathered (`stats()`
+        gives them) and no chunks, bar or held Ctrl-C: a few cycles cost the engine call
+        alone."""
+        start = int(self.state.cycle)
+        exe, compile_s = compiled_run(self.engine_config, self.tables, self.state,
+                                      jnp.int32(start + max_cycles), self.devices,
+                                      self.half_ops)
+        self.compile_s += compile_s
+        self.state = exe(self.tables, self.state, jnp.int32(start + max_cycles))
+        self.last_run_cycles = int(self._state.cycle) - start
+        self._raise_if_stuck(max_cycles, raise_on_limit)
+
     def wait(self, cycles: int) -> Stats:
         """Let `cycles` cycles pass while the host holds back what the fabric waits for
         (a transfer still on the host link): the engine runs them as `run` does, but

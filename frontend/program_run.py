@@ -271,8 +271,10 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
         left = max_cycles - now
         try:
             try:
-                sim.run(max_cycles=left if serial else min(poll, left), progress=False,
-                        raise_on_limit=serial or left <= poll)
+                if serial:  # each token run until the fabric is quiet
+                    sim.run(max_cycles=left, progress=False)
+                else:  # the host looks again in `poll` cycles
+                    sim.advance(min(poll, left), raise_on_limit=left <= poll)
             except DeadlockError:  # nothing moves: waiting on the host link, or stuck
                 stuck_at = int(sim.state.cycle) - begin
                 link_end = link_end_after(stuck_at)

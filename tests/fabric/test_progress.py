@@ -291,3 +291,25 @@ def test_ctrl_c_stops_a_long_run_without_a_terminal():
     assert "KeyboardInterrupt" in err and "stopped at cycle" in out, err
     assert proc.returncode == -signal.SIGINT  # how Python exits on an uncaught Ctrl-C
     assert latency < 3, f"{latency:.1f} s from SIGINT to exit"
+
+
+def test_advance_in_steps_ends_where_run_ends():
+    """`advance` (a host looking every few cycles): steps of 8 cycles end in the state one
+    `run` ends in, bit for bit; a step past the quiet fabric stops there; a deadlock and a
+    cycle limit raise as in `run`."""
+    whole, stepped = slow_stream(), slow_stream()
+    whole.run(progress=False)
+    while bool(host._pending(stepped.tables, stepped.state)):
+        before = int(stepped.state.cycle)
+        stepped.advance(8, raise_on_limit=False)
+        assert int(stepped.state.cycle) - before == stepped.last_run_cycles <= 8
+    for name in ("cycle", "sram", "busy", "link_count", "pc", "activated"):
+        np.testing.assert_array_equal(np.asarray(getattr(stepped.state, name)),
+                                      np.asarray(getattr(whole.state, name)), err_msg=name)
+    assert stepped.stats().cycles == whole.stats().cycles
+    with pytest.raises(CycleLimitError, match="cycle limit reached: 8 cycles ran"):
+        slow_stream().advance(8)
+    stuck = starved()
+    with pytest.raises(DeadlockError, match="nothing moved for"):
+        for _ in range(100):
+            stuck.advance(8, raise_on_limit=False)
