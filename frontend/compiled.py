@@ -358,7 +358,8 @@ class CompiledModel:
         return self.one_program_stream([args], start="part" if overlap else "serial")
 
     def one_program_stream(self, samples: Iterable[Sequence], start: str = "part",
-                           host_io: bool = False) -> ProgramStream:
+                           host_io: bool = False, resident: dict[str, ResidentTensor]
+                           | None = None) -> ProgramStream:
         """`samples` (each a tuple of runtime inputs, as a call takes them) streamed
         through the one fabric program: each part starts on a sample as soon as its inputs
         for it are in and the next part is done with what it overwrites (`frontend.
@@ -371,13 +372,15 @@ class CompiledModel:
         "serial" (one part at a time). host_io: the host link's writes of each sample's
         inputs and reads of the outputs, overlapping the fabric's work and counted where
         they hold it up, as in the pipelined timeline (`frontend.program_run`, "Host
-        I/O"); False: apart (the fabric's cycles alone)."""
+        I/O"); False: apart (the fabric's cycles alone). resident: the words of every
+        input made resident (`make_resident`), placed in their homes before the run."""
         program = self.model_program(gated=start == "data", input_buffers=host_io)
         inputs = [self._inputs(args) for args in samples]
         if not inputs:
             raise FrontendError("one_program_stream: no samples given")
         return run_stream(program, inputs, self.max_cycles, start=start,
-                          host=host_link(program, self.output_reads) if host_io else None)
+                          host=host_link(program, self.output_reads) if host_io else None,
+                          resident={k: r.words for k, r in (resident or {}).items()})
 
     def model_program(self, gated: bool = False, holds: bool = True,
                       input_buffers: bool = False) -> ModelProgram:

@@ -202,6 +202,10 @@ def test_a_resident_input_lives_in_its_home_in_the_program():
     assert torch.equal(cm.stream([(), ()], resident=words)[1], parts(resident=words))
     with pytest.raises(FrontendError, match=r"resident inputs \['x'\] need their words"):
         cm()
+    # the one program of a model simulated by parts takes the home as a part too
+    run = parts.one_program_stream([()], start="data", resident=words)
+    stages = {p.stage.name for p in parts.prepared}
+    assert run.same_words(0, {k: w for k, w in parts.last.words.items() if k in stages})
 
 
 def test_a_home_whose_moves_the_colors_cannot_hold_is_refused_and_undone():
