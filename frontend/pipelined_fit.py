@@ -38,14 +38,21 @@ def fit_pipelined(lower_with: Callable[[dict | None], Lowered], config: FabricCo
     where the graph split so does not fit the fabric (its stages more than the PEs, or its
     moves more than the colors) and the graph unsplit does, the unsplit one (its GEMMs
     slower, on a tile each: Llama 4 cut into 275 stages for small(16, 16)'s 256 PEs). A
-    refusal names what the unsplit graph needs."""
-    split = lower_with(column_parts(config))
+    refusal names what the unsplit graph needs (without lowering it again where no GEMM
+    was split)."""
+    planner, counts = column_parts(config), []
+
+    def parts(m: int, k: int, n: int) -> int:
+        counts.append(planner(m, k, n))
+        return counts[-1]
+
+    split = lower_with(parts)
     try:
         return split, _fit(split, config, colors, share, captured, experts)
     except PlacementError:
-        whole = lower_with(None)
-        if len(whole.stages) == len(split.stages):  # nothing was split
+        if max(counts, default=1) == 1:  # nothing was split
             raise
+    whole = lower_with(None)
     return whole, _fit(whole, config, colors, share, captured, experts)
 
 

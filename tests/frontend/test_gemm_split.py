@@ -183,3 +183,24 @@ def test_a_graph_too_large_even_unsplit_is_refused_for_its_pes():
     with pytest.raises(frontend.PlacementError, match=r"PEs"):
         frontend.compile(_chain(40), (torch.randn(8, 32),), config=FEW_COLORS,
                          colors="report")
+
+
+def test_a_refused_graph_with_nothing_split_is_lowered_once(monkeypatch):
+    """Where no GEMM was split, the graph refused is the unsplit one: it is not lowered
+    again to be refused a second time."""
+    import frontend.pipelined_fit as pipelined_fit
+
+    calls = []
+    lower = pipelined_fit.lower
+    monkeypatch.setattr(pipelined_fit, "lower",
+                        lambda *a, **k: calls.append(a[2]) or lower(*a, **k))
+    small = FabricConfig.small(2, 2)  # 37 stages of one-row GEMMs: no split, too few PEs
+    assert column_parts(small)(1, 32, 32) == 1
+    with pytest.raises(frontend.PlacementError, match=r"PEs"):
+        frontend.compile(_chain(37), (torch.randn(1, 32),), config=small, colors="report")
+    assert len(calls) == 1
+    calls.clear()  # split GEMMs refused: the unsplit graph is tried too
+    with pytest.raises(frontend.PlacementError, match=r"PEs"):
+        frontend.compile(_chain(40), (torch.randn(8, 32),), config=FEW_COLORS,
+                         colors="report")
+    assert len(calls) == 2 and calls[1] is None
