@@ -191,14 +191,14 @@ class CompiledModel:
         self.formats, self.stored_half = (
             (node_formats(captured, self._named_inputs(example_inputs), self.half), None)
             if self.half else traced_formats(captured))
+        def lower_with(gemm_parts) -> Lowered:  # GEMMs cut by gemm_parts (None: none)
+            return lower_graph(captured, self.formats, gemm_parts, self.lookups,
+                               self.gemm_orientation, self.experts)
+
         # a pipeline runs at its slowest stage's rate: balance the stages' cycles; one stage
         # at a time, their sum: shares that follow the work
         # pipelined: every part on the fabric at once, so their routes share its colors
         self.colors: GraphColors | None = None
-        def lower_with(gemm_parts) -> Lowered:
-            return lower_graph(captured, self.formats, gemm_parts, self.lookups,
-                               self.gemm_orientation, self.experts)
-
         if self.mode == "pipelined":
             self.lowered, fit = fit_pipelined(lower_with, config, colors, share, captured,
                                               self.experts)
@@ -329,9 +329,9 @@ class CompiledModel:
         self.last = Execution(self.config, self.prepared, self.lowered.tensors, inputs,
                               self.max_cycles, self.table_rows, resident)
         self.last_inputs = inputs
-        check_rankings(self.nan_guards, self.last.value)
         self.timeline = timeline(self.mode, [self.last.results], self.output_reads,
                                  self.config.sram_bytes)
+        check_rankings(self.nan_guards, self.last.value)
         return self.last
 
     def __call__(self, *args, resident: dict[str, ResidentTensor] | None = None):
@@ -422,7 +422,7 @@ class CompiledModel:
                 try:
                     calls.append(self._inputs(args))
                 except FrontendError as exc:
-                    raise FrontendError(f"sample {i} of the stream: {exc}") from None
+                    raise type(exc)(f"sample {i} of the stream: {exc}") from None
             if not calls:
                 raise FrontendError("stream: no samples given")
             if set(resident or {}) != self.resident_inputs:
