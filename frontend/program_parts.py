@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from fabric import BuildError, Part, Program, Tile
+from fabric import BuildError, Part, Program
 from fabric.kernels import GATE, SHARED_COUNTER, WordMap, round_programs
 from frontend.program_gates import Gate
 from frontend.runtime import PreparedStage, Source
+from frontend.skip_holds import map_program
 from frontend.sources import describe
 
 
@@ -50,12 +51,7 @@ class InputBuffer:
 
 def resident_program(config, home: WordMap) -> Program:
     """A resident input's part: the symbols of its home map on the home's PEs."""
-    tile = Tile("resident")
-    for name, slots in home.symbols.items():
-        tile.symbol(name, (home.dtypes or {}).get(name, "f32"), slots.shape[2])
-    program = Program(config)
-    program.place(tile, home.rect)
-    return program
+    return map_program(config, home, "resident")
 
 
 def input_buffer_parts(hold, src: Source, kernel: Part, prefix: str, config, gates, gate_entries,

@@ -112,16 +112,23 @@ def stage_rows(cm) -> list[dict]:
     return rows
 
 
+# a stage line's columns before its rate: stage, kernel, tile, PEs, predicted, simulated
+_STAGE_HEAD = (f"{'stage':24} {'kernel':14} {'tile':14} {'PEs':>4} {'predicted':>9} "
+               f"{'simulated':>9}")
+
+
+def _stage_cells(r: dict) -> str:
+    return (f"{r['stage'][:24]:24} {r['kernel'][:14]:14} {r['tile'][:14]:14} "
+            f"{r['pes']:4d} {r['predicted']:9d} {r['simulated']:9d}")
+
+
 def stage_lines(cm) -> list[str]:
-    lines = [f"{'stage':24} {'kernel':14} {'tile':14} {'PEs':>4} {'predicted':>9} "
-             f"{'simulated':>9} {'rate':>7} {'busy':>6}"]
+    lines = [f"{_STAGE_HEAD} {'rate':>7} {'busy':>6}"]
     for r in stage_rows(cm):
         mark = "  <- bottleneck" if r["stage"] == cm.timeline.bottleneck else ""
         if r["stage"] in cm.placement.riders:
             mark += f"  (below {cm.placement.riders[r['stage']]}, on its tile shape)"
-        lines.append(f"{r['stage'][:24]:24} {r['kernel'][:14]:14} {r['tile'][:14]:14} "
-                     f"{r['pes']:4d} {r['predicted']:9d} {r['simulated']:9d} {r['rate']:7d} "
-                     f"{100 * r['busy']:5.1f}%{mark}")
+        lines.append(f"{_stage_cells(r)} {r['rate']:7d} {100 * r['busy']:5.1f}%{mark}")
     return lines
 
 
@@ -159,12 +166,9 @@ def program_stage_rows(cm) -> list[dict]:
 
 
 def program_stage_lines(cm) -> list[str]:
-    lines = [f"{'stage':24} {'kernel':14} {'tile':14} {'PEs':>4} {'predicted':>9} "
-             f"{'simulated':>9} {'/sample':>8} {'busy':>6}"]
+    lines = [f"{_STAGE_HEAD} {'/sample':>8} {'busy':>6}"]
     for r in program_stage_rows(cm):
-        lines.append(f"{r['stage'][:24]:24} {r['kernel'][:14]:14} {r['tile'][:14]:14} "
-                     f"{r['pes']:4d} {r['predicted']:9d} {r['simulated']:9d} "
-                     f"{r['per_sample']:8.0f} {100 * r['busy']:5.1f}%")
+        lines.append(f"{_stage_cells(r)} {r['per_sample']:8.0f} {100 * r['busy']:5.1f}%")
     return lines
 
 

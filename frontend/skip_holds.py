@@ -49,13 +49,18 @@ class Holds:
 
     def program(self, j: int, config) -> Program:
         """Hold j + 1 as a part of its own: its symbols on the consumer's PEs."""
-        wmap = self.maps[j]
-        tile = Tile("hold")
-        for name, slots in wmap.symbols.items():
-            tile.symbol(name, (wmap.dtypes or {}).get(name, "f32"), slots.shape[2])
-        program = Program(config)
-        program.place(tile, wmap.rect)
-        return program
+        return map_program(config, self.maps[j], "hold")
+
+
+def map_program(config, wmap: WordMap, tile: str) -> Program:
+    """A program of one tile named `tile` on `wmap`'s PEs declaring its symbols (each
+    as long as its slots, in its dtype): a part that only holds words (a hold, a home)."""
+    holder = Tile(tile)
+    for name, slots in wmap.symbols.items():
+        holder.symbol(name, (wmap.dtypes or {}).get(name, "f32"), slots.shape[2])
+    program = Program(config)
+    program.place(holder, wmap.rect)
+    return program
 
 
 def hold_symbol(j: int, symbol: str) -> str:
