@@ -138,18 +138,25 @@ def test_a_model_one_program_cannot_hold_is_refused_when_compiled():
         frontend.compile(MLP().eval(), (x,), few, colors="report", simulate="program")
 
 
-def _gpt2():
+def _hf(name: str):
+    """GPT-2 or BERT from transformers, as tests/frontend/test_frontend_hf.py builds them."""
     transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(vocab_size=32, n_positions=8, n_embd=16, n_layer=1,
-                                     n_head=2, attn_implementation="eager", use_cache=False,
-                                     bos_token_id=0, eos_token_id=0)
-    return transformers.GPT2Model(config), lambda: torch.randint(0, 32, (1, 4))
+    if name == "gpt2":
+        model = transformers.GPT2Model(transformers.GPT2Config(
+            vocab_size=32, n_positions=8, n_embd=16, n_layer=1, n_head=2,
+            attn_implementation="eager", use_cache=False, bos_token_id=0, eos_token_id=0))
+    else:
+        model = transformers.BertModel(transformers.BertConfig(
+            vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+            intermediate_size=32, max_position_embeddings=8, hidden_act="gelu_new",
+            attn_implementation="eager"))
+    return model, lambda: torch.randint(0, 32, (1, 4))
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("name", ["lenet", "tinygpt", "gpt2"])
+@pytest.mark.parametrize("name", ["lenet", "tinygpt", "gpt2", "bert"])
 def test_the_test_models_pass_validation_simulated_as_one_program(name):
-    """LeNet, TinyGPT and GPT-2 from transformers, placed so that their colors fit
+    """LeNet, TinyGPT, GPT-2 and BERT from transformers, placed so that their colors fit
     (colors="fit") with their token ids looked up on the fabric: each call one engine run
     of the one program, every node within its tolerance against eager, the outputs those
     of the parts simulated apart, bit for bit, in a stream too."""
@@ -157,8 +164,7 @@ def test_the_test_models_pass_validation_simulated_as_one_program(name):
     model, sample = {
         "lenet": (LeNet(), lambda: torch.randn(2, 1, 8, 8)),
         "tinygpt": (TinyGPT(), lambda: torch.randint(0, 32, (1, 4))),
-        "gpt2": _gpt2(),
-    }[name]
+    }[name] if name in ("lenet", "tinygpt") else _hf(name)
     model.eval()
     xs = [sample() for _ in range(2)]
     kwargs = {"colors": "fit", "lookups": "onehot"}
@@ -168,7 +174,9 @@ def test_the_test_models_pass_validation_simulated_as_one_program(name):
     assert rows and all(r.ok for r in rows), [r for r in rows if not r.ok]
     flat = torch.utils._pytree.tree_leaves
     for got, x in zip(cm.stream([(x,) for x in xs]), xs):
-        assert all(torch.equal(a, b) for a, b in zip(flat(got), flat(parts(x))))
+        got, want = flat(got), flat(parts(x))
+        assert got and len(got) == len(want)
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
     assert len(cm.program_stream.words) == 2 and cm.period > 0
 
 
