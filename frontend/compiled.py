@@ -37,7 +37,6 @@ from frontend.program_calls import (
     ProgramCall,
     call_program,
     check_simulation,
-    load_cycles,
     run_calls,
 )
 from frontend.program_calls import host_cycles as program_host_cycles
@@ -228,7 +227,6 @@ class CompiledModel:
         self.call_program = (call_program(self.model_program, self.colors)
                              if self.simulate == "program" else None)
         self.program_stream: ProgramStream | None = None
-        self._load_cycles: int | None = None
         self.compile_s = time.perf_counter() - t0
 
     # ---- resident inputs ---------------------------------------------------------------------
@@ -320,10 +318,7 @@ class CompiledModel:
         """Run once on `args` (the runtime inputs, resident ones left out) and `resident`
         {input name: its words in PE memory} for every input made resident."""
         inputs = self._inputs(args)
-        resident = dict(resident or {})
-        if set(resident) != self.resident_inputs:
-            raise FrontendError(f"run: resident inputs {sorted(self.resident_inputs)} need "
-                                f"their words, got {sorted(resident)}")
+        resident = self._resident_words("run", resident)
         if self.simulate == "program":
             return self._run_program([inputs], resident)[-1]
         self.last = Execution(self.config, self.prepared, self.lowered.tensors, inputs,
@@ -346,6 +341,16 @@ class CompiledModel:
             self.run(*args, resident=resident)
             return self.outputs()
         return join(self.stream([self._with_fixed(b) for b in batches]), shapes[0][0])
+
+    def _resident_words(self, what: str, resident: dict[str, ResidentTensor] | None
+                        ) -> dict[str, ResidentTensor]:
+        """`resident` as a dict, FrontendError (led by `what`) unless it holds the words
+        of exactly the inputs made resident."""
+        resident = dict(resident or {})
+        if set(resident) != self.resident_inputs:
+            raise FrontendError(f"{what}: resident inputs {sorted(self.resident_inputs)} need "
+                                f"their words, got {sorted(resident)}")
+        return resident
 
     def one_program(self, *args, overlap: bool = False) -> ProgramStream:
         """Run once on `args` as one fabric program (pipelined mode; `frontend.model_program`,
@@ -425,10 +430,7 @@ class CompiledModel:
                     raise type(exc)(f"sample {i} of the stream: {exc}") from None
             if not calls:
                 raise FrontendError("stream: no samples given")
-            if set(resident or {}) != self.resident_inputs:
-                raise FrontendError(f"stream: resident inputs {sorted(self.resident_inputs)} "
-                                    f"need their words, got {sorted(resident or {})}")
-            for call in self._run_program(calls, dict(resident or {})):
+            for call in self._run_program(calls, self._resident_words("stream", resident)):
                 self.last = call
                 outputs.append(self.outputs())
             return outputs
@@ -517,9 +519,7 @@ class CompiledModel:
         pipelined mode, where the stages stay resident."""
         self._need_run()
         if self.simulate == "program":
-            if self._load_cycles is None:
-                self._load_cycles = load_cycles(self.prepared)
-            return self._load_cycles
+            return self.call_program.load_cycles()
         return sum(r.load_cycles for r in self.last.results)
 
     @property

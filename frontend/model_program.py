@@ -123,6 +123,7 @@ class ModelProgram:
     # resident input -> (its part, its home map): its words live in PE memory there
     resident: dict[str, tuple[str, WordMap]] = dataclasses.field(default_factory=dict)
     _loaded: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    _load_cycles: int = dataclasses.field(default=0, repr=False)
 
     @property
     def program(self):
@@ -132,8 +133,14 @@ class ModelProgram:
         """SRAM (rows, cols, words) with the weights and constants in place: loaded on the
         first call, every call starts from it (weights are loaded once per model)."""
         if self._loaded is None:
-            self._loaded = _load_weights(self)
+            self._loaded, self._load_cycles = _load_weights(self)
         return self._loaded
+
+    def load_cycles(self) -> int:
+        """Host cycles of loading every kernel's weights and constants, once per model
+        (each kernel's load as a call run apart charges it)."""
+        self.loaded_memory()
+        return self._load_cycles
 
     def simulator(self) -> Simulator:
         """A simulator of the program with the weights and constants loaded."""
@@ -318,23 +325,22 @@ class ModelProgram:
         return "\n".join(lines + [str(exc)])
 
 
-def _load_weights(program: ModelProgram) -> np.ndarray:
-    """The program's SRAM (rows, cols, words) with every kernel's weights and constants
-    loaded: each kernel loaded alone (its `load`, runtime operands as zeros), its memory
-    copied into the merged program's."""
+def _load_weights(program: ModelProgram) -> tuple[np.ndarray, int]:
+    """(the program's SRAM (rows, cols, words) with every kernel's weights and constants
+    loaded, the host cycles of those loads): each kernel loaded alone (its `load`, runtime
+    operands as zeros), its memory copied into the merged program's."""
     config = program.merged.program.config
     sim = Simulator(config, program.merged.program)
+    cycles = 0
     for p in program.prepared:
         alone = Simulator(config, p.kernel.program)
-        zeros = {op.name: np.zeros(op.shape, np.float32) for op in p.stage.operands
-                 if op.const is None}
-        p.kernel.load(alone, {**zeros, **p.consts})
+        cycles += p.load_constants(alone)
         program.merged.copy_memory(program.stages[p.stage.name], alone, sim)
     sram = sim.host_sram()
     for gate in program.gates.values():
         for pe, address in gate.addresses.items():
             sram[(*pe, address)] = gate.waits[pe] + HOST_ARM
-    return sram.copy()
+    return sram.copy(), cycles
 
 
 def _renamed(wmap: WordMap, part: Part) -> WordMap:

@@ -31,12 +31,11 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from fabric import Simulator
 from frontend.errors import PlacementError
 from frontend.graph_colors import GraphColors
 from frontend.model_program import ModelProgram, part_descriptions
 from frontend.program_run import ProgramStream, host_link, run_stream
-from frontend.runtime import PreparedStage, ResidentTensor, tensor_value
+from frontend.runtime import ResidentTensor, tensor_value
 from frontend.values import Tensor
 
 SIMULATIONS = ("parts", "program")
@@ -167,19 +166,3 @@ def longest_part(program: ModelProgram, stream: ProgramStream) -> tuple[str, flo
 def host_cycles(stream: ProgramStream, sample: int = 0) -> int:
     """The host link's cycles of one sample: its inputs' writes and outputs' reads."""
     return sum(end - start for (_, s, _), (start, end) in stream.host.items() if s == sample)
-
-
-def load_cycles(prepared: list[PreparedStage]) -> int:
-    """Host cycles of loading every stage's constants (weights), once per model: each
-    kernel's load as a call run apart charges it (on its window, `fabric.Window`)."""
-    total = 0
-    for p in prepared:
-        window, kernel = ((p.window, p.run_kernel) if p.run_kernel is not None
-                          else (None, p.kernel))
-        sim = (Simulator(window.config, kernel.program, **window.simulator_args())
-               if window is not None else Simulator(kernel.config, kernel.program))
-        zeros = {op.name: np.zeros(op.shape, np.float32) for op in p.stage.operands
-                 if op.const is None}
-        kernel.load(sim, {**zeros, **p.consts})
-        total += sim.host_cycles
-    return total

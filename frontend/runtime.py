@@ -105,6 +105,15 @@ class PreparedStage:
     window: Window | None = None
     run_kernel: Kernel | None = None
 
+    def load_constants(self, sim: Simulator, kernel: Kernel | None = None) -> int:
+        """`kernel`'s load (default the stage's `kernel`) into `sim`: its constants
+        (weights), its runtime operands as zeros. Returns the host cycles it took."""
+        zeros = {op.name: np.zeros(op.shape, np.float32) for op in self.stage.operands
+                 if op.const is None}
+        before = sim.host_cycles
+        (kernel or self.kernel).load(sim, {**zeros, **self.consts})
+        return sim.host_cycles - before
+
 
 @dataclasses.dataclass(frozen=True)
 class Transfer:
@@ -309,10 +318,7 @@ class Execution:
         # host transfers into the window cost what they cost on the whole fabric
         sim = Simulator(window.config, kernel.program, min_table_rows=self.rows,
                         **window.simulator_args())
-        zeros = {op.name: np.zeros(op.shape, np.float32) for op in p.stage.operands
-                 if op.const is None}
-        kernel.load(sim, {**zeros, **p.consts})
-        host = load = sim.host_cycles
+        host = load = p.load_constants(sim, kernel)
         move, moved = 0, 0
         transfers = []
         for op in p.stage.operands:
