@@ -49,6 +49,7 @@ REGISTRY = (
     Benchmark("training", quick=("--quick",)),
     Benchmark("zoo"),  # every model is tiny: one setting
     Benchmark("fidelity_real", quick=("--grids", "2,4")),  # 8 x 8 is most of its time
+    Benchmark("stream_chain"),  # nine small chains, one setting
     Benchmark("one_program"),  # four small models, one setting
     Benchmark("zoo_one_program", quick=("--quick",)),  # about an hour for the whole zoo
 )

@@ -70,6 +70,21 @@ from fabric.kernels.rownorm import (
 from fabric.kernels.rowreduce import build_rowreduce, rowreduce_reference
 from fabric.kernels.scan import build_cumsum, build_scan, cumsum_reference, scan_reference
 from fabric.kernels.stencil import build_stencil, stencil_reference
+from fabric.kernels.stream_stages import (
+    StreamStage,
+    affine_stage,
+    binary_stage,
+    broadcast_stage,
+    clamp_stage,
+    map_stage,
+    unary_stage,
+)
+from fabric.kernels.streams import (
+    build_stream_chain,
+    read_stage,
+    stream_chain_reference,
+    stream_colors_needed,
+)
 from fabric.kernels.traffic import (
     Flow,
     build_multicast,
@@ -112,7 +127,9 @@ __all__ = [
     "probe_inputs", "probe_output", "read_words", "Redistribution", "relation_reference",
     "RELATIONS", "round_programs", "rowdot_reference", "rowreduce_reference", "run_kernel",
     "scan_reference", "select_reference", "SHARED_COUNTER", "softmax_reference", "split",
-    "stencil_reference",
+    "stencil_reference", "StreamStage", "affine_stage", "binary_stage", "broadcast_stage",
+    "clamp_stage", "map_stage", "unary_stage", "build_stream_chain", "read_stage",
+    "stream_chain_reference", "stream_colors_needed",
     "summa_model", "summa_reference", "sumsq_reference", "traffic_inputs",
     "traffic_reference", "unary_cycles", "UNARY_WORDS", "WordMap", "write_step_scalars",
     "write_words",

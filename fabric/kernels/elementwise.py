@@ -64,7 +64,7 @@ from fabric import instructions as ins
 from fabric.banks import read_pair_stalls
 from fabric.config import FabricConfig
 from fabric.kernels import collectives as co
-from fabric.kernels.base import Blocks, Kernel, check_dtypes, pick_colors, simd_key
+from fabric.kernels.base import BlockClass, Blocks, Kernel, check_dtypes, pick_colors, simd_key
 from fabric.numerics.convert import round_to
 from fabric.numerics.packing import words_for
 from fabric.program import Program, Rect, Tile
@@ -142,15 +142,13 @@ def build_elementwise(config: FabricConfig, rect: Rect, m: int, n: int, op: str 
     the bank read-pair rule (`fabric.banks.read_pair_stalls`: none where the bank-aware
     layout puts x and y in different bank pairs).
     """
-    if op not in BINARY:
-        raise ValueError(f"elementwise: op must be one of {sorted(BINARY)}, got {op!r}")
+    check_binary(op)
     blocks = check_blocks(config, rect, m, n, dtype, acc_dtype, 3, "elementwise")
     prog = Program(config)
     model = 0
     for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"{op}{i}")
-        x, y, z = (tile.symbol(s, dtype, cls.size) for s in ("x", "y", "z"))
-        code = [BINARY[op][0](z.dsd(), x.dsd(), y.dsd(), dtype=dtype)]
+        code = binary_code(tile, cls, tile.symbol("x", dtype, cls.size).dsd(), op, dtype)
         tile.local_task("main", code)
         prog.place(tile, cls.rect)
         model = max(model, op_cycles(config, op, cls.size, dtype) + 2
@@ -171,25 +169,15 @@ def build_map(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "relu"
     Model (exact): T = ceil(L_max / w_op) + 2, or 2 ceil(L_max / w_cvt) + ceil(L_max /
     w32_op) + 2 when widened.
     """
-    if op != "relu" and op not in MAPS:
-        raise ValueError(f"map: op must be 'relu' or one of {sorted(MAPS)}, got {op!r}")
-    make, s = (ins.max_, 0.0) if op == "relu" else (MAPS[op][0], float(scalar))
-    s32 = np.float32(s)
-    # fp32 with a scalar that dtype cannot hold exactly: widen (the builtin would round s)
-    widen = (dtype != "f32" and acc_dtype == "f32" and op in ("add", "mul")
-             and not round_to(s32, dtype) == s32)
+    check_map(op)
+    s = 0.0 if op == "relu" else float(scalar)
+    widen = map_widens(op, s, dtype, acc_dtype)
     blocks = check_blocks(config, rect, m, n, dtype, acc_dtype, 2, "map", int(widen))
     prog = Program(config)
     for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"{op}{i}")
-        x, z = (tile.symbol(name, dtype, cls.size) for name in ("x", "z"))
-        if widen:
-            w = tile.symbol("w", "f32", cls.size).dsd()
-            code = [ins.to_f32(w, x.dsd(), dtype), make(w, w, s),
-                    ins.to_half(z.dsd(), w, dtype)]
-        else:
-            code = [make(z.dsd(), x.dsd(), s, dtype=dtype)]
-        tile.local_task("main", code)
+        x = tile.symbol("x", dtype, cls.size).dsd()
+        tile.local_task("main", map_code(tile, cls, x, op, s, dtype, acc_dtype))
         prog.place(tile, cls.rect)
     size = blocks.mb * blocks.nb
     if widen:
@@ -213,11 +201,9 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
     fp32 and is rounded on every PE); acc_dtype "f32" or dtype (the same numbers).
     Inputs: "x" (m, n), "v". Model (exact): see the module docstring.
     """
-    if op not in BINARY:
-        raise ValueError(f"broadcast_op: op must be one of {sorted(BINARY)}, got {op!r}")
-    if vector not in ("row", "col") or mode not in ("load", "multicast"):
-        raise ValueError(f"broadcast_op: vector must be 'row' or 'col' and mode 'load' or "
-                         f"'multicast', got {vector!r}, {mode!r}")
+    check_broadcast(op, vector)
+    if mode not in ("load", "multicast"):
+        raise ValueError(f"broadcast_op: mode must be 'load' or 'multicast', got {mode!r}")
     # a multicast 16-bit vector travels in fp32: an fp32 copy "v", rounded into "vh"
     cast = dtype != "f32" and mode == "multicast"
     blocks = check_blocks(config, rect, m, n, dtype, acc_dtype, 2, "broadcast_op",
@@ -233,20 +219,9 @@ def build_broadcast_op(config: FabricConfig, rect: Rect, m: int, n: int, op: str
     stalls = np.zeros((rect.rows, rect.cols), np.int64)  # bank read-pair waits per PE
     for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"{op}{vector}{i}")
-        x, z = tile.symbol("x", dtype, cls.size), tile.symbol("z", dtype, cls.size)
-        vsym = tile.symbol("v", "f32" if cast else dtype, cls.nb if vector == "row" else cls.mb)
-        code = []
-        if cast:
-            vh = tile.symbol("vh", dtype, vsym.shape)
-            code = [ins.to_half(vh.dsd(), vsym.dsd(), dtype)]
-            vsym = vh
-        # v[j] for element (i, j) of a row-major block: stride 1 within a row, rows restart
-        # at 0 (row vector); or stride 0 within a row, one step per row (column vector)
-        stride, row_stride = (1, 0) if vector == "row" else (0, 1)
-        v = ins.Mem(vsym.name, 0, cls.size, stride=stride, row_length=cls.nb,
-                    row_stride=row_stride)
-        compute = BINARY[op][0](z.dsd(), x.dsd(), v, dtype=dtype)
-        code = [*code, compute]
+        x = tile.symbol("x", dtype, cls.size).dsd()
+        code = broadcast_code(tile, cls, x, op, vector, dtype, cast)
+        compute = code[-1]
         params = {}
         if frag is not None:
             code = [*frag.code_for(cls.rect), *code]
@@ -305,6 +280,77 @@ def _vector_sources(rect: Rect, vector: str, mode: str) -> list[tuple[int, int]]
     if vector == "row":
         return [(rect.row, c) for c in range(rect.col, rect.col_end)]
     return [(r, rect.col) for r in range(rect.row, rect.row_end)]
+
+
+# ---- the ops on one PE's block: one definition for the standalone kernels above and the
+# stream form (`fabric.kernels.streams`) --------------------------------------------------
+# Each takes `x`, the operand of the PE's block of x: its symbol's DSD (standalone), or a
+# `FabIn` of the block's element count (the stream form: each element taken as it arrives
+# on a color). It declares z and the op's other symbols on `tile` (after x, in the order
+# the bank-aware layout was measured with) and returns the ops; the first reads x, once,
+# in order, and the rest read memory only.
+def check_binary(op: str) -> None:
+    if op not in BINARY:
+        raise ValueError(f"elementwise: op must be one of {sorted(BINARY)}, got {op!r}")
+
+
+def check_map(op: str) -> None:
+    if op != "relu" and op not in MAPS:
+        raise ValueError(f"map: op must be 'relu' or one of {sorted(MAPS)}, got {op!r}")
+
+
+def check_broadcast(op: str, vector: str) -> None:
+    if op not in BINARY:
+        raise ValueError(f"broadcast_op: op must be one of {sorted(BINARY)}, got {op!r}")
+    if vector not in ("row", "col"):
+        raise ValueError(f"broadcast_op: vector must be 'row' or 'col', got {vector!r}")
+
+
+def binary_code(tile: Tile, cls: BlockClass, x, op: str, dtype: str) -> list:
+    """z = x op y on the block (y, z declared here)."""
+    y, z = (tile.symbol(s, dtype, cls.size) for s in ("y", "z"))
+    return [BINARY[op][0](z.dsd(), x, y.dsd(), dtype=dtype)]
+
+
+def map_widens(op: str, scalar: float, dtype: str, acc_dtype: str) -> bool:
+    """Whether `build_map` computes in fp32: an fp32 add or mul whose scalar dtype cannot
+    hold exactly (the 16-bit builtin would round it)."""
+    s32 = np.float32(scalar)
+    return (dtype != "f32" and acc_dtype == "f32" and op in ("add", "mul")
+            and not round_to(s32, dtype) == s32)
+
+
+def map_code(tile: Tile, cls: BlockClass, x, op: str, scalar: float, dtype: str,
+             acc_dtype: str) -> list:
+    """z = op(x, scalar) on the block (z, and when widened its fp32 copy w, declared
+    here)."""
+    make, s = (ins.max_, 0.0) if op == "relu" else (MAPS[op][0], float(scalar))
+    z = tile.symbol("z", dtype, cls.size)
+    if map_widens(op, s, dtype, acc_dtype):
+        w = tile.symbol("w", "f32", cls.size).dsd()
+        return [ins.to_f32(w, x, dtype), make(w, w, s), ins.to_half(z.dsd(), w, dtype)]
+    return [make(z.dsd(), x, s, dtype=dtype)]
+
+
+def broadcast_code(tile: Tile, cls: BlockClass, x, op: str, vector: str, dtype: str,
+                   cast: bool = False) -> list:
+    """z = x op v on the block, v the block's part of a row (n values) or column (m
+    values) vector (z, v declared here; cast: v held in fp32 and rounded into "vh" first,
+    as a multicast vector arrives: that op comes first, and the one reading x last, so
+    the stream form takes cast=False)."""
+    z = tile.symbol("z", dtype, cls.size)
+    vsym = tile.symbol("v", "f32" if cast else dtype, cls.nb if vector == "row" else cls.mb)
+    code = []
+    if cast:
+        vh = tile.symbol("vh", dtype, vsym.shape)
+        code = [ins.to_half(vh.dsd(), vsym.dsd(), dtype)]
+        vsym = vh
+    # v[j] for element (i, j) of a row-major block: stride 1 within a row, rows restart
+    # at 0 (row vector); or stride 0 within a row, one step per row (column vector)
+    stride, row_stride = (1, 0) if vector == "row" else (0, 1)
+    v = ins.Mem(vsym.name, 0, cls.size, stride=stride, row_length=cls.nb,
+                row_stride=row_stride)
+    return [*code, BINARY[op][0](z.dsd(), x, v, dtype=dtype)]
 
 
 # ---- numpy references ---------------------------------------------------------------------------

@@ -34,7 +34,7 @@ import numpy as np
 from fabric import instructions as ins
 from fabric.banks import read_pair_stalls
 from fabric.config import FabricConfig
-from fabric.kernels.base import Kernel, simd_key
+from fabric.kernels.base import BlockClass, Kernel, simd_key
 from fabric.kernels.elementwise import (
     blocks_kernel,
     check_blocks,
@@ -63,8 +63,7 @@ def build_affine(config: FabricConfig, rect: Rect, m: int, n: int, vector: str =
     Model (exact): T = ceil(L / w_mul) + ceil(L / w_add) + 2 plus read-pair waits, the
     slowest PE.
     """
-    if vector not in ("full", "col", "row"):
-        raise ValueError(f"affine: vector must be 'full', 'col' or 'row', got {vector!r}")
+    check_affine(vector)
     full = vector == "full"
     blocks = check_blocks(config, rect, m, n, dtype, acc_dtype, 4 if full else 2, "affine",
                           vectors=0 if full else 2)
@@ -72,11 +71,7 @@ def build_affine(config: FabricConfig, rect: Rect, m: int, n: int, vector: str =
     busy = np.zeros((rect.rows, rect.cols), np.int64)  # op cycles and read-pair waits per PE
     for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"affine{vector}{i}")
-        x, z = tile.symbol("x", dtype, cls.size), tile.symbol("z", dtype, cls.size)
-        length = {"full": cls.size, "col": cls.mb, "row": cls.nb}[vector]
-        s, t = (_operand(tile.symbol(name, dtype, length), cls, vector) for name in "st")
-        code = [ins.mul(z.dsd(), x.dsd(), s, dtype=dtype),
-                ins.add(z.dsd(), z.dsd(), t, dtype=dtype)]
+        code = affine_code(tile, cls, tile.symbol("x", dtype, cls.size).dsd(), vector, dtype)
         tile.local_task("main", code)
         prog.place(tile, cls.rect)
         # a vector's groups stay within a row of the block
@@ -88,6 +83,29 @@ def build_affine(config: FabricConfig, rect: Rect, m: int, n: int, vector: str =
     if not full:
         kernel.load = _with_vectors(kernel.load, blocks, vector)
     return kernel
+
+
+# ---- the ops on one PE's block (x: its symbol's DSD, or a `FabIn` in the stream form;
+# see `fabric.kernels.elementwise`, "the ops on one PE's block") ---------------------------
+def check_affine(vector: str) -> None:
+    if vector not in ("full", "col", "row"):
+        raise ValueError(f"affine: vector must be 'full', 'col' or 'row', got {vector!r}")
+
+
+def affine_code(tile: Tile, cls: BlockClass, x, vector: str, dtype: str) -> list:
+    """z = x * s + t on the block (z, s, t declared here: s and t of the block's size, or
+    of its rows / columns for a per-row / per-column vector)."""
+    z = tile.symbol("z", dtype, cls.size)
+    length = {"full": cls.size, "col": cls.mb, "row": cls.nb}[vector]
+    s, t = (_operand(tile.symbol(name, dtype, length), cls, vector) for name in "st")
+    return [ins.mul(z.dsd(), x, s, dtype=dtype), ins.add(z.dsd(), z.dsd(), t, dtype=dtype)]
+
+
+def clamp_code(tile: Tile, cls: BlockClass, x, lo: float, hi: float, dtype: str) -> list:
+    """z = min(max(x, lo), hi) on the block (z declared here)."""
+    z = tile.symbol("z", dtype, cls.size)
+    return [ins.max_(z.dsd(), x, float(lo), dtype=dtype),
+            ins.min_(z.dsd(), z.dsd(), float(hi), dtype=dtype)]
 
 
 def _operand(symbol, cls, vector: str) -> ins.Mem:
@@ -132,9 +150,8 @@ def build_clamp(config: FabricConfig, rect: Rect, m: int, n: int, lo: float = -1
     prog = Program(config)
     for i, cls in enumerate(blocks.classes()):
         tile = Tile(f"clamp{i}")
-        x, z = (tile.symbol(name, dtype, cls.size) for name in ("x", "z"))
-        tile.local_task("main", [ins.max_(z.dsd(), x.dsd(), float(lo), dtype=dtype),
-                                 ins.min_(z.dsd(), z.dsd(), float(hi), dtype=dtype)])
+        x = tile.symbol("x", dtype, cls.size).dsd()
+        tile.local_task("main", clamp_code(tile, cls, x, lo, hi, dtype))
         prog.place(tile, cls.rect)
     size = blocks.mb * blocks.nb
     model = op_cycles(config, "max", size, dtype) + op_cycles(config, "min", size, dtype) + 2

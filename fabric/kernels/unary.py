@@ -200,6 +200,26 @@ def build_unary(config: FabricConfig, rect: Rect, m: int, n: int, fn: str = "tan
     return build_blockwise(config, rect, m, n, fn, *FUNCTIONS[fn], dtype)
 
 
+def blockwise_code(tile: Tile, size: int, xs: list, code_of, scratch: int, dtype: str,
+                   out: str = "y", length_reg: str | None = None) -> list:
+    """The code of `build_blockwise` on one PE's block of `size` elements: declares the
+    output `out`, the scratch vectors and (16-bit) the fp32 copies "w_<input>" of the
+    inputs `xs` (their DSDs, in memory; in 16-bit storage the first may be a `FabIn`, which
+    its widening reads once, as the stream form takes it). length_reg: the register every
+    DSD takes its length from (None: the symbols' whole size)."""
+    def vector(name, fmt):
+        return Mem(tile.symbol(name, fmt, size).name, length_reg=length_reg)
+
+    y = vector(out, dtype)
+    work = [vector(f"s{i}", "f32") for i in range(scratch)]
+    if dtype == "f32":
+        return code_of(y, *xs, work)
+    names = [x.symbol if isinstance(x, Mem) else "x" for x in xs]
+    ws = [vector(f"w_{name}", "f32") for name in names]
+    return [*(ins.to_f32(w, x, dtype) for w, x in zip(ws, xs)), *code_of(ws[0], *ws, work),
+            ins.to_half(y, ws[0], dtype)]
+
+
 def build_blockwise(config: FabricConfig, rect: Rect, m: int, n: int, fn: str, code_of,
                     scratch: int, cycles_of, dtype: str = "f32",
                     inputs: tuple[str, ...] = ("x",)) -> Kernel:
@@ -223,18 +243,8 @@ def build_blockwise(config: FabricConfig, rect: Rect, m: int, n: int, fn: str, c
                f"{rect.cols} PEs, dtype {dtype}, {f32_vectors} fp32 words per element)")
     tile = Tile(fn)
     # every DSD takes its length from register "n": each PE's own element count
-    def vector(name, fmt):
-        return Mem(tile.symbol(name, fmt, size).name, length_reg="n")
-
-    xs = {name: vector(name, dtype) for name in inputs}
-    y = vector("y", dtype)
-    work = [vector(f"s{i}", "f32") for i in range(scratch)]
-    if half:
-        ws = [vector(f"w_{name}", "f32") for name in inputs]
-        code = [*(ins.to_f32(w, xs[name], dtype) for w, name in zip(ws, inputs)),
-                *code_of(ws[0], *ws, work), ins.to_half(y, ws[0], dtype)]
-    else:
-        code = code_of(y, *xs.values(), work)
+    xs = [Mem(tile.symbol(name, dtype, size).name, length_reg="n") for name in inputs]
+    code = blockwise_code(tile, size, xs, code_of, scratch, dtype, length_reg="n")
     tile.local_task("main", code)
     prog = Program(config)
     counts = blocks.counts()

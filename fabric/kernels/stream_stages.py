@@ -1,0 +1,221 @@
+"""The elementwise ops a stream chain (`fabric.kernels.streams`) applies, one per tile: each
+a `StreamStage` built on the same per-block code as its standalone kernel
+(`fabric.kernels.elementwise`, `fabric.kernels.elementwise_chains`), so the two forms
+compute the same words bit for bit.
+
+    map_stage(op, scalar, acc_dtype)   z = op(x, scalar)        as build_map
+    binary_stage(op)                   z = x op y               as build_elementwise
+    broadcast_stage(op, vector)        z = x op v (row/col v)   as build_broadcast_op(mode="load")
+    affine_stage(vector)               z = x * s + t            as build_affine
+    clamp_stage(lo, hi)                z = min(max(x, lo), hi)  as build_clamp
+    unary_stage(fn)                    z = fn(x): tanh, exp, ... as build_unary
+
+x is what streams in; the other operands (y, v, s, t) are the stage's own inputs, written
+by the host into the stage's tile in x's blocks (or, for a row / column vector, each PE's
+part of it), as the standalone kernel's load writes them.
+
+Example:
+    >>> stages = [map_stage("relu"), affine_stage("row"), clamp_stage(-1.0, 1.0)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from fabric import instructions as ins
+from fabric.instructions import Mem
+from fabric.kernels.base import BlockClass, Blocks, check_dtypes, simd_key
+from fabric.kernels.elementwise import (
+    SIMD,
+    binary_code,
+    broadcast_code,
+    broadcast_op_reference,
+    check_binary,
+    check_broadcast,
+    check_map,
+    elementwise_reference,
+    map_code,
+    map_reference,
+    map_widens,
+    rounded,
+)
+from fabric.kernels.elementwise_chains import (
+    affine_code,
+    affine_reference,
+    check_affine,
+    clamp_code,
+    clamp_reference,
+)
+from fabric.kernels.mathlib_numpy import emulate
+from fabric.kernels.unary import FUNCTIONS, blockwise_code
+from fabric.program import Tile
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamStage:
+    """One elementwise op of a chain.
+
+    name: for reports and errors, e.g. "relu", "affine".
+    code: code(tile, cls, x, dtype) -> ops on one PE's block (the standalone kernel's
+        code function): declares z and the stage's own inputs on `tile`; the first op
+        reads x (a memory DSD or a `FabIn`), once, in order; the rest read memory only.
+    inputs: the stage's own inputs the host writes ("y"; "s", "t"; "v").
+    vector: "full" (the inputs are (m, n), in x's blocks), "row" ((n,): each PE holds its
+        block's columns) or "col" ((m,): its block's rows).
+    cycles: cycles(config, cls, dtype, streamed) -> the cycles of the ops on memory on a
+        PE of `cls` (all of them; streamed: those after the first, which takes the block
+        as it arrives), read-pair waits apart, for the model.
+    reference: reference(x, inputs, dtype) -> z, numpy (the standalone kernel's).
+    """
+
+    name: str
+    code: Callable[[Tile, BlockClass, object, str], list]
+    inputs: tuple[str, ...]
+    vector: str
+    cycles: Callable[[object, BlockClass, str, bool], int]
+    reference: Callable[[np.ndarray, Mapping[str, np.ndarray], str], np.ndarray]
+
+    def input_shape(self, m: int, n: int) -> tuple[int, ...]:
+        return {"full": (m, n), "row": (n,), "col": (m,)}[self.vector]
+
+    def symbol_length(self, cls: BlockClass) -> int:
+        """Elements of each of this stage's inputs on a PE of `cls`."""
+        return {"full": cls.size, "row": cls.nb, "col": cls.mb}[self.vector]
+
+    def load(self, values: Mapping[str, np.ndarray], blocks: Blocks, write,
+             where: str) -> None:
+        """This stage's inputs (`values`, by input name) as per-PE words in block order,
+        (P, Q, words), each handed to `write(name, words)` (the caller's host writes, in
+        its PEs' order). A vector's words on a PE are its block's columns ("row") or rows
+        ("col"). where: how the caller names the stage, for errors."""
+        want = self.input_shape(blocks.m, blocks.n)
+        for key in self.inputs:
+            if key not in values:
+                raise ValueError(f"{where} ({self.name}): input {key!r} is missing")
+            v = np.asarray(values[key], np.float32)
+            if v.shape != want:
+                raise ValueError(f"{where} ({self.name}): input {key!r} has shape {v.shape}, "
+                                 f"expected {want}")
+            if self.vector == "full":
+                write(key, blocks.scatter(v))
+                continue
+            parts = blocks.cols if self.vector == "row" else blocks.rows
+            words = np.zeros((blocks.rect.rows, blocks.rect.cols, max(s for _, s in parts)),
+                             np.float32)
+            for i in range(blocks.rect.rows):
+                for j in range(blocks.rect.cols):
+                    start, size = parts[j if self.vector == "row" else i]
+                    words[i, j, :size] = v[start:start + size]
+            write(key, words)
+
+
+def map_stage(op: str = "relu", scalar: float = 0.0, acc_dtype: str = "f32") -> StreamStage:
+    """z = op(x, scalar): "relu", "add", "mul", "max", "min" (`build_map`)."""
+    check_map(op)
+    s = 0.0 if op == "relu" else float(scalar)
+
+    def code(tile, cls, x, dtype):
+        return map_code(tile, cls, x, op, s, dtype, acc_dtype)
+
+    def keys(dtype):
+        if map_widens(op, s, dtype, acc_dtype):  # to_f32, the fp32 op, to_half
+            return (("cvt", "f16"), (SIMD[op], "f32"), ("cvt", "f16"))
+        return ((SIMD[op], simd_key(dtype)),)
+
+    return StreamStage(op, code, (), "full", _op_cycles(keys, "full"),
+                       lambda x, _, dtype: map_reference(x, op, s, dtype, acc_dtype))
+
+
+def binary_stage(op: str = "add") -> StreamStage:
+    """z = x op y, op "add", "sub" or "mul" (`build_elementwise`)."""
+    check_binary(op)
+    return StreamStage(op, lambda tile, cls, x, dtype: binary_code(tile, cls, x, op, dtype),
+                       ("y",), "full", _op_cycles(_one(op), "full"),
+                       lambda x, v, dtype: elementwise_reference(x, v["y"], op, dtype))
+
+
+def broadcast_stage(op: str = "add", vector: str = "row") -> StreamStage:
+    """z = x op v[None, :] (vector "row") or x op v[:, None] ("col"), the host writing
+    each PE's part of v (`build_broadcast_op` with mode "load")."""
+    check_broadcast(op, vector)
+    return StreamStage(
+        f"{op}_{vector}", lambda tile, cls, x, dtype: broadcast_code(tile, cls, x, op, vector,
+                                                                      dtype),
+        ("v",), vector, _op_cycles(_one(op), vector),
+        lambda x, v, dtype: broadcast_op_reference(x, v["v"], op, vector, dtype))
+
+
+def affine_stage(vector: str = "full") -> StreamStage:
+    """z = x * s + t, s and t of x's shape or one value per row / column (`build_affine`)."""
+    check_affine(vector)
+    return StreamStage("affine", lambda tile, cls, x, dtype: affine_code(tile, cls, x, vector,
+                                                                          dtype),
+                       ("s", "t"), vector, _op_cycles(_two("mul", "add"), vector),
+                       lambda x, v, dtype: affine_reference(x, v["s"], v["t"], vector, dtype))
+
+
+def clamp_stage(lo: float = -1.0, hi: float = 1.0) -> StreamStage:
+    """z = min(max(x, lo), hi) (`build_clamp`)."""
+    return StreamStage("clamp", lambda tile, cls, x, dtype: clamp_code(tile, cls, x, lo, hi,
+                                                                        dtype),
+                       (), "full", _op_cycles(_two("max", "min"), "full"),
+                       lambda x, _, dtype: clamp_reference(x, lo, hi, dtype))
+
+
+def unary_stage(fn: str = "tanh") -> StreamStage:
+    """z = fn(x) for `build_unary`'s functions (tanh, exp, sigmoid, sqrt, ...; fp32 math,
+    16-bit storage widened and rounded once): in fp32 the block is taken into memory as it
+    arrives (the function reads x more than once), in 16-bit storage widened as it arrives;
+    then the function's code (`unary.blockwise_code`) runs on it."""
+    if fn not in FUNCTIONS:
+        raise ValueError(f"unary: fn must be one of {sorted(FUNCTIONS)}, got {fn!r}")
+    code_of, scratch, cycles_of = FUNCTIONS[fn]
+
+    def code(tile, cls, x, dtype):
+        check_dtypes(f"unary {fn}", dtype, "f32", half_acc=False)
+        received = []
+        if isinstance(x, ins.FabIn) and dtype == "f32":
+            memory = tile.symbol("x", dtype, cls.size).dsd()
+            received, x = [ins.mov(memory, x)], memory
+        return [*received, *blockwise_code(tile, cls.size, [x], code_of, scratch, dtype,
+                                           out="z")]
+
+    def cycles(config, cls, dtype, streamed):
+        convert = -(-cls.size // config.simd_width("cvt", "f16")) if dtype != "f32" else 0
+        # the function's code, and in 16-bit storage the widening (unless streamed) and
+        # the rounding; a streamed fp32 block's receive is the first op
+        return cycles_of(config, cls.size) + convert * (1 if streamed else 2)
+
+    def reference(x, _, dtype):
+        work = [Mem(f"s{i}") for i in range(scratch)]
+        widened = rounded(x, dtype).astype(np.float32)
+        y = emulate(code_of(Mem("y"), Mem("x"), work), {"x": widened})["y"]
+        return rounded(np.asarray(y, np.uint32).view(np.float32), dtype)
+
+    return StreamStage(fn, code, (), "full", cycles, reference)
+
+
+def _op_cycles(keys, vector: str):
+    """cycles(config, cls, dtype, streamed) of ops of one DSD op each over the block, at
+    the widths `keys(dtype)` gives, capped at the block's row length for a row / column
+    vector (its groups stay within a row)."""
+    def cycles(config, cls, dtype, streamed):
+        widths = [config.simd_width(op, key) for op, key in keys(dtype)]
+        if vector != "full":
+            widths = [min(w, cls.nb) for w in widths]
+        counts = [-(-cls.size // w) for w in widths]
+        return sum(counts[1:] if streamed else counts)
+
+    return cycles
+
+
+def _one(op: str):
+    return lambda dtype: ((SIMD[op], simd_key(dtype)),)
+
+
+def _two(first: str, second: str):
+    return lambda dtype: ((SIMD.get(first, first), simd_key(dtype)),
+                          (SIMD.get(second, second), simd_key(dtype)))

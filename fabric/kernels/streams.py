@@ -1,0 +1,331 @@
+"""Stream chains: elementwise ops on tiles stacked down a column of the fabric, each tile's
+output streamed into the next tile as it is computed. The stream form of the library's
+elementwise kernels and math functions: every stage runs the code of its standalone kernel
+on its block
+(`fabric.kernels.stream_stages`, one definition), wired to take x from a color instead of
+memory and to send z on a color instead of leaving it for the host. A consumer computes
+on the first blocks that reach it while later ones are still on their way: no stage
+waits for the whole of its input, as a kernel started once a move has delivered it does.
+
+Layout and order. Every stage's tile has `rect`'s shape and x's blocks (`Blocks.of(rect, m,
+n)`); stage k sits k * P rows below `rect` (P = rect.rows). Block row p of a stream has a
+color of its own (a set of P colors per stream; stage k sends on set k % 2, so a tile's
+incoming and outgoing streams differ and the sets alternate down the chain) and flows,
+row major, from its PE in one tile through the routers between to its PE in the next,
+never through a CE on the way. The first tile sends its block rows one after another, top
+down (row p starts once row p - 1 has passed it its turn: a wavelet one hop south on one
+of two alternating colors), so the rows of a tile reach the next one in a known order.
+The tiles after the first hold their block rows bottom up (`pe_row`): block 0 runs through
+the whole tile to its bottom row, block P - 1 stops at the top one. Then a link inside a
+tile carries only incoming blocks (those for the rows below it) and, later, only outgoing
+ones (the z of the rows above it), never both at once: the blocks go down one after
+another at a wavelet per cycle, where with the rows top down an outgoing block and the next
+incoming one would share a link at half the rate each.
+
+Per PE: the first stage computes on x in memory (the host writes x, as for the standalone
+kernel) and sends its z when its turn comes; a later stage's first op takes its block
+straight from the color (a fabric operand: one element per cycle, as it arrives), its
+other ops then run on memory ("rest"), and it sends its z on ("send"); the last keeps its
+z, the output. Every stage keeps its z in memory (`read_stage`). Tasks: "main" (launched on
+every PE of the chain at once), "rest", "send", "pass" (the turn).
+
+Cycle model (exact for stages of one op on the tested shapes; within 5 % where a stage has
+ops on memory after its first, whose timing against the next block's arrival the model
+does not follow), per column q (L_p the elements of block row p there, H the hop latency,
+b_k the cycles of stage k's ops on memory on the last block row's PE, b_0 the first
+stage's slowest):
+    T = b_0 + 2 + sum_{p < P-1} (L_p + TURN) + L_{P-1}
+        + sum over the middle stages of ((P + 1) H + b_k + 2 [b_k > 0] + L_{P-1} + 2)
+        + (P + 1) H + b_K + 2 [b_K > 0] + 3
+the largest over the columns (`stream_chain_cycles`). The first stage's blocks cross its
+bottom edge once, P L cycles; each stage after adds the last block's way down (P + 1
+hops), its ops and, where it sends on, the block (it sends a block once the whole block is
+in). The same ops as standalone kernels with a move between consecutive tiles pay the P L
+crossing, at least, per stage: tests/kernels/test_stream_chain.py, four stages of 2 x 1 PEs
+with 16-element blocks, 103 cycles against 61 for two (each stage after the second 21).
+Colors: `stream_colors_needed` (P per stream, two sets, up to two turns: 22 for three
+stages of 10 rows, more than a fabric's 21, refused with that count).
+
+Example:
+    >>> stages = [map_stage("relu"), affine_stage("row")]
+    >>> k = build_stream_chain(FabricConfig.small(8, 4), Rect(0, 0, 2, 4), 16, 16,
+    ...                        stages)                                   # doctest: +SKIP
+    >>> z = run_kernel(k, {"x": x, "1.s": s, "1.t": t}).output          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from fabric import instructions as ins
+from fabric.banks import read_pair_stalls
+from fabric.config import FabricConfig
+from fabric.isa import Port
+from fabric.kernels.base import BlockClass, Blocks, Kernel, check_dtypes, pick_colors
+from fabric.kernels.stream_stages import StreamStage
+from fabric.program import Program, Rect, Tile
+
+
+def stream_colors_needed(stages: int, rows: int) -> int:
+    """Colors a chain of `stages` tiles of `rows` PE rows routes on: a color per block row
+    per stream, two sets alternating down the chain, and the first tile's turns (two
+    alternating, one for two rows, none for one)."""
+    if stages < 2:
+        return 0
+    return rows * (1 if stages == 2 else 2) + _turn_colors(rows)
+
+
+def _turn_colors(rows: int) -> int:
+    return min(rows - 1, 2)
+
+
+def stage_rect(rect: Rect, k: int) -> Rect:
+    """The tile of stage k of a chain starting on `rect`."""
+    return Rect(rect.row + k * rect.rows, rect.col, rect.rows, rect.cols)
+
+
+def build_stream_chain(config: FabricConfig, rect: Rect, m: int, n: int,
+                       stages: Sequence[StreamStage], dtype: str = "f32",
+                       colors: Sequence[int] | None = None) -> Kernel:
+    """z = stage_K(... stage_1(x)) for x (m, n), stage k on `stage_rect(rect, k)`, every
+    tile's output streamed into the next (module docstring).
+
+    dtype: storage of every stage's tensors ("f32", "f16", "bf16", "cb16"; a 16-bit value
+        travels in the low half of a wavelet, as the fabric carries 16-bit operands).
+    colors: `stream_colors_needed(len(stages), rect.rows)` colors (default: the lowest
+        ones): the first P stream colors, the next P, then the two of the turns.
+    Inputs: "x" (m, n), and stage k's own inputs as "k.name" (e.g. "1.y", "2.s"), shaped as
+    its standalone kernel takes them. Output: the last stage's z (m, n), float32 holding
+    dtype values. Raises ValueError naming the stage or the resource for an empty chain,
+    tiles that leave the fabric, more colors than the fabric has, sizes below the
+    rectangle's, or blocks above a PE's SRAM.
+    """
+    if not stages:
+        raise ValueError("stream chain: no stages given")
+    check_dtypes("stream chain", dtype, "f32")
+    K, P = len(stages), rect.rows
+    if rect.row + K * P > config.rows or rect.col_end > config.cols:
+        raise ValueError(f"stream chain: {K} stages of {P} x {rect.cols} PEs stacked from row "
+                         f"{rect.row} need rows {rect.row}..{rect.row + K * P - 1} and "
+                         f"columns {rect.col}..{rect.col_end - 1}; {config.name} has "
+                         f"{config.rows} x {config.cols}")
+    needed = stream_colors_needed(K, P)
+    if colors is None and needed > len(config.program_colors):
+        raise ValueError(f"stream chain: {K} stages of {P} PE rows route on {needed} colors "
+                         f"(a color per block row per stream, two sets, two for the first "
+                         f"tile's turns); {config.name} has {len(config.program_colors)} "
+                         "outside the reserved ones; use a tile of fewer rows")
+    blocks = Blocks.of(rect, m, n)
+    picked = pick_colors(config, needed, colors)
+    sets = [picked[:P], picked[P:2 * P] if K > 2 else []]
+    turns = picked[len(picked) - _turn_colors(P):] if K > 1 else []
+    prog = Program(config)
+    busy = np.zeros((K, rect.rows, rect.cols), np.int64)  # ops on memory per PE
+    for k, stage in enumerate(stages):
+        incoming = sets[(k - 1) % 2] if k > 0 else None
+        outgoing = sets[k % 2] if k < K - 1 else None
+        for i, cls in enumerate(blocks.classes()):
+            for p in range(cls.p0, cls.p0 + cls.rect.rows):
+                r = pe_row(rect, k, p)
+                tile = Tile(f"stream{k}_{stage.name}_{i}_{p}")
+                wiring = _Wiring(incoming[p] if incoming else None,
+                                 outgoing[p] if outgoing else None,
+                                 turns[(p - 1) % 2] if outgoing and k == 0 and p > 0 else None,
+                                 turns[p % 2] if outgoing and k == 0 and p < P - 1 else None)
+                memory_ops = _stage_tile(tile, cls, stage, dtype, config, wiring)
+                prog.place(tile, Rect(r, cls.rect.col, 1, cls.rect.cols))
+                busy[k, p, cls.pes[1]] = _busy(config, tile, stage, cls, memory_ops, dtype,
+                                               k == 0)
+        if outgoing is not None:
+            _route_stream(prog, rect, k, outgoing)
+    if K > 1:
+        _route_turns(prog, rect, turns)
+    model = stream_chain_cycles(config, blocks, K, busy)
+    return _kernel(config, rect, blocks, stages, prog, model, dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Wiring:
+    """A PE's colors: its block comes in on `incoming` (None: from memory), its z goes
+    out on `outgoing` (None: stays in memory); on the first tile it sends once its turn
+    has come in on `turn_in` (None: the top row, at once) and passes the turn on
+    `turn_out` once its block is out (None: the bottom row)."""
+
+    incoming: int | None
+    outgoing: int | None
+    turn_in: int | None
+    turn_out: int | None
+
+
+def _stage_tile(tile: Tile, cls: BlockClass, stage: StreamStage, dtype: str,
+                config: FabricConfig, wiring: _Wiring) -> list:
+    """Fill `tile` (the PEs of one block class on one row of a stage) with the stage's code
+    wired to its colors; returns the ops that run on memory (for the model)."""
+    L = cls.size
+    send = ins.Activate("send") if wiring.outgoing is not None else None
+    if wiring.incoming is None:  # the first stage: x in memory
+        x = tile.symbol("x", dtype, L).dsd()
+        memory_ops = stage.code(tile, cls, x, dtype)
+        main = list(memory_ops)
+        if wiring.outgoing is not None and wiring.turn_in is not None:
+            turn = tile.symbol("turn", "u32", 1).dsd()
+            main.append(ins.mov(turn, ins.FabIn(wiring.turn_in, 1), is_async=True,
+                                on_done=send))
+        elif wiring.outgoing is not None:
+            main.append(ins.activate("send"))
+    else:
+        ops = stage.code(tile, cls, ins.FabIn(wiring.incoming, L), dtype)
+        first, memory_ops = ops[0], ops[1:]
+        if memory_ops:
+            tile.local_task("rest", [*memory_ops, *([ins.activate("send")] if send else [])])
+        main = [dataclasses.replace(first, is_async=True,
+                                    on_done=ins.Activate("rest") if memory_ops else send)]
+    if wiring.outgoing is not None:
+        passed = ins.Activate("pass") if wiring.turn_out is not None else None
+        tile.local_task("send", [ins.mov(ins.FabOut(wiring.outgoing, L),
+                                         tile.symbols["z"].dsd(), dtype=dtype,
+                                         is_async=True, on_done=passed)])
+        if wiring.turn_out is not None:
+            tile.local_task("pass", [ins.mov(ins.FabOut(wiring.turn_out, 1), 0,
+                                             is_async=True)])
+    tile.local_task("main", main)
+    words = sum(s.words for s in tile.symbols.values())
+    if words > config.sram_words:
+        raise ValueError(f"stream chain: stage {stage.name!r} needs {4 * words} B per PE for "
+                         f"blocks of {cls.mb} x {cls.nb} ({dtype}), above the "
+                         f"{config.sram_bytes // 1024} KiB of a PE; use a larger rectangle")
+    return memory_ops
+
+
+def _busy(config, tile: Tile, stage: StreamStage, cls: BlockClass, memory_ops: list,
+          dtype: str, first: bool) -> int:
+    """Cycles of a PE's ops on memory: all of the first stage's, the others' after their
+    first (which runs as the stream comes in), with their read-pair waits."""
+    cycles = stage.cycles(config, cls, dtype, not first)
+    return cycles + (read_pair_stalls(config, tile, memory_ops) if memory_ops else 0)
+
+
+def stream_chain_cycles(config: FabricConfig, blocks: Blocks, stages: int,
+                        busy: np.ndarray) -> int:
+    """The model (module docstring) over every column: `busy` (stages, P, Q) the cycles of
+    each PE's ops on memory."""
+    H, P = config.hop_latency, blocks.rect.rows
+    if stages == 1:
+        return int(busy.max()) + 2
+    worst = 0
+    for q, (_, width) in enumerate(blocks.cols):
+        sizes = [size * width for _, size in blocks.rows]
+        t = int(busy[0, :, q].max()) + 2  # the first tile's ops, on every row at once
+        for p in range(P - 1):  # its rows send one after another
+            t += sizes[p] + TURN
+        t += sizes[-1]
+        for k in range(1, stages):  # the last block, tile by tile
+            rest = int(busy[k, -1, q])
+            t += (P + 1) * H + rest + 2 * (rest > 0) + (sizes[-1] + 2 if k < stages - 1 else 3)
+        worst = max(worst, t)
+    return worst
+
+
+def pe_row(rect: Rect, k: int, p: int) -> int:
+    """The fabric row of block row p of stage k: the first tile holds its block rows top
+    down, the others bottom up (module docstring)."""
+    return rect.row + k * rect.rows + (p if k == 0 else rect.rows - 1 - p)
+
+
+def _route_stream(prog: Program, rect: Rect, k: int, colors: list[int]) -> None:
+    """Routes of the stream out of stage k into stage k + 1: block row p's color from its
+    PE row in stage k (out of the CE) through the routers between to its PE row in stage
+    k + 1 (into the CE)."""
+    for p, color in enumerate(colors):
+        src, dst = pe_row(rect, k, p), pe_row(rect, k + 1, p)
+        prog.route(Rect(src, rect.col, 1, rect.cols), color, Port.RAMP, Port.SOUTH)
+        if dst - src > 1:
+            prog.route(Rect(src + 1, rect.col, dst - src - 1, rect.cols), color, Port.NORTH,
+                       Port.SOUTH)
+        prog.route(Rect(dst, rect.col, 1, rect.cols), color, Port.NORTH, Port.RAMP)
+
+
+def _route_turns(prog: Program, rect: Rect, turns: list[int]) -> None:
+    """The first tile's turns: row p hands the next row its turn on turns[p % 2], one hop
+    south."""
+    for p in range(rect.rows - 1):
+        prog.route(Rect(rect.row + p, rect.col, 1, rect.cols), turns[p % 2], Port.RAMP,
+                   Port.SOUTH)
+        prog.route(Rect(rect.row + p + 1, rect.col, 1, rect.cols), turns[p % 2], Port.NORTH,
+                   Port.RAMP)
+
+
+TURN = 5  # cycles from a row's last wavelet sent to the next row's first: the turn's hop
+
+
+def stage_classes(rect: Rect, blocks: Blocks, k: int):
+    """(block class, its PEs in stage k) for each class of `blocks`: stage k's tile holds
+    the class's blocks on these PEs, in block order (`pe_row`)."""
+    for cls in blocks.classes():
+        first = pe_row(rect, k, cls.p0 + (cls.rect.rows - 1 if k > 0 else 0))
+        yield cls, Rect(first, cls.rect.col, cls.rect.rows, cls.rect.cols)
+
+
+def in_pe_order(words: np.ndarray, k: int) -> np.ndarray:
+    """Per-PE words in block order (P, Q, ...) -> in stage k's PE order (its rows reversed
+    after the first stage); its own inverse."""
+    return words if k == 0 else words[::-1]
+
+
+def read_stage(sim, kernel: Kernel, k: int) -> np.ndarray:
+    """Stage k's z (m, n), read from its tile (every stage keeps its output in memory)."""
+    blocks = kernel.info["blocks"]
+    rect = blocks.rect
+    words = np.zeros((rect.rows, rect.cols, blocks.mb * blocks.nb), np.float32)
+    for cls, pes in stage_classes(rect, blocks, k):
+        words[cls.pes][..., :cls.size] = in_pe_order(sim.memcpy_d2h("z", pes), k)
+    return blocks.gather(words)
+
+
+def _kernel(config, rect, blocks, stages, prog, model, dtype) -> Kernel:
+    K = len(stages)
+
+    def load(sim, values: Mapping[str, np.ndarray]):
+        known = {"x"} | {f"{k}.{key}" for k, s in enumerate(stages) for key in s.inputs}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"stream chain: inputs {unknown} are not inputs of the chain "
+                             f"(it takes {sorted(known)})")
+        x = np.asarray(values["x"], np.float32)
+        if x.shape != (blocks.m, blocks.n):
+            raise ValueError(f"stream chain: input 'x' has shape {x.shape}, expected "
+                             f"{(blocks.m, blocks.n)}")
+        words = blocks.scatter(x)
+        for cls in blocks.classes():
+            sim.memcpy_h2d("x", words[cls.pes][..., :cls.size], cls.rect)
+        for k, stage in enumerate(stages):
+            own = {key: values[f"{k}.{key}"] for key in stage.inputs if f"{k}.{key}" in values}
+            classes = list(stage_classes(rect, blocks, k))
+
+            def write(key, words, k=k, stage=stage, classes=classes):
+                for cls, pes in classes:
+                    size = stage.symbol_length(cls)
+                    sim.memcpy_h2d(key, in_pe_order(words[cls.pes][..., :size], k), pes)
+
+            stage.load(own, blocks, write, f"stream chain stage {k}")
+
+    def launch(sim):
+        sim.launch("main", Rect(rect.row, rect.col, K * rect.rows, rect.cols))
+
+    kernel = Kernel("stream_chain", config, Rect(rect.row, rect.col, K * rect.rows, rect.cols),
+                    prog, load, lambda sim: read_stage(sim, kernel, K - 1), launch, model, 0,
+                    {"m": blocks.m, "n": blocks.n, "dtype": dtype, "blocks": blocks,
+                     "stages": [s.name for s in stages]})
+    return kernel
+
+
+def stream_chain_reference(x: np.ndarray, stages: Sequence[StreamStage],
+                           values: Mapping[str, np.ndarray], dtype: str = "f32") -> np.ndarray:
+    """The stages' standalone references one after another (numpy)."""
+    z = np.asarray(x, np.float32)
+    for k, stage in enumerate(stages):
+        z = stage.reference(z, {key: values[f"{k}.{key}"] for key in stage.inputs}, dtype)
+    return z

@@ -1,0 +1,203 @@
+"""Stream chains (`fabric.kernels.streams`): elementwise ops on stacked tiles, each tile's
+output streamed into the next as it is computed.
+
+Tolerance: bit-exact. Every stage runs its standalone kernel's code (one definition), so
+the chain gives the words of the standalone kernels run one after another, and of their
+numpy references (each op rounding once to the storage dtype, as PyTorch's elementwise
+ops). Cycles: the model (`stream_chain_cycles`) exactly for stages of one op, within 5 %
+where a stage has ops on memory after its first.
+"""
+
+import numpy as np
+import pytest
+
+from fabric import FabricConfig, Rect
+from fabric.host import Simulator
+from fabric.kernels import (
+    build_affine,
+    build_broadcast_op,
+    build_clamp,
+    build_elementwise,
+    build_map,
+    build_unary,
+)
+from fabric.kernels.base import run_kernel
+from fabric.kernels.stream_stages import (
+    affine_stage,
+    binary_stage,
+    broadcast_stage,
+    clamp_stage,
+    map_stage,
+    unary_stage,
+)
+from fabric.kernels.streams import (
+    build_stream_chain,
+    read_stage,
+    stream_chain_reference,
+    stream_colors_needed,
+)
+from tests.kernels.kernel_cases import CONFIG, normal, rng
+
+UNEVEN = Rect(1, 2, 3, 5)  # 20 x 23: blocks of 7/6 rows by 5/4 columns, four classes
+MIXED = [map_stage("add", 1.5), affine_stage("row"), binary_stage("sub"),
+         broadcast_stage("mul", "col"), clamp_stage(-0.75, 0.5), map_stage("relu")]
+
+
+def _inputs(stages, m, n, seed=3):
+    gen = rng(seed)
+    values = {"x": normal(gen, m, n)}
+    for k, stage in enumerate(stages):
+        for key in stage.inputs:
+            values[f"{k}.{key}"] = normal(gen, *stage.input_shape(m, n))
+    return values
+
+
+def _standalone(config, rect, m, n, stage, x, own, dtype):
+    """The stage's standalone kernel on `rect`, run on x."""
+    kind = stage.name
+    if kind in ("relu", "add", "mul", "max", "min") and not stage.inputs:
+        scalar = {"add": 1.5}.get(kind, 0.0)
+        return run_kernel(build_map(config, rect, m, n, kind, scalar, dtype=dtype),
+                          {"x": x}).output
+    if kind == "affine":
+        vector = "row" if own["s"].shape == (n,) else "full"
+        return run_kernel(build_affine(config, rect, m, n, vector, dtype=dtype),
+                          {"x": x, **own}).output
+    if kind == "clamp":
+        return run_kernel(build_clamp(config, rect, m, n, -0.75, 0.5, dtype=dtype),
+                          {"x": x}).output
+    if kind == "sub":
+        return run_kernel(build_elementwise(config, rect, m, n, "sub", dtype=dtype),
+                          {"x": x, **own}).output
+    op, vector = kind.split("_")
+    return run_kernel(build_broadcast_op(config, rect, m, n, op, vector, dtype=dtype),
+                      {"x": x, **own}).output
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "f16", "cb16"])
+def test_a_chain_gives_the_words_of_its_kernels_run_apart(dtype):
+    """Six ops, two chains of three on 2 x 5 tiles of small(8, 8) (four block classes):
+    every stage's z equal bit for bit to its standalone kernel run on the previous stage's
+    words, and the output to numpy."""
+    rect, m, n = Rect(0, 2, 2, 5), 21, 23
+    x = _inputs(MIXED, m, n)["x"]
+    for first in range(0, len(MIXED), 3):
+        stages = MIXED[first:first + 3]
+        values = {**_inputs(stages, m, n, seed=first), "x": x}
+        kernel = build_stream_chain(CONFIG, rect, m, n, stages, dtype=dtype)
+        sim = Simulator(CONFIG, kernel.program)
+        kernel.load(sim, values)
+        kernel.launch(sim)
+        sim.run(max_cycles=100_000)
+        words = x
+        for k, stage in enumerate(stages):
+            own = {key: values[f"{k}.{key}"] for key in stage.inputs}
+            words = _standalone(CONFIG, rect, m, n, stage, words, own, dtype)
+            np.testing.assert_array_equal(read_stage(sim, kernel, k), words)
+        np.testing.assert_array_equal(kernel.read(sim), stream_chain_reference(
+            x, stages, values, dtype))
+        x = words
+
+
+@pytest.mark.parametrize("rows, stages, block", [(1, 4, 4), (2, 4, 16), (4, 2, 16),
+                                                  (2, 3, 5)])
+def test_cycles_match_the_model_and_a_stage_costs_a_block(rows, stages, block):
+    """Stages of one op: the model exactly. Every stage after the second adds one block and
+    a hop per row (the last block's way down), not the tile's whole contents: the crossing
+    of every block over a tile's bottom edge, which a move between the tiles pays per
+    stage, is paid once."""
+    config = FabricConfig.small(8, 8)
+    m = rows * block
+    chain = [map_stage("relu"), map_stage("mul", 0.5), map_stage("add", -1.0),
+             map_stage("relu")][:stages]
+    cycles = []
+    for k in range(2, stages + 1):
+        kernel = build_stream_chain(config, Rect(0, 0, rows, 1), m, 1, chain[:k])
+        values = _inputs(chain[:k], m, 1)
+        result = run_kernel(kernel, values)
+        np.testing.assert_array_equal(result.output,
+                                      stream_chain_reference(values["x"], chain[:k], values))
+        assert result.cycles == kernel.model_cycles
+        cycles.append(result.cycles)
+    for before, after in zip(cycles, cycles[1:]):
+        assert after - before == block + (rows + 1) * config.hop_latency + 2
+
+
+def test_uneven_blocks_and_ops_on_memory_within_five_percent():
+    """Four block classes (21 x 23 on 2 x 5: 11 / 10 rows by 5 / 4 columns); the affine's
+    add runs on memory after its product came in."""
+    stages = [map_stage("add", 1.0), affine_stage("row"), map_stage("relu")]
+    kernel = build_stream_chain(CONFIG, Rect(0, 2, 2, 5), 21, 23, stages)
+    values = _inputs(stages, 21, 23)
+    result = run_kernel(kernel, values)
+    np.testing.assert_array_equal(result.output,
+                                  stream_chain_reference(values["x"], stages, values))
+    assert abs(result.cycles - kernel.model_cycles) <= 0.05 * kernel.model_cycles
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_math_stages_give_the_words_of_build_unary(dtype):
+    """tanh, then exp (fp32 math on every dtype): the block taken into memory as it arrives
+    (16-bit: widened as it arrives), the function's code as `build_unary` runs it. Words
+    equal bit for bit to the standalone kernels' and to the code's numpy mirror
+    (`mathlib_numpy.emulate`); cycles within 5 % of the model."""
+    rect, m, n = Rect(0, 2, 2, 5), 21, 23
+    stages = [unary_stage("tanh"), unary_stage("exp")]
+    x = normal(rng(5), m, n)
+    kernel = build_stream_chain(CONFIG, rect, m, n, stages, dtype=dtype)
+    result = run_kernel(kernel, {"x": x})
+    words = x
+    for fn in ("tanh", "exp"):
+        words = run_kernel(build_unary(CONFIG, rect, m, n, fn, dtype=dtype), {"x": words}).output
+    np.testing.assert_array_equal(result.output, words)
+    np.testing.assert_array_equal(stream_chain_reference(x, stages, {}, dtype), words)
+    assert abs(result.cycles - kernel.model_cycles) <= 0.05 * kernel.model_cycles
+    with pytest.raises(ValueError, match="unary: fn must be one of"):
+        unary_stage("gelu")
+
+
+def test_one_stage_is_the_standalone_kernel():
+    kernel = build_stream_chain(CONFIG, UNEVEN, 20, 23, [map_stage("relu")])
+    values = _inputs([map_stage("relu")], 20, 23)
+    result = run_kernel(kernel, values)
+    standalone = build_map(CONFIG, UNEVEN, 20, 23, "relu")
+    np.testing.assert_array_equal(result.output, run_kernel(standalone, values).output)
+    assert result.cycles == kernel.model_cycles == standalone.model_cycles
+
+
+def test_colors_given_are_used_and_checked():
+    stages = [map_stage("relu"), map_stage("mul", 2.0), map_stage("relu")]
+    needed = stream_colors_needed(3, 2)
+    assert needed == 5  # two sets of two block rows, one turn
+    colors = list(range(10, 10 + needed))
+    kernel = build_stream_chain(CONFIG, Rect(0, 0, 2, 3), 6, 6, stages, colors=colors)
+    assert {r.color for r in kernel.program.routes} == set(colors)
+    values = _inputs(stages, 6, 6)
+    np.testing.assert_array_equal(run_kernel(kernel, values).output,
+                                  stream_chain_reference(values["x"], stages, values))
+    with pytest.raises(ValueError, match="needs 5 distinct colors"):
+        build_stream_chain(CONFIG, Rect(0, 0, 2, 3), 6, 6, stages, colors=colors[:4])
+
+
+def test_bad_chains_are_refused_with_what_is_wrong():
+    relu = map_stage("relu")
+    with pytest.raises(ValueError, match="no stages"):
+        build_stream_chain(CONFIG, Rect(0, 0, 2, 2), 4, 4, [])
+    with pytest.raises(ValueError, match=r"need rows 2\.\.9 .* small\(8,8\) has 8 x 8"):
+        build_stream_chain(CONFIG, Rect(2, 0, 4, 2), 8, 8, [relu, relu])
+    tall = FabricConfig.small(32, 2)
+    with pytest.raises(ValueError, match="route on 22 colors .* use a tile of fewer rows"):
+        build_stream_chain(tall, Rect(0, 0, 10, 1), 10, 1, [relu, relu, relu])
+    with pytest.raises(ValueError, match="stage 'relu' needs .* above the 48 KiB"):
+        build_stream_chain(CONFIG, Rect(0, 0, 1, 1), 128, 128, [relu, relu])
+    with pytest.raises(ValueError, match="map: op must be"):
+        map_stage("tanh")
+    kernel = build_stream_chain(CONFIG, Rect(0, 0, 2, 2), 4, 4, [relu, binary_stage("add")])
+    sim = Simulator(CONFIG, kernel.program)
+    x = np.zeros((4, 4), np.float32)
+    with pytest.raises(ValueError, match=r"stage 1 \(add\): input 'y' is missing"):
+        kernel.load(sim, {"x": x})
+    with pytest.raises(ValueError, match=r"input 'y' has shape \(4,\), expected \(4, 4\)"):
+        kernel.load(sim, {"x": x, "1.y": np.zeros(4)})
+    with pytest.raises(ValueError, match=r"inputs \['0.y'\] are not inputs of the chain"):
+        kernel.load(sim, {"x": x, "0.y": x, "1.y": x})
