@@ -73,10 +73,13 @@ from fabric.kernels.stencil import build_stencil, stencil_reference
 from fabric.kernels.stream_stages import (
     StreamStage,
     affine_stage,
+    binary_math_stage,
     binary_stage,
+    blockwise_stage,
     broadcast_stage,
     clamp_stage,
     map_stage,
+    modulo_stage,
     unary_stage,
 )
 from fabric.kernels.streams import (
@@ -128,7 +131,8 @@ __all__ = [
     "RELATIONS", "round_programs", "rowdot_reference", "rowreduce_reference", "run_kernel",
     "scan_reference", "select_reference", "SHARED_COUNTER", "softmax_reference", "split",
     "stencil_reference", "StreamStage", "affine_stage", "binary_stage", "broadcast_stage",
-    "clamp_stage", "map_stage", "unary_stage", "build_stream_chain", "read_stage",
+    "clamp_stage", "map_stage", "unary_stage", "binary_math_stage", "modulo_stage",
+    "blockwise_stage", "build_stream_chain", "read_stage",
     "stream_chain_reference", "stream_colors_needed",
     "summa_model", "summa_reference", "sumsq_reference", "traffic_inputs",
     "traffic_reference", "unary_cycles", "UNARY_WORDS", "WordMap", "write_step_scalars",

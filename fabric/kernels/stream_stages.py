@@ -9,6 +9,9 @@ compute the same words bit for bit.
     affine_stage(vector)               z = x * s + t            as build_affine
     clamp_stage(lo, hi)                z = min(max(x, lo), hi)  as build_clamp
     unary_stage(fn)                    z = fn(x): tanh, exp, ... as build_unary
+    binary_math_stage(fn)              z = atan2 / hypot / pow(x, b) as build_binary_math
+    modulo_stage(op, divisor)          z = fmod / remainder(x, d)   as build_modulo
+    blockwise_stage(...)               any `build_blockwise` code   as build_blockwise
 
 x is what streams in; the other operands (y, v, s, t) are the stage's own inputs, written
 by the host into the stage's tile in x's blocks (or, for a row / column vector, each PE's
@@ -28,6 +31,8 @@ import numpy as np
 from fabric import instructions as ins
 from fabric.instructions import Mem
 from fabric.kernels.base import BlockClass, Blocks, check_dtypes, simd_key
+from fabric.kernels.binary_math import FUNCTIONS as BINARY_MATH
+from fabric.kernels.binary_math import binary_math_cycles
 from fabric.kernels.elementwise import (
     SIMD,
     binary_code,
@@ -50,6 +55,7 @@ from fabric.kernels.elementwise_chains import (
     clamp_reference,
 )
 from fabric.kernels.mathlib_numpy import emulate
+from fabric.kernels.modulo import modulo_code
 from fabric.kernels.unary import FUNCTIONS, blockwise_code
 from fabric.program import Tile
 
@@ -166,36 +172,65 @@ def clamp_stage(lo: float = -1.0, hi: float = 1.0) -> StreamStage:
 
 
 def unary_stage(fn: str = "tanh") -> StreamStage:
-    """z = fn(x) for `build_unary`'s functions (tanh, exp, sigmoid, sqrt, ...; fp32 math,
-    16-bit storage widened and rounded once): in fp32 the block is taken into memory as it
-    arrives (the function reads x more than once), in 16-bit storage widened as it arrives;
-    then the function's code (`unary.blockwise_code`) runs on it."""
+    """z = fn(x) for `build_unary`'s functions (tanh, exp, sigmoid, sqrt, ...)."""
     if fn not in FUNCTIONS:
         raise ValueError(f"unary: fn must be one of {sorted(FUNCTIONS)}, got {fn!r}")
-    code_of, scratch, cycles_of = FUNCTIONS[fn]
+    return blockwise_stage(fn, *FUNCTIONS[fn])
+
+
+def binary_math_stage(fn: str = "atan2") -> StreamStage:
+    """z = fn(x, b) for `build_binary_math`'s atan2, hypot and pow, b the stage's own
+    input (x streams in as the first argument: atan2's ordinate, pow's base)."""
+    if fn not in BINARY_MATH:
+        raise ValueError(f"binary math: fn must be one of {sorted(BINARY_MATH)}, got {fn!r}")
+    code_of, scratch = BINARY_MATH[fn]
+    return blockwise_stage(fn, code_of, scratch,
+                           lambda config, e: binary_math_cycles(config, fn, e), ("x", "b"))
+
+
+def modulo_stage(op: str = "fmod", divisor: float | None = None) -> StreamStage:
+    """z = op(x, divisor) for `build_modulo`'s fmod and remainder: a number, or None for a
+    tensor divisor "d", the stage's own input."""
+    code_of, scratch, cycles_of = modulo_code(op, divisor)
+    return blockwise_stage(op, code_of, scratch, cycles_of,
+                           ("x",) if divisor is not None else ("x", "d"))
+
+
+def blockwise_stage(name: str, code_of, scratch: int, cycles_of,
+                    inputs: tuple[str, ...] = ("x",)) -> StreamStage:
+    """The stage of a `build_blockwise` kernel (its code_of(y, x, ..., scratch), scratch
+    vectors and cycles_of(config, e)): x streams in, `inputs[1:]` are the stage's own
+    inputs (x's shape). In fp32 the block is taken into memory as it arrives (the code may
+    read x more than once), in 16-bit storage widened as it arrives; then the code runs on
+    memory (`unary.blockwise_code`, as the standalone kernel runs it). The reference is
+    the code's numpy mirror (`mathlib_numpy.emulate`, bit for bit): the functions' own
+    numerics are checked against numpy by their kernels' tests."""
+    own = tuple(inputs[1:])
 
     def code(tile, cls, x, dtype):
-        check_dtypes(f"unary {fn}", dtype, "f32", half_acc=False)
+        check_dtypes(name, dtype, "f32", half_acc=False)
         received = []
         if isinstance(x, ins.FabIn) and dtype == "f32":
             memory = tile.symbol("x", dtype, cls.size).dsd()
             received, x = [ins.mov(memory, x)], memory
-        return [*received, *blockwise_code(tile, cls.size, [x], code_of, scratch, dtype,
-                                           out="z")]
+        others = [tile.symbol(key, dtype, cls.size).dsd() for key in own]
+        return [*received, *blockwise_code(tile, cls.size, [x, *others], code_of, scratch,
+                                           dtype, out="z")]
 
     def cycles(config, cls, dtype, streamed):
         convert = -(-cls.size // config.simd_width("cvt", "f16")) if dtype != "f32" else 0
-        # the function's code, and in 16-bit storage the widening (unless streamed) and
-        # the rounding; a streamed fp32 block's receive is the first op
-        return cycles_of(config, cls.size) + convert * (1 if streamed else 2)
+        # the code, and in 16-bit storage the widenings and the rounding; a streamed
+        # block's receive (or, 16-bit, its widening) is the first op
+        return cycles_of(config, cls.size) + convert * (len(inputs) + 1 - int(streamed))
 
-    def reference(x, _, dtype):
+    def reference(x, values, dtype):
         work = [Mem(f"s{i}") for i in range(scratch)]
-        widened = rounded(x, dtype).astype(np.float32)
-        y = emulate(code_of(Mem("y"), Mem("x"), work), {"x": widened})["y"]
+        words = {"x": rounded(x, dtype), **{k: rounded(values[k], dtype) for k in own}}
+        code = code_of(Mem("y"), *(Mem(k) for k in ("x", *own)), work)
+        y = emulate(code, {k: np.asarray(v, np.float32) for k, v in words.items()})["y"]
         return rounded(np.asarray(y, np.uint32).view(np.float32), dtype)
 
-    return StreamStage(fn, code, (), "full", cycles, reference)
+    return StreamStage(name, code, own, "full", cycles, reference)
 
 
 def _op_cycles(keys, vector: str):

@@ -30,19 +30,20 @@ z, the output. Every stage keeps its z in memory (`read_stage`). Tasks: "main" (
 every PE of the chain at once), "rest", "send", "pass" (the turn).
 
 Cycle model (exact for stages of one op on the tested shapes; within 5 % where a stage has
-ops on memory after its first, whose timing against the next block's arrival the model
-does not follow), per column q (L_p the elements of block row p there, H the hop latency,
-b_k the cycles of stage k's ops on memory on the last block row's PE, b_0 the first
-stage's slowest):
-    T = b_0 + 2 + sum_{p < P-1} (L_p + TURN) + L_{P-1}
-        + sum over the middle stages of ((P + 1) H + b_k + 2 [b_k > 0] + L_{P-1} + 2)
-        + (P + 1) H + b_K + 2 [b_K > 0] + 3
-the largest over the columns (`stream_chain_cycles`). The first stage's blocks cross its
-bottom edge once, P L cycles; each stage after adds the last block's way down (P + 1
-hops), its ops and, where it sends on, the block (it sends a block once the whole block is
-in). The same ops as standalone kernels with a move between consecutive tiles pay the P L
-crossing, at least, per stage: tests/kernels/test_stream_chain.py, four stages of 2 x 1 PEs
-with 16-element blocks, 103 cycles against 61 for two (each stage after the second 21).
+ops on memory after its first: an affine in the middle of a chain runs a few cycles
+longer than modelled), block by block per column q (L_p the elements of block row p there,
+H the hop latency, b_{k,p} the cycles of stage k's ops on memory on block p's PE, b_0 the
+first stage's slowest, h_{k,p} the rows between block p's PEs in stages k - 1 and k):
+    s_{0,p} = b_0 + 2 + sum_{i < p} (L_i + TURN)               the first tile's sends
+    d_{k,p} = s_{k-1,p} + L_p + (h_{k,p} + 1) H + b_{k,p} + 2 [b_{k,p} > 0]
+    s_{k,p} = d_{k,p} + 2
+    T = max_p d_{K-1,p} + 3, the slowest column (`stream_chain_cycles`).
+A block is sent on once it is wholly in and its ops are done; so the first stage's blocks
+cross its bottom edge once, about P L cycles, and each stage after adds the last block's
+way down, its ops and, where it sends on, the block. The same ops as standalone kernels
+with a move between consecutive tiles pay the P L crossing, at least, per stage:
+tests/kernels/test_stream_chain.py, four stages of 2 x 1 PEs with 16-element blocks, 103
+cycles against 61 for two (each stage after the second 21).
 Colors: `stream_colors_needed` (P per stream, two sets, up to two turns: 22 for three
 stages of 10 rows, more than a fabric's 21, refused with that count).
 
@@ -210,22 +211,27 @@ def _busy(config, tile: Tile, stage: StreamStage, cls: BlockClass, memory_ops: l
 
 def stream_chain_cycles(config: FabricConfig, blocks: Blocks, stages: int,
                         busy: np.ndarray) -> int:
-    """The model (module docstring) over every column: `busy` (stages, P, Q) the cycles of
-    each PE's ops on memory."""
+    """The model (module docstring), block by block, the slowest column: `busy` (stages,
+    P, Q) the cycles of each PE's ops on memory (block order)."""
     H, P = config.hop_latency, blocks.rect.rows
     if stages == 1:
         return int(busy.max()) + 2
+    tile = Rect(0, 0, P, 1)
     worst = 0
     for q, (_, width) in enumerate(blocks.cols):
         sizes = [size * width for _, size in blocks.rows]
-        t = int(busy[0, :, q].max()) + 2  # the first tile's ops, on every row at once
-        for p in range(P - 1):  # its rows send one after another
-            t += sizes[p] + TURN
-        t += sizes[-1]
-        for k in range(1, stages):  # the last block, tile by tile
-            rest = int(busy[k, -1, q])
-            t += (P + 1) * H + rest + 2 * (rest > 0) + (sizes[-1] + 2 if k < stages - 1 else 3)
-        worst = max(worst, t)
+        sends, start = [], int(busy[0, :, q].max()) + 2  # every row of the first computes
+        for size in sizes:  # then they send in turn
+            sends.append(start)
+            start += size + TURN
+        for k in range(1, stages):
+            done = []
+            for p, size in enumerate(sizes):
+                hops = pe_row(tile, k, p) - pe_row(tile, k - 1, p)
+                rest = int(busy[k, p, q])
+                done.append(sends[p] + size + (hops + 1) * H + rest + 2 * (rest > 0))
+            sends = [t + 2 for t in done]  # the send task's start
+        worst = max(worst, max(done) + 3)
     return worst
 
 
@@ -258,7 +264,7 @@ def _route_turns(prog: Program, rect: Rect, turns: list[int]) -> None:
                    Port.RAMP)
 
 
-TURN = 5  # cycles from a row's last wavelet sent to the next row's first: the turn's hop
+TURN = 6  # cycles from a row's last wavelet sent to the next row's first: the turn's hop
 
 
 def stage_classes(rect: Rect, blocks: Blocks, k: int):

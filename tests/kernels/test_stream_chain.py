@@ -15,19 +15,23 @@ from fabric import FabricConfig, Rect
 from fabric.host import Simulator
 from fabric.kernels import (
     build_affine,
+    build_binary_math,
     build_broadcast_op,
     build_clamp,
     build_elementwise,
     build_map,
+    build_modulo,
     build_unary,
 )
 from fabric.kernels.base import run_kernel
 from fabric.kernels.stream_stages import (
     affine_stage,
+    binary_math_stage,
     binary_stage,
     broadcast_stage,
     clamp_stage,
     map_stage,
+    modulo_stage,
     unary_stage,
 )
 from fabric.kernels.streams import (
@@ -154,6 +158,32 @@ def test_math_stages_give_the_words_of_build_unary(dtype):
     assert abs(result.cycles - kernel.model_cycles) <= 0.05 * kernel.model_cycles
     with pytest.raises(ValueError, match="unary: fn must be one of"):
         unary_stage("gelu")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_stages_with_inputs_of_their_own_give_their_kernels_words(dtype):
+    """atan2 with its abscissa b written into its tile, then remainder by 0.7 and fmod by a
+    tensor d: each as its standalone kernel (`build_binary_math`, `build_modulo`) on the
+    previous one's words, bit for bit; cycles within 1 % of the model (each block's
+    function timed where it lies, the longest blocks first)."""
+    rect, m, n = Rect(0, 2, 2, 5), 21, 23
+    stages = [binary_math_stage("atan2"), modulo_stage("remainder", 0.7), modulo_stage("fmod")]
+    gen = rng(9)
+    x, b, d = normal(gen, m, n), normal(gen, m, n), normal(gen, m, n) + 3
+    values = {"x": x, "0.b": b, "2.d": d}
+    kernel = build_stream_chain(CONFIG, rect, m, n, stages, dtype=dtype)
+    result = run_kernel(kernel, values)
+    words = run_kernel(build_binary_math(CONFIG, rect, m, n, "atan2", dtype=dtype),
+                       {"a": x, "b": b}).output
+    words = run_kernel(build_modulo(CONFIG, rect, m, n, "remainder", 0.7, dtype=dtype),
+                       {"x": words}).output
+    words = run_kernel(build_modulo(CONFIG, rect, m, n, "fmod", dtype=dtype),
+                       {"x": words, "d": d}).output
+    np.testing.assert_array_equal(result.output, words)
+    np.testing.assert_array_equal(stream_chain_reference(x, stages, values, dtype), words)
+    assert abs(result.cycles - kernel.model_cycles) <= 0.01 * kernel.model_cycles
+    with pytest.raises(ValueError, match="binary math: fn must be one of"):
+        binary_math_stage("max")
 
 
 def test_one_stage_is_the_standalone_kernel():
