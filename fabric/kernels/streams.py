@@ -44,6 +44,20 @@ way down, its ops and, where it sends on, the block. The same ops as standalone 
 with a move between consecutive tiles pay the P L crossing, at least, per stage:
 tests/kernels/test_stream_chain.py, four stages of 2 x 1 PEs with 16-element blocks, 103
 cycles against 61 for two (each stage after the second 21).
+Samples (`samples=S`): x holds S samples, the first tile keeping every sample's block one
+after another, and they stream through one after another, the next entering while the
+one before is still on its way. No host acts between them: every PE re-arms itself once
+a sample is done there (sent on, or on the last tile copied into "out" at the sample's
+place: its offset registers advanced, "left" counted down, "main" activated again, a few
+instructions). A PE takes the next sample once it has sent the last one on (one buffer
+per PE), so the rate is set by the slowest of: the first tile's bottom edge, which every
+block crosses (sum_p L_p), a first-stage PE's ops and send, a middle PE's receive, ops and
+send (2 L + b), the last PE's receive, ops and copy, plus a few cycles of each loop. The
+model is the first sample with its copy and then S - 1 periods of that bound; the
+simulation takes 1.00x to 1.17x of it on the tested shapes (the first tile's turns tie
+a row's send to the row before, which the bound leaves out; the slack grows with the
+blocks where middle stages bind).
+
 Colors: `stream_colors_needed` (P per stream, two sets, up to two turns: 22 for three
 stages of 10 rows, more than a fabric's 21, refused with that count).
 
@@ -65,7 +79,14 @@ from fabric import instructions as ins
 from fabric.banks import read_pair_stalls
 from fabric.config import FabricConfig
 from fabric.isa import Port
-from fabric.kernels.base import BlockClass, Blocks, Kernel, check_dtypes, pick_colors
+from fabric.kernels.base import (
+    BlockClass,
+    Blocks,
+    Kernel,
+    check_dtypes,
+    pick_colors,
+    simd_key,
+)
 from fabric.kernels.stream_stages import StreamStage
 from fabric.program import Program, Rect, Tile
 
@@ -90,7 +111,7 @@ def stage_rect(rect: Rect, k: int) -> Rect:
 
 def build_stream_chain(config: FabricConfig, rect: Rect, m: int, n: int,
                        stages: Sequence[StreamStage], dtype: str = "f32",
-                       colors: Sequence[int] | None = None) -> Kernel:
+                       colors: Sequence[int] | None = None, samples: int = 1) -> Kernel:
     """z = stage_K(... stage_1(x)) for x (m, n), stage k on `stage_rect(rect, k)`, every
     tile's output streamed into the next (module docstring).
 
@@ -98,14 +119,19 @@ def build_stream_chain(config: FabricConfig, rect: Rect, m: int, n: int,
         travels in the low half of a wavelet, as the fabric carries 16-bit operands).
     colors: `stream_colors_needed(len(stages), rect.rows)` colors (default: the lowest
         ones): the first P stream colors, the next P, then the two of the turns.
-    Inputs: "x" (m, n), and stage k's own inputs as "k.name" (e.g. "1.y", "2.s"), shaped as
-    its standalone kernel takes them. Output: the last stage's z (m, n), float32 holding
-    dtype values. Raises ValueError naming the stage or the resource for an empty chain,
-    tiles that leave the fabric, more colors than the fabric has, sizes below the
-    rectangle's, or blocks above a PE's SRAM.
+    samples: how many samples stream through one after another (module docstring,
+        "Samples"); each PE re-arms itself for the next.
+    Inputs: "x" (m, n), or (samples, m, n) with several samples, and stage k's own inputs
+    as "k.name" (e.g. "1.y", "2.s"), shaped as its standalone kernel takes them, the same
+    for every sample. Output: the last stage's z, (m, n) or (samples, m, n), float32
+    holding dtype values. Raises ValueError naming the stage or the resource for an empty
+    chain, fewer than one sample, tiles that leave the fabric, more colors than the fabric
+    has, sizes below the rectangle's, or blocks above a PE's SRAM.
     """
     if not stages:
         raise ValueError("stream chain: no stages given")
+    if int(samples) != samples or samples < 1:
+        raise ValueError(f"stream chain: samples must be a whole number >= 1, got {samples!r}")
     check_dtypes("stream chain", dtype, "f32")
     K, P = len(stages), rect.rows
     if rect.row + K * P > config.rows or rect.col_end > config.cols:
@@ -136,16 +162,17 @@ def build_stream_chain(config: FabricConfig, rect: Rect, m: int, n: int,
                                  outgoing[p] if outgoing else None,
                                  turns[(p - 1) % 2] if outgoing and k == 0 and p > 0 else None,
                                  turns[p % 2] if outgoing and k == 0 and p < P - 1 else None)
-                memory_ops = _stage_tile(tile, cls, stage, dtype, config, wiring)
-                prog.place(tile, Rect(r, cls.rect.col, 1, cls.rect.cols))
+                memory_ops = _stage_tile(tile, cls, stage, dtype, config, wiring, samples)
+                prog.place(tile, Rect(r, cls.rect.col, 1, cls.rect.cols),
+                           params={"left": samples} if samples > 1 else None)
                 busy[k, p, cls.pes[1]] = _busy(config, tile, stage, cls, memory_ops, dtype,
                                                k == 0)
         if outgoing is not None:
             _route_stream(prog, rect, k, outgoing)
     if K > 1:
         _route_turns(prog, rect, turns)
-    model = stream_chain_cycles(config, blocks, K, busy)
-    return _kernel(config, rect, blocks, stages, prog, model, dtype)
+    model = stream_chain_cycles(config, blocks, K, busy, samples, dtype)
+    return _kernel(config, rect, blocks, stages, prog, model, dtype, samples)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,43 +189,70 @@ class _Wiring:
 
 
 def _stage_tile(tile: Tile, cls: BlockClass, stage: StreamStage, dtype: str,
-                config: FabricConfig, wiring: _Wiring) -> list:
+                config: FabricConfig, wiring: _Wiring, samples: int) -> list:
     """Fill `tile` (the PEs of one block class on one row of a stage) with the stage's code
-    wired to its colors; returns the ops that run on memory (for the model)."""
+    wired to its colors; returns the ops that run on memory (for the model). With several
+    `samples` the PE takes them one after another, re-arming itself: once a sample is done
+    there (sent on, or kept), it advances its offsets, counts the sample off ("left") and
+    starts "main" again."""
     L = cls.size
-    send = ins.Activate("send") if wiring.outgoing is not None else None
-    if wiring.incoming is None:  # the first stage: x in memory
-        x = tile.symbol("x", dtype, L).dsd()
+    looping = samples > 1
+    first_stage, last_stage = wiring.incoming is None, wiring.outgoing is None
+    again = []
+    if looping:
+        again = [*([ins.iadd("xo", "xo", L)] if first_stage else []),
+                 *([ins.iadd("oo", "oo", L)] if last_stage else []),
+                 ins.isub("left", "left", 1), ins.branch_if_zero("left", "all_done"),
+                 ins.activate("main"), ins.label("all_done")]
+    send = ins.Activate("send") if not last_stage else None
+    if first_stage:  # x in memory, every sample's block one after another
+        tile.symbol("x", dtype, L * samples)
+        x = ins.Mem("x", length=L, offset_reg="xo") if looping else tile.symbols["x"].dsd()
         memory_ops = stage.code(tile, cls, x, dtype)
         main = list(memory_ops)
-        if wiring.outgoing is not None and wiring.turn_in is not None:
+        if not last_stage and wiring.turn_in is not None:
             turn = tile.symbol("turn", "u32", 1).dsd()
             main.append(ins.mov(turn, ins.FabIn(wiring.turn_in, 1), is_async=True,
                                 on_done=send))
-        elif wiring.outgoing is not None:
+        elif not last_stage:
             main.append(ins.activate("send"))
+        else:
+            main += [*_kept(tile, L, samples, dtype), *again]
     else:
         ops = stage.code(tile, cls, ins.FabIn(wiring.incoming, L), dtype)
         first, memory_ops = ops[0], ops[1:]
-        if memory_ops:
-            tile.local_task("rest", [*memory_ops, *([ins.activate("send")] if send else [])])
+        rest = [*memory_ops, *(_kept(tile, L, samples, dtype) + again if last_stage else [])]
+        if rest:
+            tile.local_task("rest", [*rest, *([ins.activate("send")] if send else [])])
         main = [dataclasses.replace(first, is_async=True,
-                                    on_done=ins.Activate("rest") if memory_ops else send)]
-    if wiring.outgoing is not None:
-        passed = ins.Activate("pass") if wiring.turn_out is not None else None
+                                    on_done=ins.Activate("rest") if rest else send)]
+    if not last_stage:
+        passing = [ins.mov(ins.FabOut(wiring.turn_out, 1), 0, is_async=True)
+                   if wiring.turn_out is not None else None]
+        after = [op for op in passing if op is not None] + again
         tile.local_task("send", [ins.mov(ins.FabOut(wiring.outgoing, L),
-                                         tile.symbols["z"].dsd(), dtype=dtype,
-                                         is_async=True, on_done=passed)])
-        if wiring.turn_out is not None:
-            tile.local_task("pass", [ins.mov(ins.FabOut(wiring.turn_out, 1), 0,
-                                             is_async=True)])
+                                         tile.symbols["z"].dsd(), dtype=dtype, is_async=True,
+                                         on_done=ins.Activate("after") if after else None)])
+        if after:
+            tile.local_task("after", after)
     tile.local_task("main", main)
     words = sum(s.words for s in tile.symbols.values())
     if words > config.sram_words:
         raise ValueError(f"stream chain: stage {stage.name!r} needs {4 * words} B per PE for "
-                         f"blocks of {cls.mb} x {cls.nb} ({dtype}), above the "
-                         f"{config.sram_bytes // 1024} KiB of a PE; use a larger rectangle")
+                         f"blocks of {cls.mb} x {cls.nb} ({dtype}), {samples} sample(s), "
+                         f"above the {config.sram_bytes // 1024} KiB of a PE; use a larger "
+                         "rectangle")
     return memory_ops
+
+
+def _kept(tile: Tile, L: int, samples: int, dtype: str) -> list:
+    """The last stage's copy of a sample's z into "out" at the sample's offset (several
+    samples; one keeps z)."""
+    if samples == 1:
+        return []
+    tile.symbol("out", dtype, L * samples)
+    return [ins.mov(ins.Mem("out", length=L, offset_reg="oo"), tile.symbols["z"].dsd(),
+                    dtype=dtype)]
 
 
 def _busy(config, tile: Tile, stage: StreamStage, cls: BlockClass, memory_ops: list,
@@ -210,9 +264,21 @@ def _busy(config, tile: Tile, stage: StreamStage, cls: BlockClass, memory_ops: l
 
 
 def stream_chain_cycles(config: FabricConfig, blocks: Blocks, stages: int,
-                        busy: np.ndarray) -> int:
-    """The model (module docstring), block by block, the slowest column: `busy` (stages,
-    P, Q) the cycles of each PE's ops on memory (block order)."""
+                        busy: np.ndarray, samples: int = 1, dtype: str = "f32") -> int:
+    """The model (module docstring), the slowest column: `busy` (stages, P, Q) the cycles of
+    each PE's ops on memory (block order). One sample block by block; several, the first
+    with its copy into "out", then the rest at the period's bound."""
+    one = _one_sample_cycles(config, blocks, stages, busy)
+    if samples == 1:
+        return one
+    keep = [[-(-size * width // config.simd_width("mov", simd_key(dtype)))
+             for width in (w for _, w in blocks.cols)] for _, size in blocks.rows]
+    return one + int(np.max(keep)) + 4 + (samples - 1) * _period_bound(blocks, stages, busy,
+                                                                        np.array(keep))
+
+
+def _one_sample_cycles(config: FabricConfig, blocks: Blocks, stages: int,
+                       busy: np.ndarray) -> int:
     H, P = config.hop_latency, blocks.rect.rows
     if stages == 1:
         return int(busy.max()) + 2
@@ -232,6 +298,27 @@ def stream_chain_cycles(config: FabricConfig, blocks: Blocks, stages: int,
                 done.append(sends[p] + size + (hops + 1) * H + rest + 2 * (rest > 0))
             sends = [t + 2 for t in done]  # the send task's start
         worst = max(worst, max(done) + 3)
+    return worst
+
+
+def _period_bound(blocks: Blocks, stages: int, busy: np.ndarray, keep: np.ndarray) -> int:
+    """Cycles per sample of a stream of samples, at least (module docstring, "Samples"):
+    the slowest of the first tile's bottom edge (every block crosses it), a PE of the
+    first stage (its ops, its send), of a middle one (its receive, ops and send) and of
+    the last (its receive, ops and copy), each with its loop's few instructions; one
+    stage alone: its ops and copy."""
+    worst = 0
+    for q, (_, width) in enumerate(blocks.cols):
+        sizes = [size * width for _, size in blocks.rows]
+        rows = range(len(sizes))
+        if stages == 1:
+            worst = max(worst, max(int(busy[0, p, q]) + int(keep[p, q]) + 7 for p in rows))
+            continue
+        terms = [sum(sizes) + 3, max(int(busy[0, p, q]) + sizes[p] for p in rows) + 10,
+                 max(sizes[p] + int(busy[-1, p, q]) + int(keep[p, q]) for p in rows) + 7,
+                 *(2 * sizes[p] + int(busy[k, p, q]) + 10 for k in range(1, stages - 1)
+                   for p in rows)]
+        worst = max(worst, *terms)
     return worst
 
 
@@ -291,8 +378,9 @@ def read_stage(sim, kernel: Kernel, k: int) -> np.ndarray:
     return blocks.gather(words)
 
 
-def _kernel(config, rect, blocks, stages, prog, model, dtype) -> Kernel:
+def _kernel(config, rect, blocks, stages, prog, model, dtype, samples) -> Kernel:
     K = len(stages)
+    shape = (blocks.m, blocks.n) if samples == 1 else (samples, blocks.m, blocks.n)
 
     def load(sim, values: Mapping[str, np.ndarray]):
         known = {"x"} | {f"{k}.{key}" for k, s in enumerate(stages) for key in s.inputs}
@@ -301,12 +389,13 @@ def _kernel(config, rect, blocks, stages, prog, model, dtype) -> Kernel:
             raise ValueError(f"stream chain: inputs {unknown} are not inputs of the chain "
                              f"(it takes {sorted(known)})")
         x = np.asarray(values["x"], np.float32)
-        if x.shape != (blocks.m, blocks.n):
-            raise ValueError(f"stream chain: input 'x' has shape {x.shape}, expected "
-                             f"{(blocks.m, blocks.n)}")
-        words = blocks.scatter(x)
-        for cls in blocks.classes():
-            sim.memcpy_h2d("x", words[cls.pes][..., :cls.size], cls.rect)
+        if x.shape != shape:
+            raise ValueError(f"stream chain: input 'x' has shape {x.shape}, expected {shape}"
+                             + (f" ({samples} samples)" if samples > 1 else ""))
+        each = [blocks.scatter(sample) for sample in x.reshape(-1, blocks.m, blocks.n)]
+        for cls in blocks.classes():  # every sample's block, one after another
+            sim.memcpy_h2d("x", np.concatenate([w[cls.pes][..., :cls.size] for w in each],
+                                               axis=-1), cls.rect)
         for k, stage in enumerate(stages):
             own = {key: values[f"{k}.{key}"] for key in stage.inputs if f"{k}.{key}" in values}
             classes = list(stage_classes(rect, blocks, k))
@@ -321,17 +410,30 @@ def _kernel(config, rect, blocks, stages, prog, model, dtype) -> Kernel:
     def launch(sim):
         sim.launch("main", Rect(rect.row, rect.col, K * rect.rows, rect.cols))
 
+    def read(sim):
+        if samples == 1:
+            return read_stage(sim, kernel, K - 1)
+        words = np.zeros((samples, rect.rows, rect.cols, blocks.mb * blocks.nb), np.float32)
+        for cls, pes in stage_classes(rect, blocks, K - 1):
+            kept = in_pe_order(sim.memcpy_d2h("out", pes), K - 1)  # (rows, cols, S size)
+            for i in range(samples):
+                words[i][cls.pes][..., :cls.size] = kept[..., i * cls.size:(i + 1) * cls.size]
+        return np.stack([blocks.gather(w) for w in words])
+
     kernel = Kernel("stream_chain", config, Rect(rect.row, rect.col, K * rect.rows, rect.cols),
-                    prog, load, lambda sim: read_stage(sim, kernel, K - 1), launch, model, 0,
+                    prog, load, read, launch, model, 0,
                     {"m": blocks.m, "n": blocks.n, "dtype": dtype, "blocks": blocks,
-                     "stages": [s.name for s in stages]})
+                     "stages": [s.name for s in stages], "samples": samples})
     return kernel
 
 
 def stream_chain_reference(x: np.ndarray, stages: Sequence[StreamStage],
                            values: Mapping[str, np.ndarray], dtype: str = "f32") -> np.ndarray:
-    """The stages' standalone references one after another (numpy)."""
+    """The stages' standalone references one after another (numpy); x (m, n), or (samples,
+    m, n) for each sample."""
     z = np.asarray(x, np.float32)
+    if z.ndim == 3:
+        return np.stack([stream_chain_reference(sample, stages, values, dtype) for sample in z])
     for k, stage in enumerate(stages):
         z = stage.reference(z, {key: values[f"{k}.{key}"] for key in stage.inputs}, dtype)
     return z

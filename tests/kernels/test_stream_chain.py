@@ -186,6 +186,41 @@ def test_stages_with_inputs_of_their_own_give_their_kernels_words(dtype):
         binary_math_stage("max")
 
 
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_samples_stream_through_with_no_host_between(dtype):
+    """Four samples one after another, each PE re-arming itself: every sample's words those
+    of the chain run on it alone (and numpy's); each sample after the first costs less than
+    the first's latency (they overlap in the chain) and at least the period's bound; the
+    whole within 1.00x to 1.20x of the model (module docstring, "Samples")."""
+    rect, m, n = Rect(0, 2, 2, 5), 21, 23
+    stages = [map_stage("add", 1.0), affine_stage("row"), binary_stage("sub")]
+    values = _inputs(stages, m, n)
+    x = np.stack([normal(rng(20 + s), m, n) for s in range(4)])
+    cycles = []
+    for samples in (1, 2, 4):
+        kernel = build_stream_chain(CONFIG, rect, m, n, stages, dtype=dtype, samples=samples)
+        result = run_kernel(kernel, {**values, "x": x[0] if samples == 1 else x[:samples]})
+        want = stream_chain_reference(x[:samples], stages, values, dtype)
+        np.testing.assert_array_equal(result.output, want[0] if samples == 1 else want)
+        assert kernel.model_cycles <= result.cycles + 1 <= 1.20 * kernel.model_cycles + 1
+        cycles.append(result.cycles)
+    one, two, four = cycles
+    assert (four - two) / 2 < one  # the next sample enters while the one before is in flight
+    alone = build_stream_chain(CONFIG, rect, m, n, stages, dtype=dtype)
+    sim = Simulator(CONFIG, alone.program)
+    alone.load(sim, {**values, "x": x[3]})
+    alone.launch(sim)
+    sim.run(max_cycles=100_000)
+    np.testing.assert_array_equal(run_kernel(
+        build_stream_chain(CONFIG, rect, m, n, stages, dtype=dtype, samples=4),
+        {**values, "x": x}).output[3], alone.read(sim))
+    with pytest.raises(ValueError, match="samples must be a whole number >= 1"):
+        build_stream_chain(CONFIG, rect, m, n, stages, samples=0)
+    kernel = build_stream_chain(CONFIG, rect, m, n, stages, samples=2)
+    with pytest.raises(ValueError, match=r"'x' has shape \(21, 23\), expected \(2, 21, 23\)"):
+        kernel.load(Simulator(CONFIG, kernel.program), {**values, "x": x[0]})
+
+
 def test_one_stage_is_the_standalone_kernel():
     kernel = build_stream_chain(CONFIG, UNEVEN, 20, 23, [map_stage("relu")])
     values = _inputs([map_stage("relu")], 20, 23)
@@ -193,6 +228,13 @@ def test_one_stage_is_the_standalone_kernel():
     standalone = build_map(CONFIG, UNEVEN, 20, 23, "relu")
     np.testing.assert_array_equal(result.output, run_kernel(standalone, values).output)
     assert result.cycles == kernel.model_cycles == standalone.model_cycles
+    # three samples through the one stage: computed, copied out, re-armed; the model exact
+    xs = np.stack([values["x"], -values["x"], 2 * values["x"]])
+    looped = build_stream_chain(CONFIG, UNEVEN, 20, 23, [map_stage("relu")], samples=3)
+    result = run_kernel(looped, {"x": xs})
+    for sample, x in zip(result.output, xs):
+        np.testing.assert_array_equal(sample, run_kernel(standalone, {"x": x}).output)
+    assert result.cycles == looped.model_cycles
 
 
 def test_colors_given_are_used_and_checked():
