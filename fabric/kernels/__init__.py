@@ -78,8 +78,12 @@ from fabric.kernels.stream_stages import (
     blockwise_stage,
     broadcast_stage,
     clamp_stage,
+    elu_stage,
+    extremum_stage,
+    gelu_stage,
     map_stage,
     modulo_stage,
+    pow_stage,
     unary_stage,
 )
 from fabric.kernels.streams import (
@@ -132,7 +136,8 @@ __all__ = [
     "scan_reference", "select_reference", "SHARED_COUNTER", "softmax_reference", "split",
     "stencil_reference", "StreamStage", "affine_stage", "binary_stage", "broadcast_stage",
     "clamp_stage", "map_stage", "unary_stage", "binary_math_stage", "modulo_stage",
-    "blockwise_stage", "build_stream_chain", "read_stage",
+    "blockwise_stage", "gelu_stage", "elu_stage", "pow_stage", "extremum_stage",
+    "build_stream_chain", "read_stage",
     "stream_chain_reference", "stream_colors_needed",
     "summa_model", "summa_reference", "sumsq_reference", "traffic_inputs",
     "traffic_reference", "unary_cycles", "UNARY_WORDS", "WordMap", "write_step_scalars",

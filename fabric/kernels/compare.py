@@ -242,7 +242,7 @@ def build_relation(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "
     code_of = relation_code(op, scalar, kind)
     inputs = ("x",) if scalar is not None else ("x", "z")
     kernel = build_blockwise(config, rect, m, n, f"relation_{op}", code_of, SCRATCH,
-                             _sequence_model(code_of, inputs, SCRATCH), dtype, inputs)
+                             sequence_model(code_of, inputs, SCRATCH), dtype, inputs)
     kernel.info.update(op=op, scalar=scalar, kind=kind)
     return kernel
 
@@ -286,7 +286,8 @@ def select_code(a: float | None = None, b: float | None = None):
     return code_of
 
 
-def _sequence_model(code_of, inputs, scratch):
+def sequence_model(code_of, inputs, scratch):
+    """cycles_of(config, e) of a straight code_of(y, *inputs, scratch) over e elements."""
     def cycles_of(cfg, e):
         mems = [ins.Mem(name, length=e) for name in ("y", *inputs)]
         return ml.sequence_cycles(cfg, code_of(*mems, [ins.Mem(f"s{i}", length=e)
@@ -308,7 +309,7 @@ def build_select(config: FabricConfig, rect: Rect, m: int, n: int, a: float | No
     inputs = ("c", *(name for name, v in (("a", a), ("b", b)) if v is None))
     code_of = select_code(a, b)
     kernel = build_blockwise(config, rect, m, n, "select", code_of, 2,
-                             _sequence_model(code_of, inputs, 2), dtype, inputs)
+                             sequence_model(code_of, inputs, 2), dtype, inputs)
     kernel.info.update(a=a, b=b)
     return kernel
 
@@ -343,7 +344,7 @@ def build_extremum(config: FabricConfig, rect: Rect, m: int, n: int, op: str = "
     scratch = 1 if op == "leaky_relu" else 0
     code_of = extremum_code(op, slope)
     kernel = build_blockwise(config, rect, m, n, op, code_of, scratch,
-                             _sequence_model(code_of, inputs, scratch), dtype, inputs)
+                             sequence_model(code_of, inputs, scratch), dtype, inputs)
     kernel.info.update(op=op, slope=slope)
     return kernel
 

@@ -11,6 +11,7 @@ compute the same words bit for bit.
     unary_stage(fn)                    z = fn(x): tanh, exp, ... as build_unary
     binary_math_stage(fn)              z = atan2 / hypot / pow(x, b) as build_binary_math
     modulo_stage(op, divisor)          z = fmod / remainder(x, d)   as build_modulo
+    gelu_stage, elu_stage, pow_stage, extremum_stage   as build_gelu, build_elu, ...
     blockwise_stage(...)               any `build_blockwise` code   as build_blockwise
 
 x is what streams in; the other operands (y, v, s, t) are the stage's own inputs, written
@@ -30,9 +31,13 @@ import numpy as np
 
 from fabric import instructions as ins
 from fabric.instructions import Mem
+from fabric.kernels.activations import APPROXIMATIONS, gelu_cycles
+from fabric.kernels.activations import CODE as GELU_CODE
+from fabric.kernels.activations import SCRATCH as GELU_SCRATCH
 from fabric.kernels.base import BlockClass, Blocks, check_dtypes, simd_key
 from fabric.kernels.binary_math import FUNCTIONS as BINARY_MATH
 from fabric.kernels.binary_math import binary_math_cycles
+from fabric.kernels.compare import extremum_code, sequence_model
 from fabric.kernels.elementwise import (
     SIMD,
     binary_code,
@@ -56,7 +61,8 @@ from fabric.kernels.elementwise_chains import (
 )
 from fabric.kernels.mathlib_numpy import emulate
 from fabric.kernels.modulo import modulo_code
-from fabric.kernels.unary import FUNCTIONS, blockwise_code
+from fabric.kernels.unary import FUNCTIONS, blockwise_code, code_cycles
+from fabric.kernels.unary_params import ELU_SCRATCH, elu_code, pow_code, pow_scratch
 from fabric.program import Tile
 
 
@@ -196,6 +202,41 @@ def modulo_stage(op: str = "fmod", divisor: float | None = None) -> StreamStage:
                            ("x",) if divisor is not None else ("x", "d"))
 
 
+def gelu_stage(approximate: str = "tanh") -> StreamStage:
+    """z = gelu(x), the tanh form or the exact erf form ("none") (`build_gelu`)."""
+    if approximate not in APPROXIMATIONS:
+        raise ValueError(f"gelu: approximate must be one of {APPROXIMATIONS}, "
+                         f"got {approximate!r}")
+    return blockwise_stage("gelu", GELU_CODE[approximate], GELU_SCRATCH[approximate],
+                           lambda config, e: gelu_cycles(config, e, approximate))
+
+
+def elu_stage(alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0
+              ) -> StreamStage:
+    """z = scale * elu(x * input_scale, alpha): ELU, SELU, CELU (`build_elu`)."""
+    code = elu_code(alpha, scale, input_scale)
+    return blockwise_stage("elu", code, ELU_SCRATCH, code_cycles(code, ELU_SCRATCH))
+
+
+def pow_stage(exponent: float = 2.0) -> StreamStage:
+    """z = x ** exponent for a number (`build_pow`)."""
+    code, scratch = pow_code(exponent), pow_scratch(exponent)
+    return blockwise_stage("pow", code, scratch, code_cycles(code, scratch))
+
+
+def extremum_stage(op: str = "maximum", slope: float | None = None) -> StreamStage:
+    """z = maximum / minimum(x, y) with "y" the stage's own input (`build_extremum`'s "z"),
+    or leaky_relu(x, slope) (`build_extremum`)."""
+    if op not in ("maximum", "minimum", "leaky_relu") or ((slope is None)
+                                                           != (op != "leaky_relu")):
+        raise ValueError(f"extremum: op must be 'maximum', 'minimum' or 'leaky_relu' (with a "
+                         f"slope), got {op!r}, slope={slope}")
+    inputs = ("x",) if op == "leaky_relu" else ("x", "y")
+    scratch = 1 if op == "leaky_relu" else 0
+    code = extremum_code(op, slope)
+    return blockwise_stage(op, code, scratch, sequence_model(code, inputs, scratch), inputs)
+
+
 def blockwise_stage(name: str, code_of, scratch: int, cycles_of,
                     inputs: tuple[str, ...] = ("x",)) -> StreamStage:
     """The stage of a `build_blockwise` kernel (its code_of(y, x, ..., scratch), scratch
@@ -226,8 +267,8 @@ def blockwise_stage(name: str, code_of, scratch: int, cycles_of,
     def reference(x, values, dtype):
         work = [Mem(f"s{i}") for i in range(scratch)]
         words = {"x": rounded(x, dtype), **{k: rounded(values[k], dtype) for k in own}}
-        code = code_of(Mem("y"), *(Mem(k) for k in ("x", *own)), work)
-        y = emulate(code, {k: np.asarray(v, np.float32) for k, v in words.items()})["y"]
+        code = code_of(Mem("out"), *(Mem(k) for k in ("x", *own)), work)
+        y = emulate(code, {k: np.asarray(v, np.float32) for k, v in words.items()})["out"]
         return rounded(np.asarray(y, np.uint32).view(np.float32), dtype)
 
     return StreamStage(name, code, own, "full", cycles, reference)
