@@ -120,7 +120,8 @@ def build_stream_chain(config: FabricConfig, rect: Rect, m: int, n: int,
     dtype: storage of every stage's tensors ("f32", "f16", "bf16", "cb16"; a 16-bit value
         travels in the low half of a wavelet, as the fabric carries 16-bit operands).
     colors: `stream_colors_needed(len(stages), rect.rows)` colors (default: the lowest
-        ones): the first P stream colors, the next P, then the two of the turns.
+        ones): the first P stream colors, the next P (three stages or more), then the
+        turns' (two; one for two rows).
     samples: how many samples stream through one after another (module docstring,
         "Samples"); each PE re-arms itself for the next.
     Inputs: "x" (m, n), or (samples, m, n) with several samples, and stage k's own inputs
@@ -144,8 +145,8 @@ def build_stream_chain(config: FabricConfig, rect: Rect, m: int, n: int,
     needed = stream_colors_needed(K, P)
     if colors is None and needed > len(config.program_colors):
         raise ValueError(f"stream chain: {K} stages of {P} PE rows route on {needed} colors "
-                         f"(a color per block row per stream, two sets, two for the first "
-                         f"tile's turns); {config.name} has {len(config.program_colors)} "
+                         f"(a color per block row per stream, two sets, up to two for the "
+                         f"first tile's turns); {config.name} has {len(config.program_colors)} "
                          "outside the reserved ones; use a tile of fewer rows")
     blocks = Blocks.of(rect, m, n)
     picked = pick_colors(config, needed, colors)
