@@ -43,6 +43,15 @@ from fabric.trace import record as record_trace
 # of some twenty small eager ones
 _pending = eqx.filter_jit(engine.pending)
 
+
+@eqx.filter_jit
+def _status(tables, state):
+    """(a PE in error, work left, idle cycles, the cycle) after a run: what `_raise_if_stuck`
+    reads, in one compiled call and one transfer (a host polling every few cycles pays
+    each small call and each read of a device value on every poll)."""
+    return (jnp.any(state.error != 0), engine.pending(tables, state), state.idle_cycles,
+            state.cycle)
+
 _COMPILED: dict = {}
 # `run` calls the engine in chunks of cycles that each take about CHUNK_S of wall time, so
 # that Ctrl-C, which waits for the chunk in flight, stops a run within a fraction of a
@@ -352,13 +361,12 @@ class Simulator:
         gives them) and no chunks, bar or held Ctrl-C: a few cycles cost the engine call
         alone."""
         start = int(self.state.cycle)
-        exe, compile_s = compiled_run(self.engine_config, self.tables, self.state,
-                                      jnp.int32(start + max_cycles), self.devices,
-                                      self.half_ops)
+        limit = np.int32(start + max_cycles)  # a host scalar: no small device op per poll
+        exe, compile_s = compiled_run(self.engine_config, self.tables, self.state, limit,
+                                      self.devices, self.half_ops)
         self.compile_s += compile_s
-        self.state = exe(self.tables, self.state, jnp.int32(start + max_cycles))
-        self.last_run_cycles = int(self._state.cycle) - start
-        self._raise_if_stuck(max_cycles, raise_on_limit)
+        self.state = exe(self.tables, self.state, limit)
+        self.last_run_cycles = self._raise_if_stuck(max_cycles, raise_on_limit) - start
 
     def wait(self, cycles: int) -> Stats:
         """Let `cycles` cycles pass while the host holds back what the fabric waits for
@@ -453,21 +461,26 @@ class Simulator:
         sim = Simulator(config, program, devices=devices, min_table_rows=saved.table_rows)
         return restore_checkpoint(sim, saved)
 
-    def _raise_if_stuck(self, max_cycles, raise_on_limit):
+    def _raise_if_stuck(self, max_cycles, raise_on_limit) -> int:
+        """Raise where the run stopped on an error, a deadlock or (raise_on_limit) its
+        cycle limit with work left; else the cycle it stopped at."""
         st = self.state
-        if bool((st.error != 0).any()):
+        error, pending, idle, cycle = (x.item() for x in
+                                       jax.device_get(_status(self.tables, st)))
+        if error:
             raise RunError(error_report(self.info, st))
-        if not bool(_pending(self.tables, st)):
-            return
-        if int(st.idle_cycles) >= self.config.deadlock_window:
+        if not pending:
+            return cycle
+        if idle >= self.config.deadlock_window:
             report = deadlock_report(self.config, self.info, st)
             raise DeadlockError(
-                f"deadlock at cycle {int(st.cycle)}: work is pending but nothing moved for "
+                f"deadlock at cycle {cycle}: work is pending but nothing moved for "
                 f"{self.config.deadlock_window} cycles\n{report}", report)
         if raise_on_limit:
             raise CycleLimitError(
-                f"cycle limit reached: {max_cycles} cycles ran (now at cycle {int(st.cycle)}) "
+                f"cycle limit reached: {max_cycles} cycles ran (now at cycle {cycle}) "
                 "and the fabric is still busy; raise max_cycles")
+        return cycle
 
     def stats(self) -> Stats:
         st = self.state

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from fabric.colors import ColorPart, footprints
@@ -46,6 +47,7 @@ class PartMap:
                 for row, col, rows, cols in extents:
                     self.owners[row:row + rows, col:col + cols, part.color(color)] = i
         self._task_parts: np.ndarray | None = None
+        self._task_defined: np.ndarray | None = None
 
     def at_work(self, sim, wavelets: bool = True) -> dict[str, list[tuple[int, int]]]:
         """{part name: the PEs (row, col) where it has work} of `sim` (a simulator of the
@@ -59,9 +61,13 @@ class PartMap:
         """`at_work(sim, wavelets=False)` and `at_work(sim)`, from one read of the state."""
         st = sim.state
         task_parts = self._tasks(sim.info)  # [R, C, T]
-        pc, task = np.asarray(st.pc), np.asarray(st.task)
-        active, slots = np.asarray(st.slot_active) != 0, np.asarray(st.slots)
-        activated = np.asarray(st.activated) & np.asarray(sim.tables.task_defined)
+        # one transfer of the fields read here (a host polling every few cycles reads them
+        # on every poll)
+        pc, task, active, slots, activated, *held = jax.device_get(
+            (st.pc, st.task, st.slot_active, st.slots, st.activated, st.rq_count,
+             st.iq_count))
+        active = active != 0
+        activated = activated & self._defined(sim)
         R, C = pc.shape
         rows, cols = np.indices((R, C))
         found = []  # [R, C] arrays of part indices (-1: none)
@@ -81,9 +87,15 @@ class PartMap:
         found += [np.where(alone[..., s], _pick(task_parts, issuer[..., s]), -1)
                   for s in range(active.shape[2])]
         on_ce = self._listed(found)
-        for held in (np.asarray(st.rq_count), np.asarray(st.iq_count)):  # [R, C, K]
-            found += list(np.moveaxis(np.where(held > 0, self.owners, -1), -1, 0))
+        for counts in held:  # [R, C, K]: wavelets held in routers and CE input queues
+            found += list(np.moveaxis(np.where(counts > 0, self.owners, -1), -1, 0))
         return on_ce, self._listed(found)
+
+    def _defined(self, sim) -> np.ndarray:
+        """[R, C] the task ids each PE's program defines (bits), read once."""
+        if self._task_defined is None:
+            self._task_defined = np.asarray(sim.tables.task_defined)
+        return self._task_defined
 
     def _tasks(self, info) -> np.ndarray:
         """[R, C, T] the index in `order` of the part of each task id at each PE (-1: no

@@ -372,7 +372,8 @@ def in_pe_order(words: np.ndarray, k: int) -> np.ndarray:
 
 
 def read_stage(sim, kernel: Kernel, k: int) -> np.ndarray:
-    """Stage k's z (m, n), read from its tile (every stage keeps its output in memory)."""
+    """Stage k's z (m, n), read from its tile (every stage keeps its output in memory; with
+    several samples, a stage before the last holds the last sample's)."""
     blocks = kernel.info["blocks"]
     rect = blocks.rect
     words = np.zeros((rect.rows, rect.cols, blocks.mb * blocks.nb), np.float32)
