@@ -410,7 +410,7 @@ class Simulator:
         while True:
             end = min(cycle + chunk, limit)
             t_call = time.perf_counter()
-            self.state = exe(self.tables, self.state, jnp.int32(end))
+            self.state = exe(self.tables, self.state, np.int32(end))
             cycle = int(self._state.cycle)  # waits for the call
             now = time.perf_counter()
             self.last_run_cycles = cycle - start_cycle
