@@ -33,7 +33,7 @@ from harness import write_json  # noqa: E402
 
 from fabric import FabricConfig, Rect  # noqa: E402
 from fabric.kernels import build_map, plan_redistribution, probe_inputs, probe_output  # noqa: E402
-from fabric.kernels.base import Blocks, run_kernel  # noqa: E402
+from fabric.kernels.base import run_kernel  # noqa: E402
 from fabric.kernels.stream_stages import map_stage  # noqa: E402
 from fabric.kernels.streams import (  # noqa: E402
     build_stream_chain,
@@ -63,9 +63,10 @@ def measure(rows: int, cols: int, block: int, stages: int) -> dict:
     for k, (op, s) in enumerate(ops):
         standalone = build_map(config, stage_rect(rect, k), m, n, op, s)
         if previous is not None:
-            plan = plan_redistribution(config, probe_output(previous),
+            src = probe_output(previous)
+            plan = plan_redistribution(config, src,
                                        probe_inputs(standalone, {"x": (m, n)})["x"])
-            move_cycles += plan.run({"z": _raw(previous, words)})[1]
+            move_cycles += plan.run(src.to_words(words))[1]
         result = run_kernel(standalone, {"x": words})
         kernel_cycles += result.cycles
         words, previous = result.output, standalone
@@ -85,12 +86,6 @@ def measure(rows: int, cols: int, block: int, stages: int) -> dict:
             "samples": SAMPLES, "samples_cycles": stream.cycles,
             "samples_model_cycles": several.model_cycles,
             "cycles_per_sample": round(per_sample, 1)}
-
-
-def _raw(kernel, z: np.ndarray) -> np.ndarray:
-    """z's words as the kernel holds them on its PEs (rows, cols, slots), fp32 bits."""
-    blocks = Blocks.of(kernel.rect, *z.shape)
-    return blocks.scatter(z).view(np.uint32)
 
 
 def main(argv=None) -> int:

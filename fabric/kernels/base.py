@@ -158,6 +158,12 @@ class BlockClass:
     def size(self) -> int:
         return self.mb * self.nb
 
+    def vector_length(self, vector: str) -> int:
+        """Elements a PE of the class holds of an operand laid out as `vector`: "full" the
+        block, "row" one value per block column (a row vector's part), "col" one per block
+        row."""
+        return {"full": self.size, "row": self.nb, "col": self.mb}[vector]
+
     @property
     def pes(self) -> tuple[slice, slice]:
         """These PEs in an array over the layout's whole rectangle, (rect.rows, rect.cols,

@@ -339,7 +339,7 @@ def broadcast_code(tile: Tile, cls: BlockClass, x, op: str, vector: str, dtype: 
     as a multicast vector arrives: that op comes first, and the one reading x last, so
     the stream form takes cast=False)."""
     z = tile.symbol("z", dtype, cls.size)
-    vsym = tile.symbol("v", "f32" if cast else dtype, cls.nb if vector == "row" else cls.mb)
+    vsym = tile.symbol("v", "f32" if cast else dtype, cls.vector_length(vector))
     code = []
     if cast:
         vh = tile.symbol("vh", dtype, vsym.shape)

@@ -96,8 +96,8 @@ def affine_code(tile: Tile, cls: BlockClass, x, vector: str, dtype: str) -> list
     """z = x * s + t on the block (z, s, t declared here: s and t of the block's size, or
     of its rows / columns for a per-row / per-column vector)."""
     z = tile.symbol("z", dtype, cls.size)
-    length = {"full": cls.size, "col": cls.mb, "row": cls.nb}[vector]
-    s, t = (_operand(tile.symbol(name, dtype, length), cls, vector) for name in "st")
+    s, t = (_operand(tile.symbol(name, dtype, cls.vector_length(vector)), cls, vector)
+            for name in "st")
     return [ins.mul(z.dsd(), x, s, dtype=dtype), ins.add(z.dsd(), z.dsd(), t, dtype=dtype)]
 
 

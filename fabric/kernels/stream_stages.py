@@ -1,7 +1,8 @@
 """The elementwise ops a stream chain (`fabric.kernels.streams`) applies, one per tile: each
 a `StreamStage` built on the same per-block code as its standalone kernel
-(`fabric.kernels.elementwise`, `fabric.kernels.elementwise_chains`), so the two forms
-compute the same words bit for bit.
+(`fabric.kernels.elementwise`, `fabric.kernels.elementwise_chains`, and
+`unary.blockwise_code` for every `build_blockwise` kernel), so the two forms compute the
+same words bit for bit.
 
     map_stage(op, scalar, acc_dtype)   z = op(x, scalar)        as build_map
     binary_stage(op)                   z = x op y               as build_elementwise
@@ -92,10 +93,6 @@ class StreamStage:
 
     def input_shape(self, m: int, n: int) -> tuple[int, ...]:
         return {"full": (m, n), "row": (n,), "col": (m,)}[self.vector]
-
-    def symbol_length(self, cls: BlockClass) -> int:
-        """Elements of each of this stage's inputs on a PE of `cls`."""
-        return {"full": cls.size, "row": cls.nb, "col": cls.mb}[self.vector]
 
     def load(self, values: Mapping[str, np.ndarray], blocks: Blocks, write,
              where: str) -> None:

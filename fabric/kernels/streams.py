@@ -230,9 +230,8 @@ def _stage_tile(tile: Tile, cls: BlockClass, stage: StreamStage, dtype: str,
         main = [dataclasses.replace(first, is_async=True,
                                     on_done=ins.Activate("rest") if rest else send)]
     if not last_stage:
-        passing = [ins.mov(ins.FabOut(wiring.turn_out, 1), 0, is_async=True)
-                   if wiring.turn_out is not None else None]
-        after = [op for op in passing if op is not None] + again
+        after = [*([ins.mov(ins.FabOut(wiring.turn_out, 1), 0, is_async=True)]
+                   if wiring.turn_out is not None else []), *again]
         tile.local_task("send", [ins.mov(ins.FabOut(wiring.outgoing, L),
                                          tile.symbols["z"].dsd(), dtype=dtype, is_async=True,
                                          on_done=ins.Activate("after") if after else None)])
@@ -274,10 +273,10 @@ def stream_chain_cycles(config: FabricConfig, blocks: Blocks, stages: int,
     one = _one_sample_cycles(config, blocks, stages, busy)
     if samples == 1:
         return one
-    keep = [[-(-size * width // config.simd_width("mov", simd_key(dtype)))
-             for width in (w for _, w in blocks.cols)] for _, size in blocks.rows]
-    return one + int(np.max(keep)) + 4 + (samples - 1) * _period_bound(blocks, stages, busy,
-                                                                        np.array(keep))
+    width = config.simd_width("mov", simd_key(dtype))
+    keep = -(-blocks.counts() // width)  # (P, Q): each PE's copy of its block into "out"
+    return one + int(keep.max()) + 4 + (samples - 1) * _period_bound(blocks, stages, busy,
+                                                                      keep)
 
 
 def _one_sample_cycles(config: FabricConfig, blocks: Blocks, stages: int,
@@ -287,8 +286,7 @@ def _one_sample_cycles(config: FabricConfig, blocks: Blocks, stages: int,
         return int(busy.max()) + 2
     tile = Rect(0, 0, P, 1)
     worst = 0
-    for q, (_, width) in enumerate(blocks.cols):
-        sizes = [size * width for _, size in blocks.rows]
+    for q, sizes in _columns(blocks):
         sends, start = [], int(busy[0, :, q].max()) + 2  # every row of the first computes
         for size in sizes:  # then they send in turn
             sends.append(start)
@@ -311,8 +309,7 @@ def _period_bound(blocks: Blocks, stages: int, busy: np.ndarray, keep: np.ndarra
     the last (its receive, ops and copy), each with its loop's few instructions; one
     stage alone: its ops and copy."""
     worst = 0
-    for q, (_, width) in enumerate(blocks.cols):
-        sizes = [size * width for _, size in blocks.rows]
+    for q, sizes in _columns(blocks):
         rows = range(len(sizes))
         if stages == 1:
             worst = max(worst, max(int(busy[0, p, q]) + int(keep[p, q]) + 7 for p in rows))
@@ -323,6 +320,12 @@ def _period_bound(blocks: Blocks, stages: int, busy: np.ndarray, keep: np.ndarra
                    for p in rows)]
         worst = max(worst, *terms)
     return worst
+
+
+def _columns(blocks: Blocks):
+    """(q, the elements of every block of PE column q, block row by block row)."""
+    for q, (_, width) in enumerate(blocks.cols):
+        yield q, [size * width for _, size in blocks.rows]
 
 
 def pe_row(rect: Rect, k: int, p: int) -> int:
@@ -406,7 +409,7 @@ def _kernel(config, rect, blocks, stages, prog, model, dtype, samples) -> Kernel
 
             def write(key, words, k=k, stage=stage, classes=classes):
                 for cls, pes in classes:
-                    size = stage.symbol_length(cls)
+                    size = cls.vector_length(stage.vector)
                     sim.memcpy_h2d(key, in_pe_order(words[cls.pes][..., :size], k), pes)
 
             stage.load(own, blocks, write, f"stream chain stage {k}")
