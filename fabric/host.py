@@ -32,6 +32,7 @@ from fabric.errors import CycleLimitError, DeadlockError, RunError
 from fabric.host_io import host_io_cycles
 from fabric.interrupts import HeldInterrupts
 from fabric.numerics.packing import from_words, to_words, words_for
+from fabric.part_watch import Watch, run_watched
 from fabric.program import Program, Rect
 from fabric.report import deadlock_report, error_report
 from fabric.state import FabricState, init_state, state_bytes
@@ -368,6 +369,27 @@ class Simulator:
         self.state = exe(self.tables, self.state, limit)
         self.last_run_cycles = self._raise_if_stuck(max_cycles, raise_on_limit) - start
 
+    def advance_watched(self, max_cycles: int, watch: Watch, parts: int, poll: int,
+                        raise_on_limit: bool = True) -> tuple[np.ndarray, ...]:
+        """`advance` for a host watching a merged program's parts (`fabric.part_watch`):
+        steps of `poll` cycles up to `max_cycles` more, stopping after the first step whose
+        look differs from the look at the call (or where `advance` would stop). Returns
+        that look, read in one transfer with the run's status: (bool [R * C, parts] the
+        parts with work on each PE's CE, bool [parts] those with work anywhere, uint32 [W]
+        the watched words). Raises as `advance`, the cycle limit only where it was reached
+        (`raise_on_limit`)."""
+        if self.devices != 1:
+            raise ValueError("advance_watched runs on one device")
+        start = int(self.state.cycle)
+        limit = np.int32(start + max_cycles)
+        self.state, seen, status = run_watched(self.engine_config, self.tables, self.state,
+                                               limit, watch, poll, parts, self.half_ops)
+        seen, status = jax.device_get((seen, status))
+        reached = int(status[3]) >= start + max_cycles
+        self.last_run_cycles = self._raise_if_stuck(max_cycles, raise_on_limit and reached,
+                                                    status) - start
+        return seen
+
     def wait(self, cycles: int) -> Stats:
         """Let `cycles` cycles pass while the host holds back what the fabric waits for
         (a transfer still on the host link): the engine runs them as `run` does, but
@@ -461,12 +483,14 @@ class Simulator:
         sim = Simulator(config, program, devices=devices, min_table_rows=saved.table_rows)
         return restore_checkpoint(sim, saved)
 
-    def _raise_if_stuck(self, max_cycles, raise_on_limit) -> int:
+    def _raise_if_stuck(self, max_cycles, raise_on_limit, status=None) -> int:
         """Raise where the run stopped on an error, a deadlock or (raise_on_limit) its
-        cycle limit with work left; else the cycle it stopped at."""
+        cycle limit with work left; else the cycle it stopped at. status: `_status` of the
+        state, already read."""
         st = self.state
-        error, pending, idle, cycle = (x.item() for x in
-                                       jax.device_get(_status(self.tables, st)))
+        if status is None:
+            status = jax.device_get(_status(self.tables, st))
+        error, pending, idle, cycle = (x.item() for x in status)
         if error:
             raise RunError(error_report(self.info, st))
         if not pending:

@@ -27,6 +27,7 @@ import numpy as np
 
 from fabric.colors import ColorPart, footprints
 from fabric.merge import SEPARATOR, MergedProgram
+from fabric.part_watch import look_now, make_watch
 from fabric.state import CLS_FABIN, CLS_FABOUT, O_CLS, O_COLOR, S_A, S_B, S_DST, S_TASK
 
 
@@ -48,6 +49,7 @@ class PartMap:
                     self.owners[row:row + rows, col:col + cols, part.color(color)] = i
         self._task_parts: np.ndarray | None = None
         self._task_defined: np.ndarray | None = None
+        self._watch = None  # (Watch, its padded part count): `watch`
 
     def at_work(self, sim, wavelets: bool = True) -> dict[str, list[tuple[int, int]]]:
         """{part name: the PEs (row, col) where it has work} of `sim` (a simulator of the
@@ -90,6 +92,35 @@ class PartMap:
         for counts in held:  # [R, C, K]: wavelets held in routers and CE input queues
             found += list(np.moveaxis(np.where(counts > 0, self.owners, -1), -1, 0))
         return on_ce, self._listed(found)
+
+    def watch(self, sim, words=()) -> None:
+        """Watch these parts in `sim`, and `words` ((row, col, address) of its SRAM), for
+        `advance` and `look` (`fabric.part_watch`)."""
+        self._watch = make_watch(self._tasks(sim.info), self.owners, self._defined(sim),
+                                 list(words))
+
+    def advance(self, sim, max_cycles: int, poll: int, raise_on_limit: bool = True
+                ) -> tuple[dict[str, set[tuple[int, int]]], set[str], np.ndarray]:
+        """Run `sim` in steps of `poll` cycles, up to `max_cycles` more, until what `look`
+        reads differs from what it read before the run (`Simulator.advance_watched`);
+        returns that look. Raises as `Simulator.advance`."""
+        return self._seen(sim.advance_watched(max_cycles, *self._watch, poll, raise_on_limit))
+
+    def look(self, sim) -> tuple[dict[str, set[tuple[int, int]]], set[str], np.ndarray]:
+        """({part: the PEs where its CE has work}, {the parts with work anywhere}, uint32
+        [W] the watched words) of `sim` now: what `work` reads, as sets, and the words."""
+        watch, parts = self._watch
+        return self._seen(jax.device_get(look_now(watch, sim.state, parts)))
+
+    def _seen(self, seen) -> tuple[dict[str, set[tuple[int, int]]], set[str], np.ndarray]:
+        on_ce, anywhere, words = seen
+        cols = self.owners.shape[1]
+        pe, part = np.nonzero(on_ce[:, :len(self.order)])
+        busy: dict[str, set[tuple[int, int]]] = {}
+        for i, p in zip(pe.tolist(), part.tolist()):
+            busy.setdefault(self.order[p], set()).add(divmod(i, cols))
+        return (busy, {self.order[p] for p in np.nonzero(anywhere[:len(self.order)])[0]},
+                words)
 
     def _defined(self, sim) -> np.ndarray:
         """[R, C] the task ids each PE's program defines (bits), read once."""

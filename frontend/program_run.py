@@ -36,8 +36,14 @@ Then its entry tasks start (`ModelProgram.entries`, PE by PE) by `start`:
 Otherwise than serial, the host looks every `poll` cycles at what each part still has to
 do (`fabric.PartMap`): independent parts, and the parts of consecutive samples, run at
 once and contend for PEs and links as the engine simulates them, and a part starts at
-most `poll` - 1 cycles after its condition is met. The host reads every kernel's output
-words for a sample as soon as it has finished (before anything can overwrite them).
+most `poll` - 1 cycles after its condition is met. The engine runs on through the looks
+that would find what the last one found (`PartMap.advance`: the parts' work and the
+gates' words compared on the device after every `poll` cycles), to the first that differs
+or the next end of a host link transfer; after a look where the host started or counted
+something it looks again after `poll` cycles. The host so takes the same decisions at the
+same cycles as looking every time, at the cost of the looks that change something. The
+host reads every kernel's output words for a sample as soon as it has finished (before
+anything can overwrite them).
 
 Host I/O (`HostIO`, `host_link(program, output_reads)`): without it the host's transfers
 are apart (a sample's inputs appear in their operands when its kernel is armed, outputs
@@ -179,6 +185,13 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     kernels = set(program.stages.values())
     reuses = program.reuses()
     parts = None if serial else PartMap(program.merged)
+    # the words a look reads besides the parts' work: every gate's, by kernel
+    gate_words = {name: list(gate.addresses.items()) for name, gate in gates.items()}
+    watched = [(*pe, address) for words in gate_words.values() for pe, address in words]
+    if not serial:
+        parts.watch(sim, watched)
+    seen = None  # the host's last look (`PartMap.advance`)
+    opened_at: dict = {}  # gated kernel -> its PEs whose gate was at zero when last seen
     tokens = [(name, s) for s in range(len(samples)) for name in program.order]
     entries = {name: program.entries(name) for name in program.order}
     begin = int(sim.state.cycle)
@@ -216,6 +229,13 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
         """The first end of a host link transfer after `cycle`, if one is still on."""
         return min((end for _, end in transfers.values() if end > cycle), default=None)
 
+    def until_link(cycle: int, left: int) -> int:
+        """The cycles to the first look, every `poll` from `cycle`, at or after the next
+        end of a host link transfer (at most `left`): where the host's decisions can
+        change with no change in the fabric."""
+        end = link_end_after(cycle)
+        return left if end is None else min(left, -(-(end - cycle) // poll) * poll)
+
     def may_arm(name: str, s: int) -> bool:
         """The token's conditions on whole parts (module docstring); "pe" starts its PEs
         apart, each when the parts it reads are done there. (A round into a gated kernel
@@ -243,10 +263,14 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     now = 0
     while len(spans) < len(tokens):
         now = int(sim.state.cycle) - begin
+        # whether the host changes something at this look (a count, an arm, a start):
+        # then it looks again after `poll` cycles, whatever the fabric shows
+        acted = any(arms_left.values())
         for (name, s), pes in [t for t in arms_left.items() if t[1]]:  # busy CEs last look
             opened_now, arms_left[(name, s)] = program.arm_gate(sim, name, pes)
             host_opens[(name, s)] |= opened_now
         arming = [t for t in tokens if written(*t) and may_arm(*t)]
+        acted = acted or bool(arming)
         while arming:
             for name, s in arming[:1] if serial else arming:
                 if s:  # the part ran the previous sample: put it back as loaded
@@ -268,29 +292,37 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                     started[pe] = now
                     starting.setdefault(pe, []).extend(tasks)
         sim.launch_each(starting)
+        acted = acted or bool(starting) or any(arms_left.values())
         left = max_cycles - now
         try:
             try:
                 if serial:  # each token run until the fabric is quiet
                     sim.run(max_cycles=left, progress=False)
-                else:  # the host looks again in `poll` cycles
-                    sim.advance(min(poll, left), raise_on_limit=left <= poll)
+                else:  # the host looks again in `poll` cycles, or at the first look
+                    # that can find something new (`fabric.part_watch`)
+                    steps = min(poll, left) if acted else until_link(now, left)
+                    seen = parts.advance(sim, steps, poll, raise_on_limit=steps == left)
             except DeadlockError:  # nothing moves: waiting on the host link, or stuck
                 stuck_at = int(sim.state.cycle) - begin
                 link_end = link_end_after(stuck_at)
                 if link_end is None:
                     raise
                 sim.wait(link_end - stuck_at)
+                seen = None
         except RunError as exc:
             running = [(n, s if len(samples) > 1 else None) for n, s in armed]
             raise StageRunError(program.failure(sim, running, exc)) from exc
         moved = int(sim.state.cycle) - begin > now
         now = int(sim.state.cycle) - begin
-        busy, everything = ({}, {}) if serial else parts.work(sim)
+        busy, everything, values = ({}, set(), ()) if serial else seen or parts.look(sim)
+        i = 0
+        for name, pes in gate_words.items():  # the gates at zero: every delivery in
+            opened_at[name] = {pe for j, (pe, _) in enumerate(pes) if values[i + j] == 0}
+            i += len(pes)
         looked = now
         for (name, _), started in armed.items():  # gates the data opened since last time
             if name in gates:
-                for pe in program.opened(sim, name) - started.keys():
+                for pe in opened_at[name] - started.keys():
                     started[pe] = now
         for name, s in [t for t, started in armed.items() if t[0] not in everything
                         and len(started) == len(entries[t[0]])]:
