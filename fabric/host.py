@@ -382,8 +382,15 @@ class Simulator:
             raise ValueError("advance_watched runs on one device")
         start = int(self.state.cycle)
         limit = np.int32(start + max_cycles)
-        self.state, seen, status = run_watched(self.engine_config, self.tables, self.state,
-                                               limit, watch, poll, parts, self.half_ops)
+        key = (_engine_key(self.engine_config, self.tables, 1, self.half_ops),
+               watch.word_rows.shape, poll, parts)
+        if key not in _COMPILED:
+            begin = time.perf_counter()
+            _COMPILED[key] = run_watched.lower(self.engine_config, self.tables, self.state,
+                                               limit, watch, poll, parts,
+                                               self.half_ops).compile()
+            self.compile_s += time.perf_counter() - begin
+        self.state, seen, status = _COMPILED[key](self.tables, self.state, limit, watch)
         seen, status = jax.device_get((seen, status))
         reached = int(status[3]) >= start + max_cycles
         self.last_run_cycles = self._raise_if_stuck(max_cycles, raise_on_limit and reached,
