@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from fabric import engine
+from fabric import engine, queues
 from fabric.build import build
 from fabric.checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
 from fabric.config import FabricConfig
@@ -52,6 +52,21 @@ def _status(tables, state):
     each small call and each read of a device value on every poll)."""
     return (jnp.any(state.error != 0), engine.pending(tables, state), state.idle_cycles,
             state.cycle)
+
+
+
+@eqx.filter_jit
+def _stats_fields(state):
+    """What `Simulator.stats` reads, in one compiled call (one transfer)."""
+    colors = state.num_colors
+    in_flight = (queues.counts_traced(state.rq_ctl, colors).sum()
+                 + queues.counts_traced(state.iq_ctl, colors).sum())
+    return dict(cycles=state.cycle, busy=state.busy, stall=state.stall,
+                bank_stall=state.bank_stall, link_count=state.link_count,
+                color_count_per_pe=state.color_count, injected=state.injected.sum(),
+                delivered=state.delivered.sum(), consumed=state.consumed.sum(),
+                forked=state.forked.sum(), in_flight=in_flight)
+
 
 _COMPILED: dict = {}
 # `run` calls the engine in chunks of cycles that each take about CHUNK_S of wall time, so
@@ -514,22 +529,13 @@ class Simulator:
         return cycle
 
     def stats(self) -> Stats:
-        st = self.state
-        in_flight = int(st.rq_count.sum() + st.iq_count.sum())
+        fields = jax.device_get(_stats_fields(self.state))
+        for name in ("cycles", "injected", "delivered", "consumed", "forked", "in_flight"):
+            fields[name] = int(fields[name])
         return Stats(
-            cycles=int(st.cycle),
+            **fields,
             run_cycles=self.last_run_cycles,
-            busy=np.asarray(st.busy),
-            stall=np.asarray(st.stall),
-            bank_stall=np.asarray(st.bank_stall),
-            link_count=np.asarray(st.link_count),
-            color_count_per_pe=np.asarray(st.color_count),
             sram_bytes_used=4 * self.info.sram_used_words,
-            injected=int(st.injected.sum()),
-            delivered=int(st.delivered.sum()),
-            consumed=int(st.consumed.sum()),
-            forked=int(st.forked.sum()),
-            in_flight=in_flight,
             host_cycles=self.host_cycles,
             compile_s=self.compile_s,
             wall_s=self.last_wall_s,

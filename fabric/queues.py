@@ -97,6 +97,11 @@ def counts(ctl, colors: int) -> np.ndarray:
     return _decode_now(ctl, 0, COUNT_PLANES, colors)
 
 
+def counts_traced(ctl, colors: int):
+    """int32 [R, C, colors]: every color's count, inside a traced function (jax)."""
+    return _decode(ctl, 0, COUNT_PLANES, colors)
+
+
 def heads(ctl, colors: int):
     """int32 [R, C, colors]: every color's head slot (inside the cycle: jax)."""
     return _decode(ctl, COUNT_PLANES, HEAD_PLANES, colors)
