@@ -234,13 +234,13 @@ class ModelProgram:
                 last.add(pe)
         return last, later
 
-    def opened(self, sim: Simulator, kernel: str) -> set[tuple[int, int]]:
-        """The PEs of gated kernel `kernel` whose gate has opened (every delivery in: the
-        kernel's entry tasks activated there by the last of them), read without host I/O
-        cycles (the host's bookkeeping, not a transfer)."""
-        sram = sim.sram_view()
-        return {pe for pe, address in self.gates[kernel].addresses.items()
-                if sram[(*pe, address)] == 0}
+    def gate_words(self) -> dict[str, list[tuple[tuple[int, int], int]]]:
+        """{gated kernel: [(PE, the address of its gate's word there)]}: a gate has opened
+        on a PE where its word is 0, every delivery in (the kernel's entry tasks activated
+        there by the last of them); the host reads them in its looks
+        (`fabric.PartMap.watch`), without host I/O cycles (its bookkeeping, not a
+        transfer)."""
+        return {name: list(gate.addresses.items()) for name, gate in self.gates.items()}
 
     def launch(self, sim: Simulator, name: str) -> None:
         """Start part `name` on all its PEs: a kernel's entry tasks, a move round's chains."""

@@ -186,7 +186,7 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     reuses = program.reuses()
     parts = None if serial else PartMap(program.merged)
     # the words a look reads besides the parts' work: every gate's, by kernel
-    gate_words = {name: list(gate.addresses.items()) for name, gate in gates.items()}
+    gate_words = program.gate_words() if gates else {}
     watched = [(*pe, address) for words in gate_words.values() for pe, address in words]
     if not serial:
         parts.watch(sim, watched)
