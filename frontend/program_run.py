@@ -156,8 +156,8 @@ def host_link(program: ModelProgram, output_reads: Mapping[str, int]) -> HostIO:
 
 def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                max_cycles: int, start: str = "part", poll: int = POLL_CYCLES,
-               host: HostIO | None = None, resident: Mapping[str, dict] | None = None
-               ) -> ProgramStream:
+               host: HostIO | None = None, resident: Mapping[str, dict] | None = None,
+               every_look: bool = False) -> ProgramStream:
     """`samples` (each the user inputs by graph name) through `program` (module docstring).
 
     start: "serial", "part", "pe" or "data" (module docstring; "data" needs a program built
@@ -165,6 +165,9 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
     host: the host link's transfers (module docstring, "Host I/O"); None: apart.
     resident: {resident input: {symbol: its words}} for a program with resident inputs
         (`ModelProgram.place_resident`: in PE memory before the first sample).
+    every_look: the host reads every look, `poll` cycles apart, instead of running on
+        through those that would find nothing new (the same stream: the reference the
+        watched runs are tested against).
 
     Raises ValueError for another `start`, or "data" on a program without gates;
     StageRunError when the stream does not finish (a deadlock, or `max_cycles` cycles in
@@ -300,7 +303,7 @@ def run_stream(program: ModelProgram, samples: list[dict[str, torch.Tensor]],
                     sim.run(max_cycles=left, progress=False)
                 else:  # the host looks again in `poll` cycles, or at the first look
                     # that can find something new (`fabric.part_watch`)
-                    steps = min(poll, left) if acted else until_link(now, left)
+                    steps = min(poll, left) if acted or every_look else until_link(now, left)
                     seen = parts.advance(sim, steps, poll, raise_on_limit=steps == left)
             except DeadlockError:  # nothing moves: waiting on the host link, or stuck
                 stuck_at = int(sim.state.cycle) - begin
