@@ -99,6 +99,17 @@ def bucket(n: int) -> int:
     return size
 
 
+def build_once(config: FabricConfig, program: Program, min_table_rows: tuple[int, int],
+               built: dict) -> tuple[Tables, ProgramInfo]:
+    """`build`, kept in `built` (a dict its owner keeps beside `program`, which it does not
+    change after building) by config and floor: a program run again and again (a model's
+    stage, once per call) is lowered once. Tables and info are only read by a simulator."""
+    key = (config, tuple(min_table_rows))
+    if key not in built:
+        built[key] = build(config, program, min_table_rows)
+    return built[key]
+
+
 def build(config: FabricConfig, program: Program,
           min_table_rows: tuple[int, int] = (0, 0)) -> tuple[Tables, ProgramInfo]:
     """Validate `program` and lower it to `Tables` plus a host-side `ProgramInfo`.

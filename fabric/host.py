@@ -25,7 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 from fabric import engine, queues
-from fabric.build import build
+from fabric.build import build, build_once
 from fabric.checkpoint import read_checkpoint, restore_checkpoint, save_checkpoint
 from fabric.config import FabricConfig
 from fabric.errors import CycleLimitError, DeadlockError, RunError
@@ -108,7 +108,8 @@ class Simulator:
 
     def __init__(self, config: FabricConfig, program: Program, devices: int = 1,
                  min_table_rows: tuple[int, int] = (0, 0),
-                 parent: FabricConfig | None = None, corner: tuple[int, int] = (0, 0)):
+                 parent: FabricConfig | None = None, corner: tuple[int, int] = (0, 0),
+                 built: dict | None = None):
         """devices: split the grid's rows over this many devices (1: one device). The
         rows must divide evenly; results are identical whatever the count.
         min_table_rows: (instruction, DSD) table rows the build gives at least: programs of
@@ -119,6 +120,9 @@ class Simulator:
         the parent's PE `corner`: host transfers cost what they cost on the parent, where
         their rectangle lies at `corner` + its place here (the fabric's edges decide it);
         kernel cycles and words are the window's own.
+        built: a dict its owner keeps beside `program` (a stage or a move run once per
+        call): the program is built once for each config and floor and kept there
+        (`fabric.build.build_once`); None: built now.
 
         Example:
             >>> w = window_for(big_config, Rect(2, 26, 3, 3))      # doctest: +SKIP
@@ -138,7 +142,8 @@ class Simulator:
         self.parent = parent
         self.corner = corner
         self.program = program
-        self.tables, self.info = build(config, program, min_table_rows)
+        self.tables, self.info = (build(config, program, min_table_rows) if built is None
+                                  else build_once(config, program, min_table_rows, built))
         # programs without 16-bit ops run an engine with the fp32 datapath alone; those
         # without an op reading two memory sources one without the bank read-pair check
         # (none of their ops can meet it: the same cycles, bit for bit)

@@ -104,6 +104,9 @@ class PreparedStage:
     sources: dict[str, list[Source]]  # operand name -> its sources (static operands)
     window: Window | None = None
     run_kernel: Kernel | None = None
+    # its programs built, on its window or not, by config and floor
+    # (`fabric.build.build_once`): once per compiled model, not per call
+    built: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def load_constants(self, sim: Simulator, kernel: Kernel | None = None) -> int:
         """`kernel`'s load (default the stage's `kernel`) into `sim`: its constants
@@ -317,6 +320,7 @@ class Execution:
             window, kernel = whole_fabric(self.config), p.kernel
         # host transfers into the window cost what they cost on the whole fabric
         sim = Simulator(window.config, kernel.program, min_table_rows=self.rows,
+                        built=p.built.setdefault(kernel is p.run_kernel, {}),
                         **window.simulator_args())
         host = load = p.load_constants(sim, kernel)
         move, moved = 0, 0

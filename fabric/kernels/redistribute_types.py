@@ -74,6 +74,9 @@ class Round:
     model_cycles: int
     estimate_cycles: int
     busiest_link: int
+    # its program built, by config and floor (`fabric.build.build_once`): a move of a
+    # model runs once per call
+    built: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclasses.dataclass
@@ -184,7 +187,7 @@ class Redistribution:
         cycles, stats = 0, []
         for rnd in self.rounds:
             sim = Simulator(self.window.config, rnd.program, min_table_rows=min_table_rows,
-                            **self.window.simulator_args())
+                            built=rnd.built, **self.window.simulator_args())
             write_words(sim, src_map, {SRC + k: w for k, w in words.items()})
             for task in rnd.tasks:
                 sim.launch(task)

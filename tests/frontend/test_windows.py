@@ -6,6 +6,8 @@ Reference: `Execution(..., windows=False)`, every program on the whole fabric as
 windows.
 """
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -50,3 +52,23 @@ def test_windows_equal_the_whole_fabric(make, inputs, config):
         for k, w in windowed.words[t].items():
             np.testing.assert_array_equal(w, whole.words[t][k], err_msg=f"{t} {k}")
 
+
+
+def test_a_models_programs_are_built_once_not_per_call():
+    """Every stage's and move's program is built (`fabric.build`) on the model's first
+    call and kept (`fabric.build.build_once`): a second call builds none, and gives the
+    same outputs and cycles."""
+    build_module = importlib.import_module("fabric.build")  # the module, not the function
+    torch.manual_seed(0)
+    x = torch.randn(2, 16)
+    cm = frontend.compile(MLP().eval(), (x,), CONFIG, mode="pipelined")
+    builds = []
+    real = build_module.build
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(build_module, "build", lambda *a, **k: builds.append(1) or real(*a, **k))
+        first = cm(x)
+        once, cycles = len(builds), [(r.kernel_cycles, r.move_cycles) for r in cm.last.results]
+        second = cm(x)
+    assert once >= len(cm.prepared) and len(builds) == once  # the stages' and the moves'
+    assert torch.equal(first, second)
+    assert [(r.kernel_cycles, r.move_cycles) for r in cm.last.results] == cycles
