@@ -54,7 +54,6 @@ def _status(tables, state):
             state.cycle)
 
 
-
 @eqx.filter_jit
 def _stats_fields(state):
     """What `Simulator.stats` reads, in one compiled call (one transfer)."""

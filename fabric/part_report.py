@@ -104,13 +104,20 @@ class PartMap:
         """Run `sim` in steps of `poll` cycles, up to `max_cycles` more, until what `look`
         reads differs from what it read before the run (`Simulator.advance_watched`);
         returns that look. Raises as `Simulator.advance`."""
-        return self._seen(sim.advance_watched(max_cycles, *self._watch, poll, raise_on_limit))
+        watch, parts = self._watching()
+        return self._seen(sim.advance_watched(max_cycles, watch, parts, poll, raise_on_limit))
 
     def look(self, sim) -> tuple[dict[str, set[tuple[int, int]]], set[str], np.ndarray]:
         """({part: the PEs where its CE has work}, {the parts with work anywhere}, uint32
         [W] the watched words) of `sim` now: what `work` reads, as sets, and the words."""
-        watch, parts = self._watch
+        watch, parts = self._watching()
         return self._seen(jax.device_get(look_now(watch, sim.state, parts)))
+
+    def _watching(self):
+        if self._watch is None:
+            raise ValueError("PartMap.advance and look read what watch(sim, words) set up; "
+                             "call it first")
+        return self._watch
 
     def _seen(self, seen) -> tuple[dict[str, set[tuple[int, int]]], set[str], np.ndarray]:
         on_ce, anywhere, words = seen

@@ -85,9 +85,12 @@ def _differ(a, b) -> bool:
 
 def test_a_watched_runs_cycle_limit():
     """A watched run stops at its cycle limit when nothing changes before it: it raises
-    CycleLimitError there with work left, or returns the look (raise_on_limit=False)."""
+    CycleLimitError there with work left, or returns the look (raise_on_limit=False). A
+    part map not yet watching says so."""
     merged, sim, _ = _launched()
     parts = PartMap(merged)
+    with pytest.raises(ValueError, match="call it first"):
+        parts.look(sim)
     parts.watch(sim)
     parts.advance(sim, 10_000, POLL)  # both GEMVs start: the look changes in one step
     start = int(sim.state.cycle)
