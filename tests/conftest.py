@@ -11,6 +11,11 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       os.path.join(tempfile.gettempdir(), "wafer-fabric-jax-cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
+# A size limit turns on JAX's file lock around every read and write of that cache: without
+# one an entry is written in place, unlocked, and a worker starting the same compile could
+# read another's half-written executable (a segfault, seen once in a CI run). 4 GiB, far
+# above a whole run's entries (about 60 MB), so nothing is evicted.
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(4 << 30))
 
 
 def _pin_xdist_worker() -> None:
