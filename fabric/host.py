@@ -90,16 +90,20 @@ def compiled_run(config, tables, state, max_cycles, devices: int = 1, half_ops: 
     program (`half_ops`: with 16-bit ops or not, see `engine.run`), compiled once; returns
     (executable, compile seconds spent now)."""
     key = _engine_key(config, tables, devices, half_ops)
+    if devices == 1:
+        return _compiled_once(key, engine.run, config, tables, state, max_cycles, half_ops)
+    return _compiled_once(key, engine.run_split, config, tables, state, max_cycles, devices,
+                          half_ops)
+
+
+def _compiled_once(key, function, *args) -> tuple[object, float]:
+    """(the executable kept under `key`: jitted `function` lowered for `args` and compiled
+    the first time; the compile seconds spent now)."""
     if key in _COMPILED:
         return _COMPILED[key], 0.0
     start = time.perf_counter()
-    if devices == 1:
-        exe = engine.run.lower(config, tables, state, max_cycles, half_ops).compile()
-    else:
-        exe = engine.run_split.lower(config, tables, state, max_cycles, devices,
-                                     half_ops).compile()
-    _COMPILED[key] = exe
-    return exe, time.perf_counter() - start
+    _COMPILED[key] = function.lower(*args).compile()
+    return _COMPILED[key], time.perf_counter() - start
 
 
 class Simulator:
@@ -403,13 +407,10 @@ class Simulator:
         limit = np.int32(start + max_cycles)
         key = (_engine_key(self.engine_config, self.tables, 1, self.half_ops),
                watch.word_rows.shape, poll, parts)
-        if key not in _COMPILED:
-            begin = time.perf_counter()
-            _COMPILED[key] = run_watched.lower(self.engine_config, self.tables, self.state,
-                                               limit, watch, poll, parts,
-                                               self.half_ops).compile()
-            self.compile_s += time.perf_counter() - begin
-        self.state, seen, status = _COMPILED[key](self.tables, self.state, limit, watch)
+        exe, compile_s = _compiled_once(key, run_watched, self.engine_config, self.tables,
+                                        self.state, limit, watch, poll, parts, self.half_ops)
+        self.compile_s += compile_s
+        self.state, seen, status = exe(self.tables, self.state, limit, watch)
         seen, status = jax.device_get((seen, status))
         reached = int(status[3]) >= start + max_cycles
         self.last_run_cycles = self._raise_if_stuck(max_cycles, raise_on_limit and reached,
